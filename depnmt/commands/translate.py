@@ -1,0 +1,57 @@
+"""``depnmt translate``: raw text on stdin (or --input) to raw text on stdout."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+DEFAULT_MODEL_DIR = "model"
+
+
+@click.command("translate", context_settings={"show_default": True})
+@click.option("-m", "--model-dir", type=click.Path(path_type=Path, file_okay=False),
+              default=lambda: os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR),
+              help="model directory written by `depnmt train` (default: $DEPNMT_MODEL or ./model)")
+@click.option("-c", "--checkpoint", type=click.Path(path_type=Path, dir_okay=False),
+              help="checkpoint file (default: MODEL_DIR/checkpoints/best.pt, else last.pt)")
+@click.option("-i", "--input", "input_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="read this file instead of standard input")
+@click.option("--input-format", type=click.Choice(["text", "conllu"]), default="text",
+              help="text: raw sentences; conllu: pre-parsed sentences (their words and trees "
+                   "are used as they are)")
+@click.option("--beam", type=int, default=None, help="beam size (1 = greedy); default: the model's")
+@click.option("--alpha", type=float, default=None, help="GNMT length penalty alpha")
+@click.option("--max-len-a", type=float, default=None, help="max output length = a·|src| + b")
+@click.option("--max-len-b", type=int, default=None, help="max output length = a·|src| + b")
+@click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, input_format: str,
+            beam: int | None, alpha: float | None, max_len_a: float | None,
+            max_len_b: int | None, device: str) -> None:
+    """Translate raw text with a trained model.
+
+    \b
+      depnmt translate -m work/model < input.txt > output.txt
+    The model directory's own tokenizer, parser (for tree-based schemes) and BPE are applied.
+    Exactly one output line per input line: empty lines stay empty, over-long lines are
+    truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
+    """
+    from ..textio import iter_lines, stdin_lines
+    from ..translate import Translator
+
+    translator = Translator.from_model_dir(model_dir, checkpoint, device, beam=beam, alpha=alpha,
+                                           max_len_a=max_len_a, max_len_b=max_len_b)
+    out = sys.stdout
+    if input_format == "conllu":
+        from ..parse import read_conllu
+        trees = list(read_conllu(input_path or "/dev/stdin"))
+        for line in translator.translate_words([list(t.words) for t in trees], trees):
+            out.write(line + "\n")
+    else:
+        lines = iter_lines(input_path) if input_path else stdin_lines()
+        for line in translator.translate_lines(lines):
+            out.write(line + "\n")
+            out.flush() if out.isatty() else None
+    out.flush()

@@ -1,0 +1,176 @@
+"""Datasets, token-count batching with length bucketing, and the collate step.
+
+Tree features are computed once per example when data is loaded (``Scheme.source_features``)
+and only padded in :func:`collate`, so neither the training step nor ``forward`` reads files or
+walks trees.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from .errors import DepnmtError, InputError
+from .model.schemes import Scheme, pad_features
+from .textio import iter_lines
+from .vocab import BOS, EOS, PAD, Vocab
+
+
+@dataclass
+class Example:
+    """One sentence pair. ``src`` ends with EOS; ``tgt`` has neither BOS nor EOS."""
+
+    index: int
+    src: list[int]
+    tgt: list[int]
+    src_subwords: list[str] = field(default_factory=list)
+    src_tree: Any = None                    # depnmt.parse.Sentence over the source words
+    feats: dict[str, Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    """A padded batch. ``src [B, S]``, ``tgt_in [B, T]`` (BOS + y), ``tgt_out [B, T]`` (y + EOS),
+    ``src_feats`` the schemes' per-sentence tensors (e.g. ``[B, S, S]`` tree labels)."""
+
+    ids: list[int]
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    src_feats: dict[str, Tensor]
+
+    @property
+    def n_tokens(self) -> int:
+        """Target tokens (incl. EOS) that the loss is summed over."""
+        return int((self.tgt_out != PAD).sum())
+
+    @property
+    def n_src_tokens(self) -> int:
+        return int((self.src != PAD).sum())
+
+    def to(self, device: torch.device) -> "Batch":
+        nb = device.type == "cuda"
+        move = lambda t: t.to(device, non_blocking=nb)  # noqa: E731
+        return Batch(self.ids, move(self.src), move(self.tgt_in), move(self.tgt_out),
+                     {k: move(v) for k, v in self.src_feats.items()})
+
+
+def pad_2d(rows: Sequence[Sequence[int]], length: int | None = None) -> Tensor:
+    """``[len(rows), length]`` int64 tensor of ``rows`` padded with PAD."""
+    length = length or max((len(r) for r in rows), default=1) or 1
+    out = torch.full((len(rows), length), PAD, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+def collate(examples: Sequence[Example]) -> Batch:
+    """Pad a list of examples into a :class:`Batch`."""
+    src = pad_2d([e.src for e in examples])
+    tgt_in = pad_2d([[BOS] + e.tgt for e in examples])
+    tgt_out = pad_2d([e.tgt + [EOS] for e in examples])
+    feats = pad_features([e.feats for e in examples], src.shape[1])
+    return Batch([e.index for e in examples], src, tgt_in, tgt_out, feats)
+
+
+def encode_source(subwords: list[str], vocab: Vocab, max_len: int | None = None) -> list[int]:
+    """Source ids with EOS appended (``max_len`` counts subwords, EOS excluded)."""
+    if max_len is not None:
+        subwords = subwords[:max_len]
+    return vocab.encode(subwords) + [EOS]
+
+
+def add_features(examples: list[Example], schemes: Sequence[Scheme]) -> None:
+    """Compute every scheme's per-example source features (once, at load time)."""
+    for ex in examples:
+        for scheme in schemes:
+            ex.feats.update(scheme.source_features(ex))
+
+
+def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: Vocab,
+                  max_len: int | None = None, drop_long: bool = False) -> tuple[list[Example], int]:
+    """Read a subword-segmented pair of files into examples.
+
+    ``max_len``: with ``drop_long`` (training) pairs longer than it on either side are skipped
+    and counted; otherwise (evaluation) they are truncated. Returns (examples, dropped).
+    """
+    examples, dropped = [], 0
+    src_lines, tgt_lines = iter_lines(src_path), iter_lines(tgt_path)
+    for i, (s, t) in enumerate(zip(src_lines, tgt_lines)):
+        s_tok, t_tok = s.split(), t.split()
+        if drop_long and max_len and (len(s_tok) > max_len or len(t_tok) > max_len):
+            dropped += 1
+            continue
+        examples.append(Example(i, encode_source(s_tok, src_vocab, max_len),
+                                tgt_vocab.encode(t_tok[:max_len] if max_len else t_tok), s_tok))
+    leftover = next(src_lines, None) is not None or next(tgt_lines, None) is not None
+    if leftover:
+        raise DepnmtError(f"{src_path} and {tgt_path} have different line counts")
+    return examples, dropped
+
+
+def attach_trees(examples: list[Example], trees: list, conllu_path: Path) -> None:
+    """Attach word-level trees (one per line of the corpus) to examples by line index."""
+    from .bpe import merge_subwords
+    for ex in examples:
+        if ex.index >= len(trees):
+            raise InputError(conllu_path, None, f"has {len(trees)} trees but the text has more lines")
+        tree = trees[ex.index]
+        words = merge_subwords(ex.src_subwords)
+        if list(tree.words) != words:
+            raise InputError(conllu_path, None, f"tree {ex.index + 1} has words {tree.words[:8]}… "
+                             f"but text line {ex.index + 1} has {words[:8]}…")
+        ex.src_tree = tree
+
+
+class TokenBatcher:
+    """Batches of at most ``max_tokens`` padded tokens with length bucketing.
+
+    Examples are sorted by (source, target) length with a random tie-break, cut greedily into
+    batches whose ``size × longest side`` stays within ``max_tokens``, and the batch order is
+    shuffled. Everything depends only on ``(seed, epoch)``, so a resumed run sees the same order.
+    """
+
+    def __init__(self, lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int = 1,
+                 shuffle: bool = True, max_sentences: int | None = None):
+        self.lengths = list(lengths)
+        self.max_tokens, self.seed, self.shuffle = max_tokens, seed, shuffle
+        self.max_sentences = max_sentences
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        rng = random.Random(self.seed * 100003 + epoch)
+        order = sorted(range(len(self.lengths)),
+                       key=lambda i: (self.lengths[i][0], self.lengths[i][1],
+                                      rng.random() if self.shuffle else i))
+        batches, current, longest = [], [], 0
+        for i in order:
+            size = max(self.lengths[i])
+            new_longest = max(longest, size)
+            full = self.max_sentences is not None and len(current) >= self.max_sentences
+            if current and ((len(current) + 1) * new_longest > self.max_tokens or full):
+                batches.append(current)
+                current, new_longest = [], size
+            current.append(i)
+            longest = new_longest
+        if current:
+            batches.append(current)
+        if self.shuffle:
+            rng.shuffle(batches)
+        return batches
+
+
+def iterate_batches(examples: Sequence[Example], batcher: TokenBatcher, epoch: int,
+                    start: int = 0) -> Iterator[tuple[int, Batch]]:
+    """Yield ``(batch_number, Batch)`` for ``epoch``, skipping the first ``start`` batches."""
+    for n, idx in enumerate(batcher.batches(epoch)):
+        if n >= start:
+            yield n, collate([examples[i] for i in idx])
+
+
+def example_lengths(examples: Sequence[Example]) -> list[tuple[int, int]]:
+    return [(len(e.src), len(e.tgt) + 1) for e in examples]

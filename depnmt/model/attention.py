@@ -1,0 +1,131 @@
+"""Multi-head attention (Vaswani et al. 2017, Eqs. 1–4 in Omote et al. 2019) with pluggable
+relative terms and additive logit biases.
+
+A positional scheme never touches this module's code; it hands over:
+
+* :class:`RelativeTerm` — per-pair label indices ``[B, Tq, Tk]`` (or ``[Tq, Tk]`` shared by the
+  batch) and learned tables ``a^K``, ``a^V`` of shape ``[R, d_k]`` (Shaw et al. 2018, Omote et al.
+  2019 Eqs. 11–22).  Label 0 is reserved for "no term" (its table rows are zero and receive no
+  gradient), so padding, special tokens and ``non_dep`` pairs add nothing.
+* an additive logit bias ``[B, H or 1, Tq, Tk]`` (GPS syntax logits, PASCAL, masks).
+
+Relative terms use the gather/scatter form (see ``../shared/STYLE.md``), never a
+``[B, Tq, Tk, d_k]`` tensor:
+
+* key term   ``e_ij += q_i · a^K_{l(i,j)}``:   ``(q @ a^K.T)`` is ``[B, H, Tq, R]``, gathered by ``l``;
+* value term ``z_i  += Σ_j α_ij a^V_{l(i,j)}``: ``α`` is summed into R bins (scatter_add) and the
+  ``[B, H, Tq, R]`` bins are multiplied by ``a^V``.
+
+The literal einsum form of the same equations lives in ``tests/unit/test_attention.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass
+class RelativeTerm:
+    """Per-pair labels with their key/value tables (either table may be ``None``: ablations)."""
+
+    labels: Tensor                 # [B, Tq, Tk] or [Tq, Tk], int64, 0 = no term
+    key_table: Tensor | None       # [R, d_k]  a^K (Shaw) / b^K (Omote)
+    value_table: Tensor | None     # [R, d_k]  a^V / b^V
+
+
+@dataclass
+class AttentionTerms:
+    """What a positional scheme adds to one attention call."""
+
+    relative: list[RelativeTerm]
+    logit_bias: Tensor | None = None   # [B, H or 1, Tq, Tk], added to the scaled logits
+
+    @staticmethod
+    def merge(terms: list["AttentionTerms | None"]) -> "AttentionTerms | None":
+        """Combine the terms of several schemes (relative terms listed, biases summed)."""
+        terms = [t for t in terms if t is not None]
+        if not terms:
+            return None
+        bias = None
+        for t in terms:
+            if t.logit_bias is not None:
+                bias = t.logit_bias if bias is None else bias + t.logit_bias
+        return AttentionTerms([r for t in terms for r in t.relative], bias)
+
+
+def _expand_labels(labels: Tensor, batch: int, heads: int) -> Tensor:
+    """``[B, Tq, Tk]`` or ``[Tq, Tk]`` -> an expanded (no-copy) ``[B, H, Tq, Tk]`` index view."""
+    if labels.dim() == 2:
+        labels = labels.unsqueeze(0)
+    tq, tk = labels.shape[-2:]
+    return labels.unsqueeze(1).expand(batch, heads, tq, tk)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention.
+
+    Shapes: query ``[B, Tq, D]``, key/value input ``[B, Tk, D]``, ``mask`` bool broadcastable to
+    ``[B, 1, Tq, Tk]`` with True = may attend. Output ``[B, Tq, D]``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        self.n_heads, self.d_k = n_heads, d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def _split(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
+
+    def project_kv(self, kv: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values ``[B, H, Tk, d_k]`` (cached by the decoder for incremental decoding)."""
+        return self._split(self.k_proj(kv)), self._split(self.v_proj(kv))
+
+    def forward(self, query: Tensor, kv: Tensor | None = None, mask: Tensor | None = None,
+                terms: AttentionTerms | None = None,
+                cached_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``)."""
+        q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
+        k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
+        if terms is None or (not terms.relative and terms.logit_bias is None):
+            # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+        else:
+            out = self._attend_with_terms(q, k, v, mask, terms)
+        b, _, tq, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_k))
+
+    def _attend_with_terms(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                           terms: AttentionTerms) -> Tensor:
+        """Eqs. 11–15 (Shaw) / 17–22 (Omote) in gather/scatter form; see the module docstring."""
+        b, h, tq, _ = q.shape
+        scores = q @ k.transpose(-1, -2)                            # (B, H, Tq, Tk)
+        index = [(_expand_labels(r.labels, b, h), r) for r in terms.relative]
+        for idx, rel in index:
+            if rel.key_table is not None:                           # e_ij += q_i a^K_ij
+                scores = scores + (q @ rel.key_table.t()).gather(-1, idx)
+        scores = scores / math.sqrt(self.d_k)
+        if terms.logit_bias is not None:
+            scores = scores + terms.logit_bias
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        weights = F.dropout(weights, self.dropout, self.training)
+        out = weights @ v                                           # (B, H, Tq, d_k)
+        for idx, rel in index:
+            if rel.value_table is not None:                         # z_i += Σ_j α_ij a^V_ij
+                bins = weights.new_zeros(b, h, tq, rel.value_table.shape[0])
+                out = out + bins.scatter_add_(-1, idx, weights) @ rel.value_table
+        return out

@@ -1,0 +1,124 @@
+"""The positional-scheme seam.
+
+A scheme has two halves:
+
+* :class:`Scheme` — plain configuration and tree featurisation. It says which trees it needs and
+  turns one example's tree into tensors (``source_features``), computed once when data is loaded,
+  padded by :func:`pad_features` in the collate step. No parameters, picklable.
+* :class:`SchemeModule` — the ``nn.Module`` it builds: an additive term for the embeddings
+  (``embed``) and/or :class:`~depnmt.model.attention.AttentionTerms` for self-attention layers.
+
+The training loop, the batcher and ``translate`` only see a :class:`SchemeStack` (the schemes of
+one model, e.g. ``abs`` + ``dep`` + ``rel``), never a particular paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import click
+import torch
+from torch import Tensor, nn
+
+from ..attention import AttentionTerms
+
+
+@dataclass
+class ModelDims:
+    """What a scheme module needs to know about the Transformer it plugs into."""
+
+    d_model: int
+    n_heads: int
+    encoder_layers: int
+    decoder_layers: int
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class SchemeModule(nn.Module):
+    """Parameters and per-forward terms of one scheme. Defaults add nothing."""
+
+    def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
+        """Add this scheme's term to embeddings ``x [B, T, D]``; ``positions [T]`` are absolute
+        (0-based) positions, which differ from ``arange(T)`` during incremental decoding."""
+        return x
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        """Terms for self-attention of ``side`` ("src" or "tgt") in ``layer`` (0-based);
+        ``q_pos [Tq]`` / ``k_pos [Tk]`` are absolute positions of queries and keys."""
+        return None
+
+
+class Scheme:
+    """A registered positional scheme: flags, tree needs, featurisation, module factory."""
+
+    name: ClassVar[str]
+    help: ClassVar[str] = ""
+    needs_source_trees: ClassVar[bool] = False
+    needs_target_trees: ClassVar[bool] = False
+
+    def __init__(self, **options: Any):
+        self.options = options
+
+    @classmethod
+    def cli_options(cls) -> list[click.Option]:
+        """Flags this scheme adds to ``depnmt train`` (names must be unique across schemes)."""
+        return []
+
+    def source_features(self, example: Any) -> dict[str, Tensor]:
+        """Per-example source tensors whose dims equal the source length (incl. EOS)."""
+        return {}
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        return SchemeModule()
+
+
+def pad_features(feats: list[dict[str, Tensor]], length: int) -> dict[str, Tensor]:
+    """Stack per-example feature tensors, zero-padding every dim to ``length``.
+
+    A ``[T]`` feature becomes ``[B, length]``, a ``[T, T]`` one ``[B, length, length]``; zero is
+    every scheme's "no term / padding" value.
+    """
+    if not feats or not feats[0]:
+        return {}
+    out = {}
+    for key in feats[0]:
+        first = feats[0][key]
+        batch = first.new_zeros((len(feats),) + (length,) * first.dim())
+        for i, f in enumerate(feats):
+            t = f[key]
+            batch[(i,) + tuple(slice(0, s) for s in t.shape)] = t
+        out[key] = batch
+    return out
+
+
+class SchemeStack(nn.Module):
+    """The schemes of one model, applied in order (embedding terms) and merged (attention)."""
+
+    def __init__(self, schemes: list[Scheme], dims: ModelDims):
+        super().__init__()
+        self.schemes = schemes
+        self.parts = nn.ModuleList(s.build(dims) for s in schemes)
+
+    @property
+    def needs_source_trees(self) -> bool:
+        return any(s.needs_source_trees for s in self.schemes)
+
+    def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
+        for part in self.parts:
+            x = part.embed(x, side, positions, feats)
+        return x
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        return AttentionTerms.merge([p.attention_terms(side, layer, feats, q_pos, k_pos)
+                                     for p in self.parts])
+
+
+def positions(length: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
+    """Absolute positions ``[length]`` starting at ``offset``."""
+    return torch.arange(offset, offset + length, device=device)

@@ -1,0 +1,65 @@
+"""Scheme registry and presets (fairseq's ``register_model_architecture`` idea, without the machinery).
+
+``--scheme`` takes a preset name or components joined by ``+`` (e.g. ``abs+dep+rel``); a scheme
+module registers itself with :func:`register` and is imported by :func:`load_builtin_schemes`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ...errors import DepnmtError
+from .base import Scheme
+
+SCHEMES: dict[str, type[Scheme]] = {}
+
+# Paper system names -> components (more are added by the scheme modules of later issues).
+PRESETS: dict[str, list[str]] = {
+    "Transformer_abs": ["abs"],
+}
+
+BUILTIN_MODULES = ("absolute",)
+
+
+def register(cls: type[Scheme]) -> type[Scheme]:
+    """Class decorator: make a scheme selectable by its ``name``."""
+    SCHEMES[cls.name] = cls
+    return cls
+
+
+def load_builtin_schemes() -> None:
+    for mod in BUILTIN_MODULES:
+        importlib.import_module(f"depnmt.model.schemes.{mod}")
+
+
+def resolve(spec: str) -> list[str]:
+    """``"Transformer_abs"`` or ``"abs+rel"`` -> component names, validated."""
+    load_builtin_schemes()
+    names = PRESETS.get(spec) or [p.strip() for p in spec.split("+") if p.strip()]
+    unknown = [n for n in names if n not in SCHEMES]
+    if unknown or not names:
+        choices = ", ".join(sorted(SCHEMES) + sorted(PRESETS))
+        raise DepnmtError(f"unknown positional scheme '{spec}'; choose from: {choices} "
+                          f"(components may be joined with '+')")
+    if "none" in names and len(names) > 1:
+        raise DepnmtError("scheme 'none' cannot be combined with other schemes")
+    return names
+
+
+def build_schemes(names: list[str], options: dict[str, Any]) -> list[Scheme]:
+    """Instantiate components with the (shared) scheme options recorded in the model config."""
+    load_builtin_schemes()
+    return [SCHEMES[n](**options) for n in names]
+
+
+def all_cli_options() -> list:
+    """Every registered scheme's train flags (added to ``depnmt train``)."""
+    load_builtin_schemes()
+    seen, opts = set(), []
+    for cls in SCHEMES.values():
+        for opt in cls.cli_options():
+            if opt.name not in seen:
+                seen.add(opt.name)
+                opts.append(opt)
+    return opts

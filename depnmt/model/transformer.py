@@ -1,0 +1,201 @@
+"""Transformer encoder–decoder (Vaswani et al. 2017) with post-LN sublayers,
+``LayerNorm(x + Sublayer(x))`` (Omote et al. 2019 §3.1), and a pluggable positional scheme.
+
+Shapes: ``src [B, S]`` and ``tgt_in [B, T]`` token ids (PAD = 0); ``memory [B, S, D]``;
+logits ``[B, T, V_tgt]``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..vocab import PAD
+from .attention import MultiHeadAttention
+from .schemes import ModelDims, SchemeStack, build_schemes
+from .schemes.base import positions
+
+
+@dataclass
+class ModelConfig:
+    """Architecture hyper-parameters (saved as ``config.json`` in the model directory)."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    tie_decoder_embeddings: bool = True   # decoder input embedding = output projection
+    share_all_embeddings: bool = False    # + source embedding (needs one joint vocabulary)
+    scheme: list[str] = field(default_factory=lambda: ["abs"])
+    scheme_options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    @property
+    def dims(self) -> ModelDims:
+        return ModelDims(self.d_model, self.n_heads, self.encoder_layers, self.decoder_layers)
+
+
+class FeedForward(nn.Sequential):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
+                         nn.Linear(d_ff, d_model))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, mask: Tensor, terms) -> Tensor:
+        x = self.norm1(x + self.drop(self.self_attn(x, x, mask, terms)))
+        return self.norm2(x + self.drop(self.ffn(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(cfg.d_model) for _ in range(3))
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, self_mask: Tensor | None, terms, memory_kv: tuple[Tensor, Tensor],
+                src_mask: Tensor, cache: dict | None) -> Tensor:
+        if cache is None:
+            h = self.self_attn(x, x, self_mask, terms)
+        else:  # incremental: append this step's keys/values to the cache
+            k, v = self.self_attn.project_kv(x)
+            if "k" in cache:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+            h = self.self_attn(x, mask=self_mask, terms=terms, cached_kv=(k, v))
+        x = self.norm1(x + self.drop(h))
+        x = self.norm2(x + self.drop(self.cross_attn(x, mask=src_mask, cached_kv=memory_kv)))
+        return self.norm3(x + self.drop(self.ffn(x)))
+
+
+class DecoderState:
+    """Incremental-decoding state: per-layer self-attention caches and cross-attention keys."""
+
+    def __init__(self, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
+                 src_feats: dict[str, Tensor]):
+        self.memory_kv = memory_kv
+        self.src_mask = src_mask
+        self.src_feats = src_feats
+        self.caches: list[dict] = [{} for _ in memory_kv]
+        self.length = 0
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep hypotheses ``index`` (beam search); every tensor is indexed on dim 0."""
+        self.memory_kv = [(k[index], v[index]) for k, v in self.memory_kv]
+        self.src_mask = self.src_mask[index]
+        self.src_feats = {n: t[index] for n, t in self.src_feats.items()}
+        self.caches = [{n: t[index] for n, t in c.items()} for c in self.caches]
+
+
+class TransformerNMT(nn.Module):
+    """Encoder–decoder Transformer; ``forward`` returns logits for teacher forcing."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.scale = math.sqrt(cfg.d_model)
+        self.src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)
+        if cfg.share_all_embeddings:
+            if cfg.src_vocab_size != cfg.tgt_vocab_size:
+                raise ValueError("share_all_embeddings needs one joint vocabulary")
+            self.tgt_embed = self.src_embed
+        else:
+            self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
+        self.schemes = SchemeStack(build_schemes(cfg.scheme, cfg.scheme_options), cfg.dims)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.drop = nn.Dropout(cfg.dropout)
+        self.output = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        self._reset_parameters()
+        if cfg.tie_decoder_embeddings or cfg.share_all_embeddings:
+            self.output.weight = self.tgt_embed.weight
+
+    def _reset_parameters(self) -> None:
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "embed" not in name and "schemes" not in name:
+                nn.init.xavier_uniform_(p)
+        for emb in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(emb.weight, 0.0, self.cfg.d_model ** -0.5)
+            with torch.no_grad():
+                emb.weight[PAD].zero_()
+
+    # -- encoder ---------------------------------------------------------------------------
+    def encode(self, src: Tensor, src_feats: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """``src [B, S]`` -> ``memory [B, S, D]`` and ``src_mask [B, 1, 1, S]`` (True = token)."""
+        src_mask = (src != PAD)[:, None, None, :]
+        pos = positions(src.shape[1], device=src.device)
+        x = self.drop(self.schemes.embed(self.src_embed(src) * self.scale, "src", pos, src_feats))
+        for i, layer in enumerate(self.encoder):
+            x = layer(x, src_mask, self.schemes.attention_terms("src", i, src_feats, pos, pos))
+        return x, src_mask
+
+    # -- decoder ---------------------------------------------------------------------------
+    def start_state(self, memory: Tensor, src_mask: Tensor,
+                    src_feats: dict[str, Tensor]) -> DecoderState:
+        """A state for incremental decoding with cross-attention keys computed once."""
+        kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        return DecoderState(kv, src_mask, src_feats)
+
+    def decode(self, tgt_in: Tensor, state: DecoderState, incremental: bool = False) -> Tensor:
+        """Logits ``[B, T, V]`` for ``tgt_in [B, T]``.
+
+        With ``incremental``, ``tgt_in`` holds only the next position(s) and the self-attention
+        caches in ``state`` grow; otherwise the whole prefix is decoded with a causal mask.
+        """
+        t = tgt_in.shape[1]
+        offset = state.length if incremental else 0
+        q_pos = positions(t, offset, tgt_in.device)
+        k_pos = positions(offset + t, 0, tgt_in.device)
+        causal = torch.ones(t, offset + t, dtype=torch.bool, device=tgt_in.device).tril(offset)
+        x = self.drop(self.schemes.embed(self.tgt_embed(tgt_in) * self.scale, "tgt", q_pos, {}))
+        for i, layer in enumerate(self.decoder):
+            terms = self.schemes.attention_terms("tgt", i, {}, q_pos, k_pos)
+            x = layer(x, causal, terms, state.memory_kv[i], state.src_mask,
+                      state.caches[i] if incremental else None)
+        if incremental:
+            state.length += t
+        return self.output(x)
+
+    def forward(self, src: Tensor, tgt_in: Tensor, src_feats: dict[str, Tensor]) -> Tensor:
+        memory, src_mask = self.encode(src, src_feats)
+        return self.decode(tgt_in, self.start_state(memory, src_mask, src_feats))
+
+
+def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
+    """Summed label-smoothed cross-entropy (Szegedy et al. 2016) and summed NLL over non-PAD
+    targets. ``logits [B, T, V]``, ``target [B, T]``."""
+    lprobs = F.log_softmax(logits.float(), dim=-1)
+    keep = target != PAD
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    smooth = -lprobs.mean(dim=-1)
+    loss = (1.0 - epsilon) * nll + epsilon * smooth
+    return loss[keep].sum(), nll[keep].sum()

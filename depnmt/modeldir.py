@@ -1,0 +1,77 @@
+"""The self-contained model directory written by ``train`` and read by ``translate``.
+
+```
+MODEL_DIR/config.json        model architecture, scheme, languages, tokenizer and parser settings,
+                             subword settings, search defaults, training options
+MODEL_DIR/vocab.src.txt      vocabularies (copied from the bpe stage)
+MODEL_DIR/vocab.tgt.txt
+MODEL_DIR/<segmenter files>  BPE codes etc. (``Segmenter.save``)
+MODEL_DIR/checkpoints/last.pt, best.pt
+MODEL_DIR/metrics.jsonl      one JSON object per log line / validation
+```
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import DepnmtError
+from .textio import atomic_open
+from .vocab import Vocab
+
+CONFIG = "config.json"
+CONFIG_FORMAT = 1
+
+
+def checkpoint_dir(model_dir: Path) -> Path:
+    return model_dir / "checkpoints"
+
+
+def write_config(model_dir: Path, config: dict[str, Any]) -> None:
+    model_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_open(model_dir / CONFIG) as fh:
+        json.dump({"config_format": CONFIG_FORMAT, "depnmt_version": __version__, **config}, fh,
+                  indent=2, ensure_ascii=False)
+        fh.write("\n")
+
+
+def read_config(model_dir: Path) -> dict[str, Any]:
+    """Load ``config.json`` with a clear error when the folder is not a model directory."""
+    path = model_dir / CONFIG
+    if not path.exists():
+        raise DepnmtError(f"{model_dir}: not a depnmt model directory (no {CONFIG}); train one "
+                          f"with `depnmt train` or pass -m MODEL_DIR")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DepnmtError(f"{path}: unreadable ({exc})") from None
+    if config.get("config_format") != CONFIG_FORMAT:
+        raise DepnmtError(f"{path}: model config format {config.get('config_format')} (depnmt "
+                          f"{config.get('depnmt_version')}) is not readable by depnmt {__version__}")
+    return config
+
+
+def copy_vocabs(bpe_dir: Path, model_dir: Path) -> tuple[Vocab, Vocab]:
+    """Copy the bpe stage's vocabularies into the model directory and return them."""
+    vocabs = []
+    for side in ("src", "tgt"):
+        vocab = Vocab.load(bpe_dir / f"vocab.{side}.txt")
+        vocab.save(model_dir / f"vocab.{side}.txt")
+        vocabs.append(vocab)
+    return vocabs[0], vocabs[1]
+
+
+def load_vocabs(model_dir: Path) -> tuple[Vocab, Vocab]:
+    return Vocab.load(model_dir / "vocab.src.txt"), Vocab.load(model_dir / "vocab.tgt.txt")
+
+
+def default_checkpoint(model_dir: Path) -> Path:
+    """``best.pt`` when validation has run, else ``last.pt``."""
+    ckpt = checkpoint_dir(model_dir)
+    for name in ("best.pt", "last.pt"):
+        if (ckpt / name).exists():
+            return ckpt / name
+    raise DepnmtError(f"{model_dir}: no checkpoint in {ckpt} (training has not saved one yet)")

@@ -1,0 +1,363 @@
+"""The ``parse`` stage: tokenized text of a ``prepare`` folder -> one CoNLL-U tree per line.
+
+Inputs: ``PREPARE/{split}.{lang}`` (tokens separated by spaces) and ``PREPARE/manifest.json``.
+Outputs: ``OUT/{split}.{lang}.conllu`` (block k is the tree of line k, with exactly its tokens)
+and ``OUT/manifest.json`` (stage ``parse``; ``parser``: the settings ``make_parser`` takes, per side).
+
+Sharding: ``--shard i/N`` parses the i-th of N contiguous blocks of every file (0-based; block i
+is lines ``floor(n*i/N)+1 .. floor(n*(i+1)/N)``) into ``{split}.{lang}.conllu.shard-i-of-N``
+and writes ``shard-i-of-N.json``. ``--merge`` checks that all N shards are there and agree,
+concatenates them in order, validates every tree against its text line, writes the final files
+and manifest, and removes the shard files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from ..errors import DepnmtError, InputError
+from ..log import info, progress_bar
+from ..manifest import load_manifest, write_manifest
+from ..textio import atomic_open, count_lines, iter_lines
+from . import Parser, make_parser
+from .conllu import Sentence, read_conllu_numbered, write_conllu
+
+SIDES = ("src", "tgt")
+SPLITS = ("train", "dev", "test")
+SHARD_MANIFEST = re.compile(r"^shard-(\d+)-of-(\d+)\.json$")
+
+
+@dataclass
+class Job:
+    """One file to parse: ``PREPARE/{split}.{lang}`` -> ``OUT/{split}.{lang}.conllu``."""
+
+    split: str
+    side: str
+    lang: str
+    text: Path
+    out: Path
+
+
+@dataclass
+class ParseOptions:
+    """Everything the stage needs (the CLI's options, resolved)."""
+
+    prepare_dir: Path
+    out_dir: Path
+    sides: list[str]
+    splits: list[str] | None = None  # None: every split the prepare folder has
+    backend: str = "stanza"
+    models: dict[str, str | None] | None = None  # per side
+    langs: dict[str, str | None] | None = None  # per side, overrides the prepare manifest's
+    stanza_dir: str | None = None
+    conllu_dir: Path | None = None
+    batch_size: int = 256
+    shard: tuple[int, int] | None = None  # (i, N)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+def line_tokens(line: str) -> list[str]:
+    """The tokens of a tokenized line (split on spaces; repeated spaces ignored)."""
+    return [t for t in line.split(" ") if t]
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """``"i/N"`` -> ``(i, N)`` with 0 <= i < N."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec)
+    if not match or not int(match[1]) < int(match[2]):
+        raise DepnmtError(f"--shard '{spec}': expected i/N with 0 <= i < N, e.g. 0/4")
+    return int(match[1]), int(match[2])
+
+
+def shard_range(n_lines: int, shard: tuple[int, int] | None) -> tuple[int, int]:
+    """0-based ``[start, end)`` line range of a shard (the whole file without one)."""
+    if shard is None:
+        return 0, n_lines
+    i, n = shard
+    return n_lines * i // n, n_lines * (i + 1) // n
+
+
+def shard_suffix(shard: tuple[int, int]) -> str:
+    return f"shard-{shard[0]}-of-{shard[1]}"
+
+
+def per_side(values: Iterable[str], option: str) -> dict[str, str | None]:
+    """``--model NAME`` (every side) and/or ``--model src=NAME`` (one side) -> {side: value}.
+
+    A side-specific value wins over a plain one, whatever their order.
+    """
+    plain = [v for v in values if v.partition("=")[0] not in SIDES or "=" not in v]
+    if len(plain) > 1:
+        raise DepnmtError(f"{option} given twice ({', '.join(plain)}); use {option} src=... and "
+                          f"{option} tgt=... for different values per side")
+    result: dict[str, str | None] = {side: plain[0] if plain else None for side in SIDES}
+    for value in values:
+        side, sep, rest = value.partition("=")
+        if sep and side in SIDES:
+            result[side] = rest
+    return result
+
+
+def side_langs(manifest: dict) -> dict[str, str]:
+    """Source and target language codes recorded by ``prepare``."""
+    options = manifest.get("options", {})
+    langs = {side: manifest.get(f"{side}_lang") or options.get(f"{side}_lang") for side in SIDES}
+    missing = [side for side, lang in langs.items() if not lang]
+    if missing:
+        raise DepnmtError(f"the prepare manifest records no {missing[0]}_lang")
+    return langs  # type: ignore[return-value]
+
+
+def plan_jobs(prepare_dir: Path, out_dir: Path, manifest: dict, sides: list[str],
+              splits: list[str] | None) -> list[Job]:
+    """The files to parse; DepnmtError when a requested split file does not exist."""
+    langs = side_langs(manifest)
+    chosen = splits or [s for s in SPLITS
+                        if any((prepare_dir / f"{s}.{langs[side]}").exists() for side in sides)]
+    jobs = []
+    for split in chosen:
+        for side in sides:
+            text = prepare_dir / f"{split}.{langs[side]}"
+            if not text.exists():
+                raise DepnmtError(f"{text}: no such file (split '{split}', {side} side)")
+            jobs.append(Job(split, side, langs[side], text,
+                            out_dir / f"{split}.{langs[side]}.conllu"))
+    if not jobs:
+        raise DepnmtError(f"{prepare_dir}: no tokenized files for splits {', '.join(SPLITS)}")
+    return jobs
+
+
+# ---------------------------------------------------------------------------------------------
+# Trees from a parser, and trees checked against the text
+
+def parsed_trees(parser: Parser, lines: Iterable[str], batch_size: int,
+                 advance: Callable[[int], None]) -> Iterator[Sentence]:
+    """Parse ``lines`` in batches of ``batch_size``, one tree per line."""
+    lines = iter(lines)
+    while batch := list(islice(lines, batch_size)):
+        yield from parser.parse([line_tokens(line) for line in batch])
+        advance(len(batch))
+
+
+def token_mismatch(words: list[str], tokens: list[str]) -> str | None:
+    """Why a tree's words are not the text line's tokens, or None."""
+    if len(words) != len(tokens):
+        return f"tree has {len(words)} words but the text line has {len(tokens)} tokens"
+    for k, (word, token) in enumerate(zip(words, tokens), start=1):
+        if word != token:
+            return f"word {k} is '{word}' but token {k} of the text line is '{token}'"
+    return None
+
+
+def checked_trees(sources: list[Path], text: Path,
+                  advance: Callable[[int], None] = lambda n: None) -> Iterator[Sentence]:
+    """The trees of ``sources`` (read in order), each checked against its line of ``text``.
+
+    Raises InputError naming the CoNLL-U file and line and the text file and line when a tree is
+    malformed, its words differ from the line's tokens, or the counts differ.
+    """
+    lines = iter_lines(text)
+    n = 0
+    for source in sources:
+        for first_line, tree in read_conllu_numbered(source):
+            line = next(lines, None)
+            n += 1
+            if line is None:
+                raise InputError(source, first_line, f"tree {n} has no line in {text}, which has "
+                                                     f"only {n - 1} lines")
+            problem = token_mismatch(tree.words, line_tokens(line))
+            if problem:
+                raise InputError(source, first_line, f"{problem} ({text}:{n})")
+            advance(1)
+            yield tree
+    if next(lines, None) is not None:
+        names = ", ".join(str(s) for s in sources)
+        raise InputError(text, n + 1, f"no tree for this line: {names} hold(s) only {n} trees")
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifests
+
+def stage_manifest(out_dir: Path, prepare_dir: Path, jobs: list[Job], options: dict[str, Any],
+                   parsers: dict[str, dict | None], descriptions: dict[str, str | None]) -> dict:
+    """Write ``OUT/manifest.json`` for finished ``jobs``."""
+    sides = [s for s in SIDES if any(job.side == s for job in jobs)]
+    return write_manifest(
+        out_dir, "parse",
+        inputs={"prepare": str(prepare_dir.resolve()),
+                "files": sorted({job.text.name for job in jobs})},
+        options=options,
+        outputs=[job.out.name for job in jobs],
+        extra={"parser": parsers, "parser_models": descriptions,
+               "prepare_dir": str(prepare_dir.resolve()), "sides": sides})
+
+
+def shard_manifest_path(out_dir: Path, shard: tuple[int, int]) -> Path:
+    return out_dir / f"{shard_suffix(shard)}.json"
+
+
+def write_shard_manifest(out_dir: Path, shard: tuple[int, int], record: dict) -> None:
+    """Write the small manifest of one shard (read back by ``--merge``)."""
+    with atomic_open(shard_manifest_path(out_dir, shard)) as fh:
+        json.dump(dict(record, shard=list(shard)), fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage
+
+def make_side_parsers(opts: ParseOptions, jobs: list[Job]) -> dict[str, Parser]:
+    """One parser per side being parsed (models load once)."""
+    parsers = {}
+    for side in dict.fromkeys(job.side for job in jobs):
+        lang = (opts.langs or {}).get(side) or next(j.lang for j in jobs if j.side == side)
+        settings: dict[str, Any] = {"backend": opts.backend, "lang": lang,
+                                    "model": (opts.models or {}).get(side)}
+        if opts.backend == "stanza":
+            settings["resources_dir"] = opts.stanza_dir
+        parsers[side] = make_parser(settings)
+    return parsers
+
+
+def conllu_sources(opts: ParseOptions, jobs: list[Job]) -> dict[str, Path]:
+    """For the conllu backend: the given CoNLL-U file of every job (by output name)."""
+    if opts.conllu_dir is None:
+        raise DepnmtError("--backend conllu needs --conllu-dir DIR holding {split}.{lang}.conllu")
+    if opts.shard is not None:
+        raise DepnmtError("--shard is for the stanza and spacy backends (conllu only validates)")
+    sources = {}
+    for job in jobs:
+        path = opts.conllu_dir / job.out.name
+        if not path.exists():
+            raise DepnmtError(f"{path}: no such file (--conllu-dir must hold {job.out.name})")
+        sources[job.out.name] = path
+    return sources
+
+
+def run_parse(opts: ParseOptions) -> dict:
+    """Run the stage; return the manifest written (the stage's or the shard's)."""
+    manifest = load_manifest(opts.prepare_dir, "prepare")
+    jobs = plan_jobs(opts.prepare_dir, opts.out_dir, manifest, opts.sides, opts.splits)
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    if opts.backend == "conllu":
+        sources = conllu_sources(opts, jobs)
+        settings = {job.side: {"backend": "conllu", "lang": job.lang,
+                               "conllu_dir": str(opts.conllu_dir.resolve())} for job in jobs}
+        descriptions = {side: f"conllu files from {opts.conllu_dir}" for side in settings}
+        with progress_bar() as bar:
+            for job in jobs:
+                task = bar.add_task(f"check {job.out.name}", total=count_lines(job.text))
+                n = write_conllu(job.out, checked_trees([sources[job.out.name]], job.text,
+                                                        lambda k: bar.advance(task, k)))
+                info(f"{job.out}: {n} trees checked against {job.text}")
+    else:
+        parsers = make_side_parsers(opts, jobs)
+        settings = {side: p.settings for side, p in parsers.items()}
+        descriptions = {side: p.describe() for side, p in parsers.items()}
+        with progress_bar() as bar:
+            for job in jobs:
+                parse_job(job, parsers[job.side], opts, bar)
+    record = {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
+              "sides": opts.sides, "splits": sorted({j.split for j in jobs}, key=SPLITS.index),
+              "parser": full_sides(settings), "parser_models": full_sides(descriptions)}
+    if opts.shard is not None:
+        write_shard_manifest(opts.out_dir, opts.shard, record)
+        return record
+    return stage_manifest(opts.out_dir, opts.prepare_dir, jobs, record["options"],
+                          record["parser"], record["parser_models"])
+
+
+def parse_job(job: Job, parser: Parser, opts: ParseOptions, bar: Any) -> None:
+    """Parse one file (or its shard block) and write the CoNLL-U output."""
+    start, end = shard_range(count_lines(job.text), opts.shard)
+    out = job.out if opts.shard is None else job.out.with_name(
+        f"{job.out.name}.{shard_suffix(opts.shard)}")
+    task = bar.add_task(f"parse {job.text.name}", total=end - start)
+    lines = islice(iter_lines(job.text), start, end)
+    n = write_conllu(out, parsed_trees(parser, lines, opts.batch_size,
+                                       lambda k: bar.advance(task, k)))
+    info(f"{out}: {n} trees ({parser.describe()})")
+
+
+def full_sides(per: dict[str, Any]) -> dict[str, Any]:
+    """``{"src": ..., "tgt": ...}`` with None for sides not parsed."""
+    return {side: per.get(side) for side in SIDES}
+
+
+def stage_options(opts: ParseOptions) -> dict[str, Any]:
+    """The options recorded in manifests."""
+    return {"sides": opts.sides, "splits": opts.splits, "backend": opts.backend,
+            "batch_size": opts.batch_size,
+            "conllu_dir": str(opts.conllu_dir.resolve()) if opts.conllu_dir else None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging shards
+
+def find_shards(out_dir: Path) -> list[dict]:
+    """The shard manifests of ``out_dir`` in order; DepnmtError if none, mixed or missing."""
+    found: dict[int, dict[int, Path]] = {}
+    for path in sorted(out_dir.glob("shard-*-of-*.json")):
+        match = SHARD_MANIFEST.match(path.name)
+        if match:
+            found.setdefault(int(match[2]), {})[int(match[1])] = path
+    if not found:
+        raise DepnmtError(f"{out_dir}: no shard-i-of-N.json files; run `depnmt parse --shard i/N` "
+                          f"for every i first")
+    if len(found) > 1:
+        raise DepnmtError(f"{out_dir}: shards of different splittings ({', '.join(f'N={n}' for n in sorted(found))}); "
+                          f"remove the stale ones")
+    (count, paths), = found.items()
+    missing = [f"{i}/{count}" for i in range(count) if i not in paths]
+    if missing:
+        raise DepnmtError(f"{out_dir}: missing shard(s) {', '.join(missing)}; run `depnmt parse "
+                          f"--shard {missing[0]}` (same options) and merge again")
+    records = [json.loads(paths[i].read_text(encoding="utf-8")) for i in range(count)]
+    for i, record in enumerate(records[1:], start=1):
+        for key in ("parser", "sides", "splits", "prepare_dir"):
+            if record.get(key) != records[0].get(key):
+                raise DepnmtError(f"{paths[i]}: '{key}' differs from shard 0/{count}; all shards "
+                                  f"must be made with the same options")
+    return records
+
+
+def run_merge(prepare_dir: Path | None, out_dir: Path) -> dict:
+    """Merge ``--shard i/N`` outputs in ``out_dir`` into the final files and manifest.
+
+    ``prepare_dir`` defaults to the folder the shards were parsed from.
+    """
+    records = find_shards(out_dir)
+    count = len(records)
+    first = records[0]
+    prepare_dir = prepare_dir or Path(first["prepare_dir"])
+    if Path(first["prepare_dir"]).resolve() != prepare_dir.resolve():
+        raise DepnmtError(f"the shards in {out_dir} were parsed from {first['prepare_dir']}, "
+                          f"not from {prepare_dir}")
+    manifest = load_manifest(prepare_dir, "prepare")
+    jobs = plan_jobs(prepare_dir, out_dir, manifest, first["sides"], first["splits"])
+    suffixes = [shard_suffix((i, count)) for i in range(count)]
+    with progress_bar() as bar:
+        for job in jobs:
+            sources = [job.out.with_name(f"{job.out.name}.{s}") for s in suffixes]
+            absent = [str(p) for p in sources if not p.exists()]
+            if absent:
+                raise DepnmtError(f"shard file(s) missing: {', '.join(absent)}")
+            task = bar.add_task(f"merge {job.out.name}", total=count_lines(job.text))
+            n = write_conllu(job.out, checked_trees(sources, job.text,
+                                                    lambda k: bar.advance(task, k)))
+            info(f"{job.out}: {n} trees merged from {count} shards")
+    result = stage_manifest(out_dir, prepare_dir, jobs, dict(first["options"], merged_shards=count),
+                            first["parser"], first["parser_models"])
+    for job in jobs:
+        for s in suffixes:
+            job.out.with_name(f"{job.out.name}.{s}").unlink()
+    for i in range(count):
+        shard_manifest_path(out_dir, (i, count)).unlink()
+    return result

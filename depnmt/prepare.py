@@ -1,0 +1,204 @@
+"""The ``prepare`` stage: parallel text in, normalised + tokenized train/dev/test out.
+
+For each split, every pair of lines is normalised and tokenized (see :mod:`depnmt.tokenize`) and
+written to ``OUT/{split}.{lang}`` (tokens joined by single spaces) and ``OUT/{split}.raw.{lang}``
+(the normalised untokenized text of the same pair, used as BLEU reference; for the ``keep``
+tokenizer, which has no untokenized text, it is the detokenized tokens). ``OUT/manifest.json``
+records inputs, options, tokenizer configs and per-split line counts.
+
+Rules, in order:
+
+* The two files of a split must have the same number of lines, or nothing is written.
+* ``first``: only the first N pairs of the training files are used.
+* Held-out splits: when dev (or test) files are not given, they are cut deterministically from
+  the *end* of the (first N) training pairs: the last ``test_size`` pairs become test, the
+  ``dev_size`` pairs before them become dev, the rest stays train.
+* Filters (train only, unless ``filter_eval``) drop a pair from both sides together when either
+  side has no tokens (``empty``), fewer than ``min_len`` tokens (``too_short``) or more than
+  ``max_len`` tokens (``too_long``; 0 = no limit). Every dropped pair is counted in the manifest.
+  Unfiltered splits keep every line, empty ones included, so they stay aligned with the input.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Iterator
+
+from .errors import DepnmtError
+from .log import info, track, warn
+from .manifest import write_manifest
+from .textio import atomic_open, count_lines, iter_lines
+from .tokenize import Tokenizer, default_kind, make_tokenizer
+
+SPLITS = ("train", "dev", "test")
+DROP_REASONS = ("empty", "too_short", "too_long")
+
+
+@dataclass
+class Settings:
+    """The options of one ``prepare`` run (recorded as the manifest's ``options``)."""
+
+    src_lang: str
+    tgt_lang: str
+    lowercase: bool = False
+    first: int | None = None
+    min_len: int = 1
+    max_len: int = 0
+    filter_eval: bool = False
+    dev_size: int = 1000
+    test_size: int = 1000
+    corpus: str | None = None
+    held_out: dict[str, int] = field(default_factory=dict)  # filled in by plan_splits
+
+
+@dataclass
+class SplitSource:
+    """Where one output split comes from: lines ``[start, stop)`` of two parallel files."""
+
+    name: str
+    src: Path
+    tgt: Path
+    start: int
+    stop: int
+    filtered: bool
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+def make_side_tokenizer(kind: str, lang: str, lowercase: bool,
+                        corpus_default: str | None = None) -> Tokenizer:
+    """The tokenizer for one side: ``kind`` ``auto`` means the corpus's default, else by language
+    (``sudachi`` for Japanese, ``moses`` otherwise)."""
+    if kind == "auto":
+        kind = corpus_default or default_kind(lang)
+    return make_tokenizer({"kind": kind, "lang": lang, "lowercase": lowercase})
+
+
+def check_parallel(src: Path, tgt: Path) -> int:
+    """The common line count of two parallel files; a :class:`DepnmtError` naming both otherwise."""
+    n_src, n_tgt = count_lines(src), count_lines(tgt)
+    if n_src != n_tgt:
+        raise DepnmtError(f"parallel files differ in length: {src} has {n_src} lines but {tgt} "
+                          f"has {n_tgt}")
+    return n_src
+
+
+def plan_splits(files: dict[str, tuple[Path, Path]], settings: Settings) -> list[SplitSource]:
+    """Decide which lines of which files make up train, dev and test (see the module docstring).
+
+    ``files`` must contain ``train`` and may contain ``dev`` and ``test``; the missing ones are
+    held out from the end of train and recorded in ``settings.held_out``.
+    """
+    train_src, train_tgt = files["train"]
+    n_train = check_parallel(train_src, train_tgt)
+    if settings.first is not None:
+        n_train = min(n_train, settings.first)
+    held = {split: size for split, size in (("dev", settings.dev_size),
+                                            ("test", settings.test_size)) if split not in files}
+    if held and sum(held.values()) >= n_train:
+        sizes = " + ".join(f"{size} {split}" for split, size in held.items())
+        raise DepnmtError(f"{train_src}: {n_train} training pairs are too few to hold out {sizes} "
+                          f"pairs; give dev/test files or smaller --dev-size/--test-size")
+    settings.held_out = held
+    stop = n_train - sum(held.values())
+    sources = [SplitSource("train", train_src, train_tgt, 0, stop, filtered=True)]
+    for split in ("dev", "test"):
+        if split in files:
+            src, tgt = files[split]
+            sources.append(SplitSource(split, src, tgt, 0, check_parallel(src, tgt),
+                                       filtered=settings.filter_eval))
+        else:
+            sources.append(SplitSource(split, train_src, train_tgt, stop, stop + held[split],
+                                       filtered=settings.filter_eval))
+            stop += held[split]
+    return sources
+
+
+def iter_pairs(source: SplitSource) -> Iterator[tuple[str, str]]:
+    """The raw line pairs of ``source``."""
+    pairs = zip(iter_lines(source.src), iter_lines(source.tgt))
+    return islice(pairs, source.start, source.stop)
+
+
+def drop_reason(src_tokens: list[str], tgt_tokens: list[str], min_len: int,
+                max_len: int) -> str | None:
+    """Why a tokenized pair is filtered out (one of :data:`DROP_REASONS`); ``None``: keep it."""
+    shortest = min(len(src_tokens), len(tgt_tokens))
+    if shortest == 0 and min_len > 0:
+        return "empty"
+    if shortest < min_len:
+        return "too_short"
+    if max_len and max(len(src_tokens), len(tgt_tokens)) > max_len:
+        return "too_long"
+    return None
+
+
+def output_names(split: str, src_lang: str, tgt_lang: str) -> list[str]:
+    """The four files written for ``split``: tokenized src, tgt, then raw src, tgt."""
+    return [f"{split}.{src_lang}", f"{split}.{tgt_lang}",
+            f"{split}.raw.{src_lang}", f"{split}.raw.{tgt_lang}"]
+
+
+def process_split(source: SplitSource, out_dir: Path, tokenizers: tuple[Tokenizer, Tokenizer],
+                  settings: Settings) -> dict:
+    """Tokenize, filter and write one split; return its counts for the manifest."""
+    names = output_names(source.name, settings.src_lang, settings.tgt_lang)
+    dropped = dict.fromkeys(DROP_REASONS, 0)
+    kept = empty_kept = 0
+    tok_src, tok_tgt = tokenizers
+    with ExitStack() as stack:
+        outs = [stack.enter_context(atomic_open(out_dir / name)) for name in names]
+        pairs = track(iter_pairs(source), f"{source.name}: tokenizing", total=source.size)
+        for src_line, tgt_line in pairs:
+            src_raw, src_toks = tok_src.process(src_line)
+            tgt_raw, tgt_toks = tok_tgt.process(tgt_line)
+            reason = source.filtered and drop_reason(src_toks, tgt_toks, settings.min_len,
+                                                     settings.max_len)
+            if reason:
+                dropped[reason] += 1
+                continue
+            kept += 1
+            empty_kept += not (src_toks and tgt_toks)
+            for out, text in zip(outs, (" ".join(src_toks), " ".join(tgt_toks), src_raw, tgt_raw)):
+                out.write(text + "\n")
+    report_split(source, kept, dropped, empty_kept)
+    return {"read": source.size, "kept": kept, "dropped": dropped}
+
+
+def report_split(source: SplitSource, kept: int, dropped: dict[str, int], empty_kept: int) -> None:
+    """One info line per split, and warnings for surprising outcomes."""
+    drops = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in dropped.items() if n)
+    info(f"{source.name}: {kept} of {source.size} pairs kept"
+         + (f" (dropped: {drops})" if drops else ""))
+    if empty_kept:
+        warn(f"{source.name}: {empty_kept} kept pairs have an empty side (from {source.src} / "
+             f"{source.tgt}); they are kept so the lines stay aligned with the input")
+    if kept == 0 and source.size:
+        warn(f"{source.name}: every pair was filtered out; check --min-len/--max-len")
+
+
+def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: Settings,
+            tokenizers: tuple[Tokenizer, Tokenizer], inputs_extra: dict | None = None) -> dict:
+    """Run the whole stage into ``out_dir`` and return the manifest that was written."""
+    out_dir = Path(out_dir)
+    if settings.src_lang == settings.tgt_lang:
+        raise DepnmtError(f"source and target language are both '{settings.src_lang}'; output "
+                          f"file names would collide")
+    sources = plan_splits(files, settings)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counts = {s.name: process_split(s, out_dir, tokenizers, settings) for s in sources}
+    inputs = {f"{split}.{side}": str(Path(path).resolve()) for split, pair in files.items()
+              for side, path in zip(("src", "tgt"), pair)}
+    outputs = [name for split in SPLITS
+               for name in output_names(split, settings.src_lang, settings.tgt_lang)]
+    return write_manifest(out_dir, "prepare", inputs={**(inputs_extra or {}), **inputs},
+                          options=asdict(settings), outputs=outputs,
+                          extra={"src_lang": settings.src_lang, "tgt_lang": settings.tgt_lang,
+                                 "tokenizers": {"src": tokenizers[0].config(),
+                                                "tgt": tokenizers[1].config()},
+                                 "counts": counts})

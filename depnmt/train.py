@@ -1,0 +1,384 @@
+"""The training loop: Adam (0.9, 0.98, 1e-9) with inverse-square-root warm-up (Vaswani et al.
+2017 §5.3), label smoothing, token-count batches with gradient accumulation, validation (loss and
+BLEU), last/best checkpoints, early stopping, a JSONL metrics log and exact resumption.
+
+Resumption restores model, optimizer, scheduler, AMP scaler, RNG states and the data order: the
+batch order of an epoch depends only on (seed, epoch), so the checkpoint stores the epoch and how
+many batches of it were consumed, and a resumed run continues with the next batch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .data import (Example, TokenBatcher, add_features, attach_trees, example_lengths,
+                   iterate_batches, load_parallel)
+from .device import amp_dtype, autocast, grad_scaler, resolve_device
+from .errors import DepnmtError
+from .log import info, progress_bar, warn
+from .manifest import load_manifest, write_manifest
+from .model.schemes import build_schemes
+from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
+from .modeldir import checkpoint_dir, copy_vocabs, read_config, write_config
+from .search import SearchConfig
+from .textio import read_lines
+
+
+@dataclass
+class TrainOptions:
+    """Optimisation and schedule settings (``depnmt train`` flags)."""
+
+    max_tokens: int = 4096          # padded tokens per batch
+    update_freq: int = 1            # batches accumulated per optimizer step
+    lr: float = 7e-4                # peak learning rate, reached after `warmup` steps
+    warmup: int = 4000
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0
+    max_epochs: int = 0             # 0 = no limit
+    max_steps: int = 0
+    max_minutes: float = 0.0        # wall-clock budget of the whole run (incl. validation)
+    valid_every: int = 0            # steps; 0 = once per epoch
+    save_every: int = 0             # steps; 0 = at each validation
+    patience: int = 0               # validations without improvement before stopping; 0 = off
+    early_stop_metric: str = "bleu"
+    valid_beam: int = 1
+    valid_max_sentences: int = 0    # dev sentences decoded for BLEU; 0 = all
+    max_len: int = 250              # training pairs longer than this (subwords) are skipped
+    seed: int = 1
+    device: str = "auto"
+    amp: bool = True
+    log_every: int = 100
+
+
+@dataclass
+class Progress:
+    """Where training is; saved in every checkpoint."""
+
+    step: int = 0
+    epoch: int = 1
+    batches_done: int = 0           # batches of `epoch` already consumed
+    elapsed: float = 0.0            # seconds of training so far (over all resumed runs)
+    best: float | None = None
+    bad_validations: int = 0
+    history: list[dict] = field(default_factory=list)
+
+
+def inverse_sqrt(step: int, warmup: int) -> float:
+    """LR factor: linear warm-up to 1 at ``warmup``, then ``sqrt(warmup / step)``."""
+    step = max(step, 1)
+    return min(step / warmup, math.sqrt(warmup / step)) if warmup > 0 else 1.0 / math.sqrt(step)
+
+
+class Trainer:
+    """Owns the data, model, optimizer and model directory of one training run."""
+
+    def __init__(self, data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
+                 opts: TrainOptions, trees_dir: Path | None = None, resume: bool = False,
+                 search: SearchConfig | None = None):
+        self.data_dir, self.model_dir, self.opts = data_dir, model_dir, opts
+        self.device = resolve_device(opts.device)
+        self.amp = amp_dtype(self.device, opts.amp)
+        self.ckpt_dir = checkpoint_dir(model_dir)
+        self._check_model_dir(resume)
+        self.bpe = load_manifest(data_dir, "bpe")
+        self.prepare_dir = Path(self.bpe["prepare_dir"])
+        self.prepare = load_manifest(self.prepare_dir, "prepare", verify=False)
+        self.src_lang, self.tgt_lang = self.bpe["src_lang"], self.bpe["tgt_lang"]
+        self.src_vocab, self.tgt_vocab = copy_vocabs(data_dir, model_dir)
+        if resume:
+            saved = ModelConfig.from_dict(read_config(model_dir)["model"])
+            model_cfg = model_cfg or saved
+        self.model_cfg = self._complete_config(model_cfg)
+        self.schemes = build_schemes(self.model_cfg.scheme, self.model_cfg.scheme_options)
+        self.trees_dir = trees_dir
+        self.parser_settings = self._parser_settings()
+        self.search = search or SearchConfig()
+        self.train_data = self._load("train", training=True)
+        self.dev_data = self._load("dev", training=False)
+        self.dev_refs = self._dev_references()
+        self._write_model_dir()
+        self.model = TransformerNMT(self.model_cfg).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=opts.lr, betas=(0.9, 0.98),
+                                          eps=1e-9)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: inverse_sqrt(s, opts.warmup))
+        self.scaler = grad_scaler(self.device, self.amp)
+        self.progress = Progress()
+        self.batcher = TokenBatcher(example_lengths(self.train_data), opts.max_tokens, opts.seed)
+        if resume:
+            self._restore()
+        else:
+            random.seed(opts.seed)
+            torch.manual_seed(opts.seed)
+
+    # -- setup -----------------------------------------------------------------------------
+    def _check_model_dir(self, resume: bool) -> None:
+        last = self.ckpt_dir / "last.pt"
+        if resume and not last.exists():
+            raise DepnmtError(f"{self.model_dir}: --resume given but there is no {last}")
+        if not resume and last.exists():
+            raise DepnmtError(f"{self.model_dir}: already holds a trained model; pass --resume to "
+                              f"continue it or choose another -o folder")
+
+    def _complete_config(self, cfg: ModelConfig) -> ModelConfig:
+        cfg.src_vocab_size, cfg.tgt_vocab_size = len(self.src_vocab), len(self.tgt_vocab)
+        if cfg.share_all_embeddings and self.src_vocab != self.tgt_vocab:
+            raise DepnmtError(f"{self.data_dir}: --share-all-embeddings needs a joint vocabulary "
+                              f"(run `depnmt bpe --joint`)")
+        return cfg
+
+    def _parser_settings(self) -> dict | None:
+        if not any(s.needs_source_trees for s in self.schemes):
+            return None
+        if self.trees_dir is None:
+            raise DepnmtError(f"scheme {'+'.join(self.model_cfg.scheme)} needs source trees: pass "
+                              f"--trees PARSE_DIR (made by `depnmt parse --side src`)")
+        parsed = load_manifest(self.trees_dir, "parse", verify=False)
+        settings = (parsed.get("parser") or {}).get("src")
+        if settings is None:
+            raise DepnmtError(f"{self.trees_dir}: has no source-side trees (parse with --side src)")
+        return settings
+
+    def _load(self, split: str, training: bool) -> list[Example]:
+        src = self.data_dir / f"{split}.{self.src_lang}"
+        tgt = self.data_dir / f"{split}.{self.tgt_lang}"
+        if not src.exists():
+            if training:
+                raise DepnmtError(f"{src}: missing; the bpe folder has no training data")
+            return []
+        examples, dropped = load_parallel(src, tgt, self.src_vocab, self.tgt_vocab,
+                                          self.opts.max_len, drop_long=training)
+        if dropped:
+            warn(f"{src}: {dropped} training pairs longer than --max-len {self.opts.max_len} "
+                 f"subwords skipped")
+        if self.parser_settings is not None:
+            from .parse import read_conllu
+            conllu = self.trees_dir / f"{split}.{self.src_lang}.conllu"
+            attach_trees(examples, list(read_conllu(conllu)), conllu)
+        add_features(examples, self.schemes)
+        return examples
+
+    def _dev_references(self) -> list[str]:
+        ref = self.prepare_dir / f"dev.raw.{self.tgt_lang}"
+        return read_lines(ref) if ref.exists() and self.dev_data else []
+
+    def _write_model_dir(self) -> None:
+        from .bpe import Segmenter
+        for side in ("src", "tgt"):
+            Segmenter.from_dir(self.data_dir, side).save(self.model_dir, side)
+        write_config(self.model_dir, {
+            "model": self.model_cfg.to_dict(),
+            "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
+            "tokenizers": self.prepare["tokenizers"],
+            "parser": {"src": self.parser_settings},
+            "subwords": self.bpe.get("options", {}),
+            "max_src_len": self.opts.max_len,
+            "search": asdict(self.search),
+            "training": asdict(self.opts),
+            "data": {"bpe_dir": str(self.data_dir.resolve()),
+                     "trees_dir": str(self.trees_dir.resolve()) if self.trees_dir else None},
+        })
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        return {"model_config": self.model_cfg.to_dict(), "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict(), "progress": asdict(self.progress), "rng": rng}
+
+    def save(self, name: str = "last.pt") -> None:
+        save_checkpoint(self.ckpt_dir / name, self._state())
+
+    def _restore(self) -> None:
+        path = self.ckpt_dir / "last.pt"
+        state = load_checkpoint(path, expected_model=self.model_cfg.to_dict())
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise DepnmtError(f"{path}: does not fit this model ({str(exc).splitlines()[0]})") from None
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.progress = Progress(**state["progress"])
+        random.setstate(state["rng"]["python"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if self.device.type == "cuda" and "cuda" in state["rng"]:
+            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
+        info(f"resumed from {path}: step {self.progress.step}, epoch {self.progress.epoch}, "
+             f"batch {self.progress.batches_done}")
+
+    # -- logging ---------------------------------------------------------------------------
+    def log(self, record: dict) -> None:
+        record = {"time": round(self.progress.elapsed, 2), **record}
+        with open(self.model_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    # -- training --------------------------------------------------------------------------
+    def train_step(self, batches: list) -> dict[str, float]:
+        """One optimizer update over ``update_freq`` batches; loss normalised per target token."""
+        self.model.train()
+        tokens = sum(b.n_tokens for b in batches)
+        total_loss = total_nll = 0.0
+        for batch in batches:
+            batch = batch.to(self.device)
+            with autocast(self.device, self.amp):
+                logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
+            loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.opts.label_smoothing)
+            self.scaler.scale(loss / tokens).backward()
+            total_loss += float(loss)
+            total_nll += float(nll)
+        if self.opts.clip_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.opts.clip_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.progress.step += 1
+        return {"loss": total_loss / tokens, "nll": total_nll / tokens, "tokens": tokens,
+                "src_tokens": sum(b.n_src_tokens for b in batches)}
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        """Dev loss/perplexity (teacher forcing) and dev BLEU (greedy unless --valid-beam)."""
+        import sacrebleu
+
+        self.model.eval()
+        loss_sum = tokens = 0.0
+        batcher = TokenBatcher(example_lengths(self.dev_data), self.opts.max_tokens, shuffle=False)
+        for _, batch in iterate_batches(self.dev_data, batcher, 0):
+            batch = batch.to(self.device)
+            with autocast(self.device, self.amp):
+                logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
+            loss_sum += float(label_smoothed_nll(logits, batch.tgt_out, 0.0)[1])
+            tokens += batch.n_tokens
+        result = {"dev_nll": loss_sum / max(tokens, 1)}
+        result["dev_ppl"] = math.exp(min(result["dev_nll"], 50))
+        if self.dev_refs:
+            n = self.opts.valid_max_sentences or len(self.dev_data)
+            hyps = self.translator.translate_examples(self.dev_data[:n])
+            refs = [self.dev_refs[e.index] for e in self.dev_data[:n]]
+            result["dev_bleu"] = sacrebleu.corpus_bleu(hyps, [refs]).score
+        return result
+
+    @property
+    def translator(self):
+        """Decodes dev examples to detokenized text exactly as ``translate`` would."""
+        if getattr(self, "_translator", None) is None:
+            from .translate import Translator
+            search = SearchConfig(**{**asdict(self.search), "beam": self.opts.valid_beam})
+            self._translator = Translator(self.model, read_config(self.model_dir), self.src_vocab,
+                                          self.tgt_vocab, None, self.device, search)
+        return self._translator
+
+    def _improved(self, result: dict) -> bool:
+        metric = "dev_bleu" if self.opts.early_stop_metric == "bleu" and "dev_bleu" in result \
+            else "dev_nll"
+        value = result[metric] if metric == "dev_bleu" else -result[metric]
+        if self.progress.best is None or value > self.progress.best:
+            self.progress.best = value
+            self.progress.bad_validations = 0
+            return True
+        self.progress.bad_validations += 1
+        return False
+
+    def _validate_and_save(self) -> bool:
+        """Validate, log, save last (and best); returns True when early stopping triggers."""
+        result = self.validate()
+        improved = self._improved(result)
+        record = {"event": "valid", "step": self.progress.step, "epoch": self.progress.epoch,
+                  **{k: round(v, 4) for k, v in result.items()}, "best": improved}
+        self.progress.history.append(record)
+        self.log(record)
+        info("  ".join(f"{k}={v}" for k, v in record.items() if k != "event"))
+        self.save("last.pt")
+        if improved:
+            self.save("best.pt")
+        return bool(self.opts.patience) and self.progress.bad_validations >= self.opts.patience
+
+    def _budget_left(self, started: float, base: float) -> bool:
+        o, p = self.opts, self.progress
+        p.elapsed = base + time.monotonic() - started
+        if o.max_steps and p.step >= o.max_steps:
+            return False
+        if o.max_minutes and p.elapsed >= o.max_minutes * 60:
+            return False
+        return True
+
+    def run(self) -> Progress:
+        """Train until a budget (epochs, steps, minutes) or early stopping ends the run."""
+        o, p = self.opts, self.progress
+        started, base = time.monotonic(), p.elapsed
+        n_params = sum(t.numel() for t in self.model.parameters())
+        info(f"training {'+'.join(self.model_cfg.scheme)} on {self.device} ({n_params:,} "
+             f"parameters, {len(self.train_data):,} pairs, {len(self.batcher.batches(1))} "
+             f"batches/epoch)")
+        self.log({"event": "start", "step": p.step, "parameters": n_params,
+                  "device": str(self.device)})
+        stop, window = False, {"tokens": 0, "src_tokens": 0, "loss": 0.0, "t": time.monotonic()}
+        with progress_bar() as bar:
+            task = bar.add_task(f"epoch {p.epoch}", total=o.max_steps or None, completed=p.step)
+            while not stop and (not o.max_epochs or p.epoch <= o.max_epochs):
+                pending: list = []
+                for n, batch in iterate_batches(self.train_data, self.batcher, p.epoch,
+                                                start=p.batches_done):
+                    pending.append(batch)
+                    if len(pending) < o.update_freq:
+                        continue
+                    stats = self.train_step(pending)
+                    p.batches_done = n + 1
+                    pending = []
+                    for k in ("tokens", "src_tokens"):
+                        window[k] += stats[k]
+                    window["loss"] += stats["loss"] * stats["tokens"]
+                    bar.update(task, completed=p.step, description=f"epoch {p.epoch} "
+                               f"loss {stats['loss']:.3f}")
+                    if p.step % o.log_every == 0:
+                        self._log_window(window)
+                    budget = self._budget_left(started, base)
+                    if o.valid_every and p.step % o.valid_every == 0 or not budget:
+                        stop = self._validate_and_save() or not budget
+                    elif o.save_every and p.step % o.save_every == 0:
+                        self.save("last.pt")
+                    if stop:
+                        break
+                if stop:
+                    break
+                p.epoch, p.batches_done = p.epoch + 1, 0
+                if not o.valid_every:
+                    stop = self._validate_and_save()
+                stop = stop or not self._budget_left(started, base)
+        self._budget_left(started, base)
+        self.save("last.pt")
+        self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1)})
+        return p
+
+    def _log_window(self, window: dict) -> None:
+        dt = max(time.monotonic() - window["t"], 1e-9)
+        record = {"event": "train", "step": self.progress.step, "epoch": self.progress.epoch,
+                  "loss": round(window["loss"] / max(window["tokens"], 1), 4),
+                  "lr": self.scheduler.get_last_lr()[0],
+                  "tgt_tokens_per_s": round(window["tokens"] / dt, 1),
+                  "src_tokens_per_s": round(window["src_tokens"] / dt, 1)}
+        self.log(record)
+        window.update(tokens=0, src_tokens=0, loss=0.0, t=time.monotonic())
+
+
+def write_train_manifest(trainer: Trainer) -> None:
+    write_manifest(trainer.model_dir, "train",
+                   inputs={"bpe": str(trainer.data_dir.resolve()),
+                           "trees": str(trainer.trees_dir.resolve()) if trainer.trees_dir else None},
+                   options=asdict(trainer.opts), outputs=["metrics.jsonl"],
+                   extra={"progress": {k: v for k, v in asdict(trainer.progress).items()
+                                       if k != "history"}})

@@ -1,0 +1,170 @@
+"""Raw text in, raw text out, with a model directory's own preprocessing.
+
+For each input line: normalise + tokenize (the prepare stage's tokenizer settings), parse when
+the model's scheme needs source trees (the parse stage's parser settings), segment into
+subwords, decode (greedy or beam), de-BPE and detokenize. Exactly one output line per input
+line, in order: an empty (or whitespace-only) line gives an empty line without running the
+model; a line longer than ``max_src_len`` subwords is truncated with a warning naming the line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import torch
+
+from .bpe import Segmenter, merge_subwords
+from .checkpoint import load_checkpoint
+from .data import Example, add_features, collate, encode_source
+from .device import amp_dtype, autocast, resolve_device
+from .log import warn
+from .model.schemes import build_schemes
+from .model.transformer import ModelConfig, TransformerNMT
+from .modeldir import default_checkpoint, load_vocabs, read_config
+from .search import SearchConfig, search
+from .vocab import Vocab
+
+CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
+
+
+class Translator:
+    """A loaded model with everything needed to go from raw text to raw text."""
+
+    def __init__(self, model: TransformerNMT, config: dict, src_vocab: Vocab, tgt_vocab: Vocab,
+                 segmenter: Segmenter | None, device: torch.device, search_cfg: SearchConfig,
+                 max_tokens: int = 4000):
+        from .tokenize import make_tokenizer
+        self.model, self.config = model.eval(), config
+        self.src_vocab, self.tgt_vocab, self.segmenter = src_vocab, tgt_vocab, segmenter
+        self.device, self.search_cfg, self.max_tokens = device, search_cfg, max_tokens
+        self.schemes = build_schemes(config["model"]["scheme"], config["model"]["scheme_options"])
+        self.needs_trees = any(s.needs_source_trees for s in self.schemes)
+        self.src_tokenizer = make_tokenizer(config["tokenizers"]["src"])
+        self.tgt_tokenizer = make_tokenizer(config["tokenizers"]["tgt"])
+        self.max_src_len = int(config.get("max_src_len", 250))
+        self.amp = amp_dtype(device, config.get("training", {}).get("amp", True))
+        self._parser = None
+
+    @classmethod
+    def from_model_dir(cls, model_dir: Path, checkpoint: Path | None = None, device: str = "auto",
+                       **search_overrides) -> "Translator":
+        config = read_config(model_dir)
+        model_cfg = ModelConfig.from_dict(config["model"])
+        ckpt_path = checkpoint or default_checkpoint(model_dir)
+        state = load_checkpoint(ckpt_path, expected_model=model_cfg.to_dict())
+        dev = resolve_device(device)
+        model = TransformerNMT(model_cfg)
+        model.load_state_dict(state["model"])
+        search_cfg = SearchConfig(**{**config.get("search", {}),
+                                     **{k: v for k, v in search_overrides.items() if v is not None}})
+        src_vocab, tgt_vocab = load_vocabs(model_dir)
+        return cls(model.to(dev), config, src_vocab, tgt_vocab, Segmenter.from_dir(model_dir, "src"),
+                   dev, search_cfg)
+
+    # -- source side -----------------------------------------------------------------------
+    @property
+    def parser(self):
+        """The model's own source parser, loaded on first use (only for tree schemes)."""
+        if self._parser is None:
+            from .parse import make_parser
+            self._parser = make_parser(self.config["parser"]["src"])
+        return self._parser
+
+    def examples(self, words: Sequence[list[str]], trees: Sequence | None = None,
+                 first_line: int = 1) -> list[Example]:
+        """Examples for tokenized source sentences (with word-level trees for tree schemes)."""
+        if self.needs_trees and trees is None:
+            nonempty = [i for i, w in enumerate(words) if w]
+            parsed = self.parser.parse([words[i] for i in nonempty])
+            trees = [None] * len(words)
+            for i, tree in zip(nonempty, parsed):
+                trees[i] = tree
+        out = []
+        for i, ws in enumerate(words):
+            subwords = self.segmenter.segment(ws)
+            if len(subwords) > self.max_src_len:
+                warn(f"input line {first_line + i}: {len(subwords)} subwords, truncated to "
+                     f"{self.max_src_len}")
+                subwords = subwords[: self.max_src_len]
+                if self.needs_trees:
+                    trees[i] = truncate_tree(trees[i], len(merge_subwords(subwords)))
+            ex = Example(i, encode_source(subwords, self.src_vocab), [], subwords,
+                         trees[i] if trees is not None else None)
+            out.append(ex)
+        add_features(out, self.schemes)
+        return out
+
+    # -- decoding --------------------------------------------------------------------------
+    def to_text(self, ids: list[int]) -> str:
+        return self.tgt_tokenizer.detokenize(merge_subwords(self.tgt_vocab.decode(ids)))
+
+    @torch.no_grad()
+    def translate_examples(self, examples: Sequence[Example]) -> list[str]:
+        """Decode examples batched by length; results in the order given."""
+        order = sorted(range(len(examples)), key=lambda i: len(examples[i].src))
+        results: list[str] = [""] * len(examples)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and (end - start + 1) * len(examples[order[end]].src) * \
+                    max(1, self.search_cfg.beam) <= self.max_tokens:
+                end += 1
+            batch = collate([examples[i] for i in order[start:end]]).to(self.device)
+            with autocast(self.device, self.amp):
+                hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg)
+            for i, ids in zip(order[start:end], hyps):
+                results[i] = self.to_text(ids)
+            start = end
+        return results
+
+    def translate_lines(self, lines: Iterable[str]) -> Iterator[str]:
+        """Translate raw lines, streaming in chunks; yields exactly one line per input line."""
+        chunk: list[str] = []
+        first = 1
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) >= CHUNK_LINES:
+                yield from self._translate_chunk(chunk, first)
+                first += len(chunk)
+                chunk = []
+        if chunk:
+            yield from self._translate_chunk(chunk, first)
+
+    def _translate_chunk(self, lines: list[str], first_line: int) -> list[str]:
+        words = [self.src_tokenizer.tokenize(line) for line in lines]
+        return self.translate_words(words, first_line=first_line)
+
+    def translate_words(self, words: Sequence[list[str]], trees: Sequence | None = None,
+                        first_line: int = 1) -> list[str]:
+        """Translate tokenized sentences; empty ones give empty lines without decoding."""
+        keep = [i for i, w in enumerate(words) if w]
+        out = [""] * len(words)
+        if keep:
+            exs = self.examples([words[i] for i in keep],
+                                [trees[i] for i in keep] if trees is not None else None,
+                                first_line=first_line)
+            for i, text in zip(keep, self.translate_examples(exs)):
+                out[i] = text.replace("\n", " ")
+        return out
+
+
+def truncate_tree(tree, n_words: int):
+    """The tree restricted to its first ``n_words`` words; arcs leaving the kept part are
+    re-attached to the kept part's root (documented repair for truncated inputs)."""
+    if tree is None or n_words >= len(tree.words):
+        return tree
+    from .parse import Sentence
+    heads = list(tree.heads[:n_words])
+    root = next((i + 1 for i, h in enumerate(heads) if h == 0), None)
+    if root is None:                       # the real root was cut off: promote the first word
+        root = 1
+        heads[0] = 0
+    heads = [h if h <= n_words else root for h in heads]
+    heads = [0 if i + 1 == root else (root if h == 0 else h) for i, h in enumerate(heads)]
+    return Sentence(list(tree.words[:n_words]), heads, list(tree.deprels[:n_words]))
+
+
+def search_config_dict(cfg: SearchConfig) -> dict:
+    return asdict(cfg)

@@ -1,0 +1,21 @@
+"""Shared test fixtures: no progress bars, paths to ../shared/data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("DEPNMT_NO_PROGRESS", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` beside the repository (CI provides it); skip when absent."""
+    if not SHARED_DATA.exists():
+        pytest.skip("../shared/data not present")
+    return SHARED_DATA

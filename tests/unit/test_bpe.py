@@ -1,0 +1,262 @@
+"""Tests of the bpe stage (depnmt/bpe.py, depnmt/commands/bpe.py) on tiny corpora."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from depnmt.bpe import (ESCAPE, MAX_CHUNK_CHARS, Segmenter, count_tokens, learn_codes,
+                        merge_subwords, split_tokens, word_index, word_spans)
+from depnmt.cli import main
+from depnmt.manifest import load_manifest, write_manifest
+from depnmt.textio import read_lines, write_lines
+from depnmt.vocab import Vocab
+
+EN = "the a dog cat runs jumps over under lazy quick brown fox house houses running jumping".split()
+DE = "der die das Hund Katze läuft springt über unter faule schnelle braune Fuchs Haus Häuser".split()
+ODD = ["C@@", "@@", "x@@‡", "naïve", "Ωμέγα", "日本語", "🙂👍", "a\u0301", "\u200b", "@", "‡"]
+
+
+def sentences(words: list[str], n: int, seed: int | str) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(1, 9))) for _ in range(n)]
+
+
+def make_prepare_dir(path: Path, train_n: int = 60, splits=("train", "dev", "test"),
+                     extra_src: list[str] = ()) -> Path:
+    """A prepare folder as `depnmt prepare` would write it (tokenized text + manifest)."""
+    outputs = []
+    for split, (lang, words) in itertools.product(splits, (("en", EN), ("de", DE))):
+        n = train_n if split == "train" else 5
+        lines = sentences(words, n, seed=f"{split}.{lang}")
+        if lang == "en" and split == "train":
+            lines[: len(extra_src)] = extra_src
+        write_lines(path / f"{split}.{lang}", lines)
+        outputs.append(f"{split}.{lang}")
+    write_manifest(path, "prepare", inputs={}, options={}, outputs=outputs,
+                   extra={"src_lang": "en", "tgt_lang": "de"})
+    return path
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str]:
+    """Run ``depnmt ARGS``; return (exit status, stderr)."""
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture()
+def prepared(tmp_path: Path) -> Path:
+    return make_prepare_dir(tmp_path / "prepare", extra_src=[" ".join(ODD)])
+
+
+def random_token(rng: random.Random) -> str:
+    alphabet = "ab@‡ ßé日\u0301🙂\txyz"
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))).replace(" ", "") or "q"
+
+
+# -- alignment helpers -------------------------------------------------------------------------
+
+def test_merge_and_alignment_of_hand_written_subwords():
+    subwords = ["Two", "you@@", "ng", "b@@", "u@@", "sh@@", "es", "."]
+    assert merge_subwords(subwords) == ["Two", "young", "bushes", "."]
+    assert word_index(subwords) == [0, 1, 1, 2, 2, 2, 2, 3]
+    assert word_spans(subwords) == [(0, 1), (1, 3), (3, 7), (7, 8)]
+
+
+def test_dangling_continuation_is_stripped():
+    assert merge_subwords(["a", "b@@"]) == ["a", "b"]
+    assert merge_subwords(["a", "b@@", "c@@"]) == ["a", "bc"]
+    assert word_index(["a", "b@@", "c@@"]) == [0, 1, 1]
+    assert merge_subwords([]) == [] and word_index([]) == [] and word_spans([]) == []
+
+
+def test_tokens_ending_with_separator_are_escaped_reversibly():
+    seg = Segmenter()  # word mode: only the escape applies
+    tokens = ["C@@", "@@", "x@@‡", "@@‡‡", "a@", "‡", "plain"]
+    out = seg.segment(tokens)
+    assert out == ["C@@‡", "@@‡", "x@@‡‡", "@@‡‡‡", "a@", "‡", "plain"]
+    assert not any(piece.endswith("@@") for piece in out)
+    assert merge_subwords(out) == tokens
+    assert word_index(out) == list(range(len(tokens)))
+
+
+# -- learning and segmenting -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_segmenter(tmp_path_factory) -> tuple[Segmenter, list[str]]:
+    path = tmp_path_factory.mktemp("tiny") / "train.en"
+    lines = sentences(EN, 80, seed=1) + [" ".join(ODD)]
+    write_lines(path, lines)
+    counts = count_tokens(path)
+    return Segmenter(learn_codes(counts, 40)).with_filter(counts, 2), lines
+
+
+def test_segment_round_trips_training_sentences(tiny_segmenter):
+    seg, lines = tiny_segmenter
+    assert seg.merges > 0 and not seg.is_word_level
+    for line in lines:
+        tokens = split_tokens(line)
+        subwords = seg.segment(tokens)
+        assert merge_subwords(subwords) == tokens
+        assert word_index(subwords)[-1] == len(tokens) - 1
+        for w, (start, end) in enumerate(word_spans(subwords)):
+            assert merge_subwords(subwords[start:end]) == [tokens[w]]
+
+
+def test_segment_round_trips_random_and_long_tokens(tiny_segmenter):
+    seg, _ = tiny_segmenter
+    rng = random.Random(7)
+    for _ in range(300):
+        tokens = [random_token(rng) for _ in range(rng.randint(0, 6))]
+        subwords = seg.segment(tokens)
+        assert merge_subwords(subwords) == tokens
+        assert len(set(word_index(subwords))) == len(tokens)
+    long_token = "thelazyfox@@" * (3 * MAX_CHUNK_CHARS // 10)
+    subwords = seg.segment(["a", long_token, "b"])
+    assert merge_subwords(subwords) == ["a", long_token, "b"]
+    assert word_index(subwords).count(1) == len(subwords) - 2
+
+
+def test_empty_tokens_are_dropped(tiny_segmenter):
+    seg, _ = tiny_segmenter
+    assert merge_subwords(seg.segment(["dog", "", "cat"])) == ["dog", "cat"]
+
+
+def test_vocab_threshold_keeps_only_frequent_subwords(tiny_segmenter):
+    seg, lines = tiny_segmenter
+    allowed = {t for t, n in seg.filter_counts.items() if n >= seg.vocab_threshold}
+    for line in lines:
+        for piece in seg.segment(split_tokens(line)):
+            assert piece in allowed or len(piece.removesuffix("@@")) == 1
+
+
+def test_nothing_to_merge_gives_empty_codes():
+    codes = learn_codes(Counter({"a": 3, "b": 1}), 100)
+    seg = Segmenter(codes)
+    assert seg.merges == 0
+    assert seg.segment(["ab", "a"]) == ["a@@", "b", "a"]
+
+
+def test_segmenter_saved_to_model_dir_segments_identically(tiny_segmenter, tmp_path):
+    seg, lines = tiny_segmenter
+    written = seg.save(tmp_path, "src")
+    Segmenter().save(tmp_path, "tgt")
+    assert sorted(written) == ["bpe.json", "bpevocab.src", "codes.src"]
+    config = json.loads((tmp_path / "bpe.json").read_text(encoding="utf-8"))
+    assert config["sides"]["tgt"] == {"mode": "word"}
+    loaded = Segmenter.from_dir(tmp_path, "src")
+    assert loaded.vocab_threshold == 2 and loaded.merges == seg.merges
+    for line in lines:
+        assert loaded.segment(split_tokens(line)) == seg.segment(split_tokens(line))
+    assert Segmenter.from_dir(tmp_path, "tgt").is_word_level
+
+
+# -- the stage ---------------------------------------------------------------------------------
+
+def test_joint_bpe_stage(prepared, tmp_path, capsys):
+    out = tmp_path / "bpe"
+    code, err = run_cli(["bpe", "-i", prepared, "-o", out, "--merges", "30",
+                         "--vocab-threshold", "2"], capsys)
+    assert code == 0, err
+    manifest = load_manifest(out, "bpe")
+    assert manifest["codes"] == {"src": "codes.joint", "tgt": "codes.joint"}
+    assert manifest["prepare_dir"] == str(prepared.resolve())
+    assert manifest["options"]["merges"] == 30 and manifest["options"]["joint"] is True
+    assert not (out / "codes.src").exists()
+    assert Vocab.load(out / "vocab.src.txt") == Vocab.load(out / "vocab.tgt.txt")
+    for split, lang in itertools.product(("train", "dev", "test"), ("en", "de")):
+        tokens = [split_tokens(x) for x in read_lines(prepared / f"{split}.{lang}")]
+        subwords = [x.split(" ") if x else [] for x in read_lines(out / f"{split}.{lang}")]
+        assert [merge_subwords(s) for s in subwords] == tokens
+        assert f"{split}.{lang}" in manifest["outputs"]
+    train_en = read_lines(out / "train.en")
+    seg = Segmenter.from_dir(out, "src")
+    assert [" ".join(seg.segment(split_tokens(x))) for x in read_lines(prepared / "train.en")] \
+        == train_en
+
+
+def test_separate_bpe_stage_without_optional_splits(tmp_path, capsys):
+    prepared = make_prepare_dir(tmp_path / "prepare", splits=("train",))
+    out = tmp_path / "bpe"
+    code, err = run_cli(["bpe", "-i", prepared, "-o", out, "--separate", "--merges", "20"], capsys)
+    assert code == 0, err
+    assert (out / "codes.src").exists() and (out / "codes.tgt").exists()
+    assert not (out / "codes.joint").exists() and not (out / "dev.en").exists()
+    assert load_manifest(out, "bpe")["codes"] == {"src": "codes.src", "tgt": "codes.tgt"}
+    src, tgt = Vocab.load(out / "vocab.src.txt"), Vocab.load(out / "vocab.tgt.txt")
+    assert src != tgt and "Hund" not in src.stoi
+
+
+def test_word_mode_vocab_min_freq(tmp_path, capsys):
+    prepared = make_prepare_dir(tmp_path / "prepare", extra_src=["rareword dog", "dog"])
+    out = tmp_path / "words"
+    code, err = run_cli(["bpe", "-i", prepared, "-o", out, "--mode", "word",
+                         "--src-min-freq", "2", "--tgt-min-freq", "3"], capsys)
+    assert code == 0, err
+    assert read_lines(out / "train.en") == read_lines(prepared / "train.en")
+    manifest = load_manifest(out, "bpe")
+    assert manifest["codes"] == {"src": None, "tgt": None}
+    assert manifest["options"]["min_freq"] == {"src": 2, "tgt": 3}
+    src = Vocab.load(out / "vocab.src.txt")
+    assert "dog" in src.stoi and "rareword" not in src.stoi
+    assert all(n >= 3 for n in Vocab.load(out / "vocab.tgt.txt").counts[4:])
+    assert Segmenter.from_dir(out, "src").is_word_level
+
+
+def test_missing_prepare_manifest_is_a_clean_error(tmp_path, capsys):
+    (tmp_path / "prepare").mkdir()
+    code, err = run_cli(["bpe", "-i", tmp_path / "prepare", "-o", tmp_path / "bpe"], capsys)
+    assert code == 2
+    assert err.startswith("error: ") and "manifest.json" in err and "Traceback" not in err
+
+
+def test_changed_prepare_file_is_detected(prepared, tmp_path, capsys):
+    with open(prepared / "train.de", "a", encoding="utf-8") as fh:
+        fh.write("extra line\n")
+    code, err = run_cli(["bpe", "-i", prepared, "-o", tmp_path / "bpe"], capsys)
+    assert code == 2 and "error: " in err and "train.de" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--src-min-freq", "2"], "--separate"),
+    (["-o", "SAME"], "must differ"),
+])
+def test_bad_options_are_clean_errors(prepared, tmp_path, capsys, args, message):
+    args = [str(prepared) if a == "SAME" else a for a in args]
+    base = ["bpe", "-i", prepared] + ([] if "-o" in args else ["-o", tmp_path / "bpe"])
+    code, err = run_cli(base + args, capsys)
+    assert code == 2 and err.startswith("error: ") and message in err
+
+
+def test_help_explains_the_stage(capsys):
+    try:
+        main(["bpe", "--help"])
+    except SystemExit as exc:
+        assert not exc.code
+    text = capsys.readouterr().out
+    assert "PREPARE_DIR" in text and "--vocab-threshold" in text and "Examples" in text
+
+
+# -- real data (one small check) ---------------------------------------------------------------
+
+def test_multi30k_sample_round_trips(shared_data, tmp_path):
+    path = shared_data / "multi30k" / "train.de.gz"
+    if not path.exists():
+        pytest.skip("multi30k not present")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        lines = [line.rstrip("\n") for line, _ in zip(fh, range(1000))]
+    write_lines(tmp_path / "train.de", lines)
+    counts = count_tokens(tmp_path / "train.de")
+    seg = Segmenter(learn_codes(counts, 300))
+    for line in lines:
+        assert merge_subwords(seg.segment(split_tokens(line))) == split_tokens(line)

@@ -1,0 +1,154 @@
+"""Transformer, attention and search: the fast paths against literal formulas."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from depnmt.model.attention import AttentionTerms, MultiHeadAttention, RelativeTerm
+from depnmt.model.schemes.absolute import sinusoidal_table
+from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
+from depnmt.search import SearchConfig, beam_search, greedy_search, length_penalty
+from depnmt.vocab import BOS, EOS, PAD
+
+
+def literal_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor,
+                      labels: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor) -> torch.Tensor:
+    """Shaw et al. (2018) Eqs. 11–15 written out with a [B, T, T, d_k] tensor of a_ij."""
+    b, t, _ = x.shape
+    h, dk = attn.n_heads, attn.d_k
+    q = attn.q_proj(x).view(b, t, h, dk)
+    k = attn.k_proj(x).view(b, t, h, dk)
+    v = attn.v_proj(x).view(b, t, h, dk)
+    aK, aV = a_k[labels], a_v[labels]                                  # [B, T, T, dk]
+    e = (torch.einsum("bihd,bjhd->bhij", q, k) + torch.einsum("bihd,bijd->bhij", q, aK)) / math.sqrt(dk)
+    e = e.masked_fill(~mask, float("-inf"))
+    alpha = e.softmax(-1)
+    z = torch.einsum("bhij,bjhd->bihd", alpha, v) + torch.einsum("bhij,bijd->bihd", alpha, aV)
+    return attn.out_proj(z.reshape(b, t, h * dk))
+
+
+def test_relative_terms_equal_literal_equations():
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(32, 4).eval()
+    b, t, r = 3, 9, 7
+    x = torch.randn(b, t, 32)
+    lengths = torch.tensor([9, 6, 2])
+    mask = (torch.arange(t)[None, :] < lengths[:, None])[:, None, None, :]
+    labels = torch.randint(0, r, (b, t, t))
+    a_k, a_v = torch.randn(r, 8), torch.randn(r, 8)
+    a_k[0] = 0
+    a_v[0] = 0
+    fast = attn(x, x, mask, AttentionTerms([RelativeTerm(labels, a_k, a_v)]))
+    slow = literal_attention(attn, x, mask, labels, a_k, a_v)
+    valid = torch.arange(t)[None, :] < lengths[:, None]
+    assert torch.allclose(fast[valid], slow[valid], atol=1e-5)
+
+
+def test_no_terms_uses_fused_path_with_same_result():
+    torch.manual_seed(1)
+    attn = MultiHeadAttention(16, 2).eval()
+    x = torch.randn(2, 5, 16)
+    mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    zero = torch.zeros(3, 8)
+    fused = attn(x, x, mask)
+    explicit = attn(x, x, mask, AttentionTerms([RelativeTerm(torch.zeros(5, 5, dtype=torch.long),
+                                                              zero, zero)]))
+    assert torch.allclose(fused, explicit, atol=1e-6)
+
+
+def test_sinusoidal_table_matches_formula():
+    table = sinusoidal_table(50, 16)
+    pos, i = 7, 3
+    assert table[pos, 2 * i] == pytest.approx(math.sin(pos / 10000 ** (2 * i / 16)), abs=1e-6)
+    assert table[pos, 2 * i + 1] == pytest.approx(math.cos(pos / 10000 ** (2 * i / 16)), abs=1e-6)
+
+
+def tiny_model(scheme=("abs",), seed=0) -> TransformerNMT:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(40, 50, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
+                      decoder_layers=2, dropout=0.0, scheme=list(scheme))
+    return TransformerNMT(cfg).eval()
+
+
+def random_src(b=3, s=7, vocab=40, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, vocab, (b, s), generator=g)
+    src[:, -1] = EOS
+    src[0, 4], src[0, 5:] = EOS, PAD
+    return src
+
+
+def test_incremental_decoding_equals_full_recomputation():
+    model = tiny_model()
+    src = random_src()
+    tgt = torch.randint(4, 50, (3, 6))
+    full = model(src, tgt, {})
+    memory, mask = model.encode(src, {})
+    state = model.start_state(memory, mask, {})
+    steps = [model.decode(tgt[:, i:i + 1], state, incremental=True) for i in range(6)]
+    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+
+
+def test_padding_does_not_change_encoding():
+    model = tiny_model()
+    src = random_src()
+    alone = model.encode(src[:1, :5], {})[0]
+    batched = model.encode(src, {})[0][:1, :5]
+    assert torch.allclose(alone, batched, atol=1e-5)
+
+
+def sequence_logprob(model, src, hyp):
+    tgt_in = torch.tensor([[BOS] + hyp])
+    tgt_out = torch.tensor([hyp + [EOS]])
+    with torch.no_grad():
+        return -float(label_smoothed_nll(model(src, tgt_in, {}), tgt_out, 0.0)[1])
+
+
+def test_beam_finds_at_least_greedy_probability():
+    model = tiny_model(seed=3)
+    src = random_src(b=1, s=6, seed=5)
+    cfg = SearchConfig(beam=8, alpha=0.0, max_len_a=0.0, max_len_b=6)
+    greedy = greedy_search(model, src, {}, SearchConfig(beam=1, max_len_a=0.0, max_len_b=6))[0]
+    beam = beam_search(model, src, {}, cfg)[0]
+    assert sequence_logprob(model, src, beam) >= sequence_logprob(model, src, greedy) - 1e-5
+
+
+def test_beam_is_exact_on_exhaustive_search():
+    """A beam wider than every prefix set is exhaustive: it must return the most probable
+    hypothesis (alpha = 0). Allowed tokens are UNK, 4, 5 (PAD and BOS are banned, EOS ends)."""
+    import itertools
+    torch.manual_seed(0)
+    cfg = ModelConfig(8, 6, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1,
+                      dropout=0.0)
+    model = TransformerNMT(cfg).eval()
+    src = torch.tensor([[5, 6, EOS]])
+    limit = 3                                   # at most limit - 1 tokens, then EOS is forced
+    candidates = [list(h) for n in range(limit) for h in itertools.product([1, 4, 5], repeat=n)]
+    best_lp = max(sequence_logprob(model, src, h) for h in candidates)
+    found = beam_search(model, src, {}, SearchConfig(beam=16, alpha=0.0, max_len_a=0.0,
+                                                     max_len_b=limit))[0]
+    assert found in candidates
+    assert sequence_logprob(model, src, found) == pytest.approx(best_lp, abs=1e-5)
+
+
+def test_length_penalty_is_gnmt():
+    assert length_penalty(1, 0.6) == pytest.approx(1.0)
+    assert length_penalty(10, 0.6) == pytest.approx(((5 + 10) / 6) ** 0.6)
+
+
+def test_label_smoothing_ignores_padding_and_reduces_to_nll():
+    logits = torch.randn(2, 3, 10)
+    target = torch.tensor([[4, 5, PAD], [6, PAD, PAD]])
+    loss, nll = label_smoothed_nll(logits, target, 0.0)
+    assert loss == pytest.approx(float(nll))
+    manual = -sum(float(torch.log_softmax(logits[i, j], -1)[target[i, j]])
+                  for i, j in [(0, 0), (0, 1), (1, 0)])
+    assert float(nll) == pytest.approx(manual, rel=1e-5)
+
+
+def test_tied_embeddings_share_storage():
+    model = tiny_model()
+    assert model.output.weight.data_ptr() == model.tgt_embed.weight.data_ptr()
