@@ -305,6 +305,8 @@ class Segmenter:
             raise DepnmtError(f"{directory / CONFIG_FILE}: has no segmenter for side '{side}'")
         if cfg.get("mode") == "word":
             return cls()
+        if not cfg.get("codes"):
+            raise DepnmtError(f"{directory / CONFIG_FILE}: side '{side}' names no codes file")
         codes_path = directory / cfg["codes"]
         codes = "\n".join(iter_lines(codes_path)) + "\n"
         filter_name = cfg.get("filter_vocab")
@@ -376,6 +378,9 @@ def prepared_inputs(prepare_dir: Path) -> tuple[dict, dict[str, str], list[str]]
         if not lang:
             raise DepnmtError(f"{prepare_dir}/manifest.json: no {side}_lang recorded")
         langs[side] = lang
+    if langs["src"] == langs["tgt"]:
+        raise DepnmtError(f"{prepare_dir}: source and target are both '{langs['src']}'; their "
+                          f"files would have the same names")
     splits = []
     for split in SPLITS:
         present = [(prepare_dir / f"{split}.{lang}").exists() for lang in langs.values()]

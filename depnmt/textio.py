@@ -94,6 +94,7 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -101,6 +102,12 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_lines(path: str | Path, lines: Iterable[str]) -> int:

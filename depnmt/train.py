@@ -85,6 +85,8 @@ class Trainer:
                  opts: TrainOptions, trees_dir: Path | None = None, resume: bool = False,
                  search: SearchConfig | None = None):
         self.data_dir, self.model_dir, self.opts = data_dir, model_dir, opts
+        random.seed(opts.seed)      # before anything random (model initialisation included);
+        torch.manual_seed(opts.seed)  # a resumed run then restores the saved RNG states
         self.device = resolve_device(opts.device)
         self.amp = amp_dtype(self.device, opts.amp)
         self.ckpt_dir = checkpoint_dir(model_dir)
@@ -116,9 +118,6 @@ class Trainer:
         self.batcher = TokenBatcher(example_lengths(self.train_data), opts.max_tokens, opts.seed)
         if resume:
             self._restore()
-        else:
-            random.seed(opts.seed)
-            torch.manual_seed(opts.seed)
 
     # -- setup -----------------------------------------------------------------------------
     def _check_model_dir(self, resume: bool) -> None:
@@ -236,8 +235,8 @@ class Trainer:
                 logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
             loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.opts.label_smoothing)
             self.scaler.scale(loss / tokens).backward()
-            total_loss += float(loss)
-            total_nll += float(nll)
+            total_loss += float(loss.detach())
+            total_nll += float(nll.detach())
         if self.opts.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.opts.clip_norm)

@@ -73,7 +73,7 @@ class Translator:
         return self._parser
 
     def examples(self, words: Sequence[list[str]], trees: Sequence | None = None,
-                 first_line: int = 1) -> list[Example]:
+                 line_numbers: Sequence[int] | None = None) -> list[Example]:
         """Examples for tokenized source sentences (with word-level trees for tree schemes)."""
         if self.needs_trees and trees is None:
             nonempty = [i for i, w in enumerate(words) if w]
@@ -85,7 +85,8 @@ class Translator:
         for i, ws in enumerate(words):
             subwords = self.segmenter.segment(ws)
             if len(subwords) > self.max_src_len:
-                warn(f"input line {first_line + i}: {len(subwords)} subwords, truncated to "
+                where = line_numbers[i] if line_numbers else i + 1
+                warn(f"input line {where}: {len(subwords)} subwords, truncated to "
                      f"{self.max_src_len}")
                 subwords = subwords[: self.max_src_len]
                 if self.needs_trees:
@@ -144,7 +145,7 @@ class Translator:
         if keep:
             exs = self.examples([words[i] for i in keep],
                                 [trees[i] for i in keep] if trees is not None else None,
-                                first_line=first_line)
+                                line_numbers=[first_line + i for i in keep])
             for i, text in zip(keep, self.translate_examples(exs)):
                 out[i] = text.replace("\n", " ")
         return out

@@ -64,7 +64,8 @@ def make_parser(settings: dict[str, Any]) -> Parser:
                           "text; use the stanza or spacy backend for that")
     unknown = set(settings) - SETTING_KEYS
     if unknown:
-        raise DepnmtError(f"unknown parser settings {sorted(unknown)}; known: {sorted(SETTING_KEYS)}")
+        raise DepnmtError(f"unknown parser settings {sorted(unknown)}; known: "
+                          f"{sorted(SETTING_KEYS)}")
     if backend == "stanza":
         from .stanza_backend import StanzaParser
         return StanzaParser(lang=settings.get("lang"), model=settings.get("model"),

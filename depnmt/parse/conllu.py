@@ -86,8 +86,8 @@ def tree_problem(heads: list[int]) -> tuple[int, str] | None:
     if n and not roots:
         return 0, "no word has HEAD 0 (a tree needs exactly one root)"
     if len(roots) > 1:
-        return roots[1], (f"several roots: words {roots[0] + 1} and {roots[1] + 1} both have HEAD 0 "
-                          f"(a tree needs exactly one root)")
+        return roots[1], (f"several roots: words {roots[0] + 1} and {roots[1] + 1} both have "
+                          f"HEAD 0 (a tree needs exactly one root)")
     cycle = find_cycle(heads)
     if cycle:
         path = " -> ".join(str(i + 1) for i in cycle + [cycle[0]])

@@ -6,8 +6,9 @@ our tree in two steps.
 
 **1. Projection onto our tokens** (only when the backend re-tokenized, :func:`project`).
 Both token sequences are laid over the same text. Character offsets are computed with all
-whitespace removed, so spacing differences do not matter (if the backend changed the text so that
-the lengths differ, its offsets are scaled linearly onto ours: best effort, still a valid tree).
+whitespace removed, so spacing differences do not matter (if the backend changed characters, e.g.
+normalised ``...`` to ``…``, its offsets are carried over through a character alignment of the two
+texts: matching characters exactly, differing stretches linearly; still a valid tree).
 Each backend token is *owned* by the first of our tokens it overlaps. Then, for each of our tokens:
 
 * it owns backend tokens: its head word is the owned backend token closest to the backend root
@@ -36,6 +37,7 @@ pairs cross a sentence boundary.
 from __future__ import annotations
 
 from bisect import bisect_right
+from difflib import SequenceMatcher
 
 from .conllu import Sentence, find_cycle
 
@@ -53,19 +55,34 @@ def char_spans(tokens: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def _scaled(spans: list[tuple[int, int]], total: int) -> list[tuple[float, float]]:
-    """``spans`` stretched linearly so that they end at ``total``."""
-    own_total = spans[-1][1] if spans else 0
-    if own_total in (0, total):
+def _squeezed(tokens: list[str]) -> str:
+    """The text of ``tokens`` with all whitespace removed."""
+    return "".join(c for token in tokens for c in token if not c.isspace())
+
+
+def _mapped(spans: list[tuple[int, int]], source: str, target: str) -> list[tuple[float, float]]:
+    """Offsets into ``source`` carried over to ``target`` through a character alignment.
+
+    Identical texts map exactly; otherwise difflib's alignment maps matching characters exactly
+    and each differing stretch linearly onto its counterpart (a monotone map).
+    """
+    if source == target:
         return [(float(s), float(e)) for s, e in spans]
-    k = total / own_total
-    return [(s * k, e * k) for s, e in spans]
+    ops = SequenceMatcher(None, source, target, autojunk=False).get_opcodes()
+
+    def at(x: int) -> float:
+        for _, i1, i2, j1, j2 in ops:
+            if x <= i2:
+                return j1 + (x - i1) * (j2 - j1) / (i2 - i1) if i2 > i1 else float(j1)
+        return float(len(target))
+
+    return [(at(s), at(e)) for s, e in spans]
 
 
 def overlap_groups(ours: list[str], theirs: list[str]) -> list[list[int]]:
     """For each of our tokens, the (0-based) backend tokens whose characters overlap it."""
     mine = char_spans(ours)
-    other = _scaled(char_spans(theirs), mine[-1][1] if mine else 0)
+    other = _mapped(char_spans(theirs), _squeezed(theirs), _squeezed(ours))
     ends = [e for _, e in other]
     groups = []
     for start, end in mine:

@@ -2,7 +2,8 @@
 
 Inputs: ``PREPARE/{split}.{lang}`` (tokens separated by spaces) and ``PREPARE/manifest.json``.
 Outputs: ``OUT/{split}.{lang}.conllu`` (block k is the tree of line k, with exactly its tokens)
-and ``OUT/manifest.json`` (stage ``parse``; ``parser``: the settings ``make_parser`` takes, per side).
+and ``OUT/manifest.json`` (stage ``parse``; ``parser``: per side, the settings ``make_parser``
+takes, or null for a side not parsed).
 
 Sharding: ``--shard i/N`` parses the i-th of N contiguous blocks of every file (0-based; block i
 is lines ``floor(n*i/N)+1 .. floor(n*(i+1)/N)``) into ``{split}.{lang}.conllu.shard-i-of-N``
@@ -241,37 +242,55 @@ def conllu_sources(opts: ParseOptions, jobs: list[Job]) -> dict[str, Path]:
     return sources
 
 
+def check_folders(prepare_dir: Path, out_dir: Path) -> None:
+    """The output folder must not be the prepare folder (its manifest would be overwritten)."""
+    if out_dir.resolve() == prepare_dir.resolve():
+        raise DepnmtError(f"{out_dir}: the output folder must differ from the prepare folder")
+
+
 def run_parse(opts: ParseOptions) -> dict:
     """Run the stage; return the manifest written (the stage's or the shard's)."""
+    check_folders(opts.prepare_dir, opts.out_dir)
     manifest = load_manifest(opts.prepare_dir, "prepare")
     jobs = plan_jobs(opts.prepare_dir, opts.out_dir, manifest, opts.sides, opts.splits)
     opts.out_dir.mkdir(parents=True, exist_ok=True)
-    if opts.backend == "conllu":
-        sources = conllu_sources(opts, jobs)
-        settings = {job.side: {"backend": "conllu", "lang": job.lang,
-                               "conllu_dir": str(opts.conllu_dir.resolve())} for job in jobs}
-        descriptions = {side: f"conllu files from {opts.conllu_dir}" for side in settings}
-        with progress_bar() as bar:
-            for job in jobs:
-                task = bar.add_task(f"check {job.out.name}", total=count_lines(job.text))
-                n = write_conllu(job.out, checked_trees([sources[job.out.name]], job.text,
-                                                        lambda k: bar.advance(task, k)))
-                info(f"{job.out}: {n} trees checked against {job.text}")
-    else:
-        parsers = make_side_parsers(opts, jobs)
-        settings = {side: p.settings for side, p in parsers.items()}
-        descriptions = {side: p.describe() for side, p in parsers.items()}
-        with progress_bar() as bar:
-            for job in jobs:
-                parse_job(job, parsers[job.side], opts, bar)
+    run = import_trees if opts.backend == "conllu" else parse_files
+    settings, descriptions = run(opts, jobs)
     record = {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
-              "sides": opts.sides, "splits": sorted({j.split for j in jobs}, key=SPLITS.index),
+              "sides": opts.sides, "splits": list(dict.fromkeys(j.split for j in jobs)),
               "parser": full_sides(settings), "parser_models": full_sides(descriptions)}
     if opts.shard is not None:
         write_shard_manifest(opts.out_dir, opts.shard, record)
         return record
     return stage_manifest(opts.out_dir, opts.prepare_dir, jobs, record["options"],
                           record["parser"], record["parser_models"])
+
+
+def import_trees(opts: ParseOptions, jobs: list[Job]) -> tuple[dict, dict]:
+    """Backend conllu: check the given trees against the text and write them; return the
+    per-side settings and descriptions for the manifest."""
+    sources = conllu_sources(opts, jobs)
+    with progress_bar() as bar:
+        for job in jobs:
+            task = bar.add_task(f"check {job.out.name}", total=count_lines(job.text))
+            n = write_conllu(job.out, checked_trees([sources[job.out.name]], job.text,
+                                                    lambda k: bar.advance(task, k)))
+            info(f"{job.out}: {n} trees checked against {job.text}")
+    given = str(opts.conllu_dir.resolve())  # type: ignore[union-attr]
+    settings = {job.side: {"backend": "conllu", "lang": job.lang, "conllu_dir": given}
+                for job in jobs}
+    return settings, {side: f"conllu files from {given}" for side in settings}
+
+
+def parse_files(opts: ParseOptions, jobs: list[Job]) -> tuple[dict, dict]:
+    """Backends stanza/spacy: parse every job (or its shard block); return the per-side
+    settings and descriptions for the manifest."""
+    parsers = make_side_parsers(opts, jobs)
+    with progress_bar() as bar:
+        for job in jobs:
+            parse_job(job, parsers[job.side], opts, bar)
+    return ({side: p.settings for side, p in parsers.items()},
+            {side: p.describe() for side, p in parsers.items()})
 
 
 def parse_job(job: Job, parser: Parser, opts: ParseOptions, bar: Any) -> None:
@@ -312,8 +331,9 @@ def find_shards(out_dir: Path) -> list[dict]:
         raise DepnmtError(f"{out_dir}: no shard-i-of-N.json files; run `depnmt parse --shard i/N` "
                           f"for every i first")
     if len(found) > 1:
-        raise DepnmtError(f"{out_dir}: shards of different splittings ({', '.join(f'N={n}' for n in sorted(found))}); "
-                          f"remove the stale ones")
+        counts = ", ".join(f"N={n}" for n in sorted(found))
+        raise DepnmtError(f"{out_dir}: shards of different splittings ({counts}); remove the "
+                          f"stale ones")
     (count, paths), = found.items()
     missing = [f"{i}/{count}" for i in range(count) if i not in paths]
     if missing:
@@ -340,6 +360,7 @@ def run_merge(prepare_dir: Path | None, out_dir: Path) -> dict:
     if Path(first["prepare_dir"]).resolve() != prepare_dir.resolve():
         raise DepnmtError(f"the shards in {out_dir} were parsed from {first['prepare_dir']}, "
                           f"not from {prepare_dir}")
+    check_folders(prepare_dir, out_dir)
     manifest = load_manifest(prepare_dir, "prepare")
     jobs = plan_jobs(prepare_dir, out_dir, manifest, first["sides"], first["splits"])
     suffixes = [shard_suffix((i, count)) for i in range(count)]

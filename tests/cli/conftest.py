@@ -1,0 +1,66 @@
+"""End-to-end fixtures: a tiny real corpus run through prepare and bpe, and tiny models."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from depnmt.cli import main
+
+TINY_MODEL = ["--layers", "1", "--d-model", "32", "--heads", "2", "--d-ff", "64",
+              "--max-tokens", "400", "--warmup", "10", "--lr", "3e-3", "--log-every", "2",
+              "--valid-max-sentences", "20", "--beam", "2"]
+
+
+def run_cli(args: list[str], capsys=None) -> int:
+    """Run ``depnmt ARGS`` in-process; returns the exit status."""
+    try:
+        main([str(a) for a in args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def run_subprocess(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", **kwargs.pop("env", {})}
+    return subprocess.run([sys.executable, "-m", "depnmt.cli", *map(str, args)], env=env,
+                          capture_output=True, text=True, **kwargs)
+
+
+def popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "depnmt.cli", *map(str, args)],
+                            env={**os.environ, "DEPNMT_NO_PROGRESS": "1", **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_bpe(tmp_path_factory, shared_data) -> Path:
+    """The first 400 Multi30k pairs (dev/test 30 each) through prepare and a 300-merge BPE."""
+    root = tmp_path_factory.mktemp("tiny")
+    for lang in ("en", "de"):
+        with gzip.open(shared_data / "multi30k" / f"train.{lang}.gz", "rt", encoding="utf-8") as fh:
+            lines = [next(fh) for _ in range(460)]
+        (root / f"train.{lang}").write_text("".join(lines[:400]), encoding="utf-8")
+        (root / f"dev.{lang}").write_text("".join(lines[400:430]), encoding="utf-8")
+        (root / f"test.{lang}").write_text("".join(lines[430:460]), encoding="utf-8")
+    assert run_cli(["prepare", "--src-lang", "en", "--tgt-lang", "de",
+                    "--train-src", root / "train.en", "--train-tgt", root / "train.de",
+                    "--dev-src", root / "dev.en", "--dev-tgt", root / "dev.de",
+                    "--test-src", root / "test.en", "--test-tgt", root / "test.de",
+                    "-o", root / "prepare"]) == 0
+    assert run_cli(["bpe", "-i", root / "prepare", "-o", root / "bpe", "--merges", "300"]) == 0
+    return root / "bpe"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, tiny_bpe) -> Path:
+    """A 1-layer model trained for 12 updates (enough to have checkpoints and a config)."""
+    model = tmp_path_factory.mktemp("model") / "m"
+    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "12",
+                    "--valid-every", "6"]) == 0
+    return model

@@ -1,0 +1,177 @@
+"""train → translate → score end to end, resumption, atomic checkpoints and bad input."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from depnmt.checkpoint import load_checkpoint, save_checkpoint
+
+from .conftest import TINY_MODEL, popen, run_cli, run_subprocess
+
+
+def metrics(model: Path) -> list[dict]:
+    return [json.loads(l) for l in (model / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_train_writes_self_contained_model_dir(tiny_model):
+    names = {p.name for p in tiny_model.iterdir()}
+    assert {"config.json", "vocab.src.txt", "vocab.tgt.txt", "bpe.json", "codes.joint",
+            "metrics.jsonl", "manifest.json", "checkpoints"} <= names
+    config = json.loads((tiny_model / "config.json").read_text())
+    assert config["model"]["scheme"] == ["abs"]
+    assert config["tokenizers"]["src"]["kind"] == "moses"
+    valid = [m for m in metrics(tiny_model) if m["event"] == "valid"]
+    assert [m["step"] for m in valid] == [6, 12]
+    assert all("dev_bleu" in m and "dev_nll" in m for m in valid)
+    assert (tiny_model / "checkpoints" / "best.pt").exists()
+
+
+def test_translate_keeps_one_line_per_input_line(tiny_model, tmp_path):
+    raw = (b"A man is riding a bike.\n\n   \n"
+           + b"invalid \xff\xfe bytes\n"
+           + b" ".join([b"dog"] * 1000) + b"\n"
+           + b"last line without newline")
+    src = tmp_path / "in.txt"
+    src.write_bytes(raw)
+    proc = run_subprocess(["translate", "-m", tiny_model, "-i", src])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.split("\n")
+    assert out[-1] == "" and len(out) - 1 == 6
+    assert out[1] == "" and out[2] == ""
+    assert "truncated" in proc.stderr and "input line 5" in proc.stderr
+    assert "invalid UTF-8" in proc.stderr and "Traceback" not in proc.stderr
+    # stdin gives the same result as --input
+    stdin = run_subprocess(["translate", "-m", tiny_model], input=raw.decode("utf-8", "replace"))
+    assert stdin.stdout == proc.stdout
+
+
+def test_translate_and_score_chain(tiny_model, tiny_bpe, tmp_path):
+    prepare = tiny_bpe.parent / "prepare"
+    hyp = tmp_path / "hyp.de"
+    proc = run_subprocess(["translate", "-m", tiny_model, "-i", prepare / "test.raw.en",
+                           "--beam", "1"])
+    hyp.write_text(proc.stdout)
+    assert len(proc.stdout.splitlines()) == 30
+    score = run_subprocess(["score", "--ref", prepare / "test.raw.de", "--json", hyp])
+    assert score.returncode == 0, score.stderr
+    assert {"bleu", "chrf", "ter", "signature"} <= json.loads(score.stdout.splitlines()[0]).keys()
+
+
+def final_weights(model: Path) -> dict:
+    return load_checkpoint(model / "checkpoints" / "last.pt")["model"]
+
+
+def test_resume_continues_exactly(tiny_bpe, tmp_path):
+    """6 updates in one go == 3 updates, stop, --resume to 6 (data order, RNG, optimizer)."""
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    common = ["--data", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150"]
+    assert run_cli(["train", *common, "-o", straight, "--max-steps", "6"]) == 0
+    assert run_cli(["train", *common, "-o", split, "--max-steps", "3"]) == 0
+    assert run_cli(["train", *common, "-o", split, "--max-steps", "6", "--resume"]) == 0
+    a, b = final_weights(straight), final_weights(split)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def wait_for(predicate, timeout: float = 90.0) -> None:
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError("timed out")
+        time.sleep(0.05)
+
+
+def test_sigkill_mid_run_then_resume(tiny_bpe, tmp_path):
+    model = tmp_path / "m"
+    proc = popen(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "2",
+                  "--valid-every", "0", "--max-steps", "100000", "--max-tokens", "150"])
+    last = model / "checkpoints" / "last.pt"
+    try:
+        wait_for(lambda: last.exists() and load_checkpoint(last)["progress"]["step"] >= 4)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    killed_at = load_checkpoint(last)["progress"]["step"]
+    target = killed_at + 3
+    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
+                    "--valid-every", "0", "--max-steps", target, "--max-tokens", "150"]) == 0
+    state = load_checkpoint(last)
+    assert state["progress"]["step"] == target
+    starts = [m for m in metrics(model) if m["event"] == "start"]
+    assert starts[-1]["step"] == killed_at
+
+
+def test_sigkill_during_checkpoint_write_keeps_last_good(tiny_bpe, tmp_path):
+    model = tmp_path / "m"
+    ckpts = model / "checkpoints"
+    proc = popen(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "1",
+                  "--valid-every", "0", "--max-steps", "100000", "--max-tokens", "150"],
+                 env={"DEPNMT_CHECKPOINT_WRITE_DELAY": "1.0"})
+    try:
+        # wait until one checkpoint is complete and the next write is half-way
+        wait_for(lambda: (ckpts / "last.pt").exists()
+                 and any(p.name.startswith(".last.pt.") for p in ckpts.iterdir()))
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    partial = [p for p in ckpts.iterdir() if p.name.startswith(".last.pt.")]
+    assert partial, "the kill should have interrupted a write"
+    state = load_checkpoint(ckpts / "last.pt")
+    assert state["progress"]["step"] >= 1
+    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
+                    "--valid-every", "0", "--max-steps", state["progress"]["step"] + 1,
+                    "--max-tokens", "150"]) == 0
+
+
+def test_checkpoint_of_another_scheme_is_refused(tiny_model, tiny_bpe, tmp_path, capsys):
+    model = tmp_path / "copy"
+    import shutil
+    shutil.copytree(tiny_model, model)
+    status = run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--scheme", "none",
+                      "--resume", "--max-steps", "20"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "scheme" in err and "last.pt" in err and "Traceback" not in err
+
+
+def test_checkpoint_of_another_format_is_refused(tiny_model, tmp_path, capsys):
+    state = load_checkpoint(tiny_model / "checkpoints" / "best.pt")
+    state.pop("format_version")
+    bad = tmp_path / "old.pt"
+    torch.save({**state, "format_version": 0}, bad)
+    status = run_cli(["translate", "-m", tiny_model, "-c", bad, "-i", bad])
+    err = capsys.readouterr().err
+    assert status == 2 and "format 0" in err and err.count("\n") == 1
+
+
+def test_truncated_checkpoint_is_a_clear_error(tiny_model, tmp_path, capsys):
+    data = (tiny_model / "checkpoints" / "best.pt").read_bytes()
+    bad = tmp_path / "cut.pt"
+    bad.write_bytes(data[: len(data) // 2])
+    assert run_cli(["translate", "-m", tiny_model, "-c", bad]) == 2
+    assert "not a readable depnmt checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
+def test_cuda_requested_but_absent(tiny_bpe, tmp_path, capsys):
+    status = run_cli(["train", "--data", tiny_bpe, "-o", tmp_path / "m", "--device", "cuda"])
+    err = capsys.readouterr().err
+    assert status == 2 and "CUDA is not available" in err and "Traceback" not in err
+
+
+def test_existing_model_dir_needs_resume(tiny_model, tiny_bpe, capsys):
+    assert run_cli(["train", "--data", tiny_bpe, "-o", tiny_model]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_missing_model_dir_is_a_clear_error(tmp_path, capsys):
+    assert run_cli(["translate", "-m", tmp_path / "nope"]) == 2
+    assert "not a depnmt model directory" in capsys.readouterr().err

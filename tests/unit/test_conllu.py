@@ -1,0 +1,152 @@
+"""CoNLL-U reading (validation, real UD treebanks) and writing (round trips, empty lines)."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from depnmt.errors import DepnmtError, InputError
+from depnmt.parse.conllu import (Sentence, format_sentence, read_conllu, read_conllu_numbered,
+                                 tree_problem, write_conllu)
+
+UD_FILES = {  # file -> number of sentences (= "# sent_id" lines)
+    "en_ewt-ud-dev.conllu": 2001, "en_ewt-ud-test.conllu": 2077,
+    "de_gsd-ud-dev.conllu": 799, "de_gsd-ud-test.conllu": 977,
+    "ja_gsd-ud-dev.conllu": 507, "ja_gsd-ud-test.conllu": 543,
+}
+
+
+def row(i, form, head, deprel="dep", upos="X", misc="_"):
+    return f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t{deprel}\t_\t{misc}"
+
+
+def conllu_file(tmp_path, text, name="t.conllu"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def basic_tree_count(path):
+    """Number of basic-tree words in a CoNLL-U file, counted independently of the reader."""
+    n = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        first = line.split("\t", 1)[0]
+        if line and not line.startswith("#") and first.isdigit():
+            n += 1
+    return n
+
+
+@pytest.mark.parametrize("name", sorted(UD_FILES))
+def test_reads_ud_gold_treebanks(shared_data, name):
+    path = shared_data / "ud" / name
+    sentences = list(read_conllu(path))
+    assert len(sentences) == UD_FILES[name]
+    assert sum(len(s) for s in sentences) == basic_tree_count(path)
+    assert all(tree_problem(s.heads) is None for s in sentences)
+    assert all(s.upos and len(s.upos) == len(s) for s in sentences)
+
+
+def test_multiword_tokens_and_empty_nodes_are_skipped(shared_data, tmp_path):
+    # de_gsd has "zum" = "zu dem" style ranges; the words are the syntactic words
+    sentences = list(read_conllu(shared_data / "ud" / "de_gsd-ud-dev.conllu"))
+    words = [w for s in sentences for w in s.words]
+    assert "zu" in words and "dem" in words
+    text = "\n".join(["1-2\tzum\t_\t_\t_\t_\t_\t_\t_\t_", row(1, "zu", 3), row(2, "dem", 3),
+                      row(3, "Haus", 0, "root"), "3.1\tx\t_\t_\t_\t_\t_\t_\t_\t_", ""]) + "\n"
+    path = conllu_file(tmp_path, text)
+    assert [(s.words, s.heads) for s in read_conllu(path)] == [(["zu", "dem", "Haus"], [3, 3, 0])]
+
+
+def test_round_trip_real_treebank(shared_data, tmp_path):
+    sentences = list(read_conllu(shared_data / "ud" / "ja_gsd-ud-dev.conllu"))
+    out = tmp_path / "out.conllu"
+    assert write_conllu(out, sentences) == len(sentences)
+    assert list(read_conllu(out)) == sentences
+
+
+def test_round_trip_with_empty_lines_and_sentence_ids(tmp_path):
+    sentences = [
+        Sentence(["A", "dog", "."], [2, 0, 2], ["det", "root", "punct"], ["DET", "NOUN", "PUNCT"],
+                 [0, 0, 0]),
+        Sentence.empty(),
+        Sentence(["Hi", ".", "Bye"], [0, 1, 1], ["root", "punct", "parataxis"], None, [0, 0, 1]),
+        Sentence.empty(),
+    ]
+    out = tmp_path / "out.conllu"
+    write_conllu(out, sentences)
+    assert list(read_conllu(out)) == sentences
+    text = out.read_text(encoding="utf-8")
+    assert "# text = \n\n# text = Hi . Bye\n" in text
+    assert "SentIdx=1" in text
+    assert format_sentence(sentences[0]).endswith("\n\n")
+
+
+def test_comment_only_block_without_text_is_skipped(tmp_path):
+    path = conllu_file(tmp_path, "# global.columns = ID FORM\n\n# text = a\n" + row(1, "a", 0) +
+                       "\n\n# text =\n\n")
+    assert [s.words for s in read_conllu(path)] == [["a"], []]
+    assert [line for line, _ in read_conllu_numbered(path)] == [3, 6]
+
+
+def test_gzip_and_missing_final_blank_line(tmp_path):
+    path = tmp_path / "t.conllu.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(row(1, "a", 2) + "\n" + row(2, "b", 0, "root"))
+    assert [s.heads for s in read_conllu(path)] == [[2, 0]]
+
+
+GOOD = [row(1, "The", 2, "det"), row(2, "cat", 3, "nsubj"), row(3, "sleeps", 0, "root")]
+
+
+def malformed(rows_):
+    """A file whose second sentence (lines 6-9) has the given rows; line 6 is its comment."""
+    return "\n".join(["# text = The cat sleeps", *GOOD, "", "# text = bad", *rows_, ""]) + "\n"
+
+
+@pytest.mark.parametrize("rows_, line, fragment", [
+    ([row(1, "a", 2), row(2, "b", 1), row(3, "c", 0)], 7, "cycle"),
+    ([row(1, "a", 0), row(2, "b", 1), row(3, "c", 0)], 9, "several roots"),
+    ([row(1, "a", 0), row(2, "b", 4), row(3, "c", 1)], 8, "out of range"),
+    ([row(1, "a", 0), row(2, "b", -1), row(3, "c", 1)], 8, "out of range"),
+    ([row(1, "a", 0), "2\tb\t_\tX\t_\t_\t1\tdep\t_", row(3, "c", 1)], 8, "10 tab-separated"),
+    ([row(1, "a", 0), row(2, "b", "x"), row(3, "c", 1)], 8, "HEAD 'x' is not an integer"),
+    ([row(1, "a", 0), row(3, "b", 1)], 8, "where 2 was expected"),
+    ([row(1, "a", 2), row(2, "b", 1)], 7, "no word has HEAD 0"),
+    ([row(1, "a", 0), row(2, "b", 1, misc="SentIdx=z")], 8, "not an integer"),
+    ([row(1, "a", 0), row(2, "b", 1, misc="SentIdx=0"), row(3, "c", 1)], 7, "SentIdx"),
+], ids=["cycle", "two-roots", "head-too-big", "head-negative", "missing-column",
+        "non-integer-head", "ids-out-of-order", "no-root", "bad-sentidx", "partial-sentidx"])
+def test_malformed_conllu_names_file_and_line(tmp_path, rows_, line, fragment):
+    path = conllu_file(tmp_path, malformed(rows_))
+    with pytest.raises(InputError) as err:
+        list(read_conllu(path))
+    assert err.value.path == str(path)
+    assert err.value.line == line
+    assert fragment in str(err.value)
+    assert str(err.value).startswith(f"{path}:{line}: ")
+
+
+def test_text_without_words_is_an_error(tmp_path):
+    path = conllu_file(tmp_path, "# text = lost words\n\n")
+    with pytest.raises(InputError, match="no word lines"):
+        list(read_conllu(path))
+
+
+def test_tree_problem_on_good_and_bad_heads():
+    assert tree_problem([2, 0, 2]) is None
+    assert tree_problem([]) is None
+    assert "no word has HEAD 0" in tree_problem([1])[1]  # self-loop: no root
+    assert tree_problem([0, 2])[1].startswith("cycle")  # self-loop beside a root
+    assert tree_problem([0, 3, 2])[0] == 1  # cycle 2 <-> 3
+
+
+def test_unwritable_tokens_are_user_errors(tmp_path):
+    with pytest.raises(DepnmtError, match="tab"):
+        write_conllu(tmp_path / "x.conllu", [Sentence(["a\tb"], [0], ["root"])])
+    assert not (tmp_path / "x.conllu").exists()
+
+
+def test_sentence_rejects_inconsistent_lengths():
+    with pytest.raises(ValueError):
+        Sentence(["a", "b"], [0], ["root", "dep"])
