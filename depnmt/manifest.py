@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from . import __version__
 from .errors import DepnmtError
-from .textio import atomic_open, count_lines
+from .textio import atomic_open, count_lines, read_json
 
 MANIFEST = "manifest.json"
 TRACKED_LIBRARIES = ("torch", "sacremoses", "subword-nmt", "stanza", "spacy", "ginza", "ja-ginza",
@@ -67,13 +67,8 @@ def load_manifest(stage_dir: str | Path, stage: str, *, verify: bool = True) -> 
     """
     stage_dir = Path(stage_dir)
     path = stage_dir / MANIFEST
-    if not path.exists():
-        raise DepnmtError(f"{stage_dir}: no {MANIFEST} found; run `depnmt {stage}` to create "
-                          f"this folder first")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DepnmtError(f"{path}: unreadable manifest ({exc})") from None
+    manifest = read_json(path, f"{stage_dir}: no {MANIFEST} found; run `depnmt {stage}` to "
+                               f"create this folder first")
     if manifest.get("stage") != stage:
         raise DepnmtError(f"{path}: written by stage '{manifest.get('stage')}', expected "
                           f"'{stage}' output here")

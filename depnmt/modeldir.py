@@ -19,7 +19,7 @@ from typing import Any
 
 from . import __version__
 from .errors import DepnmtError
-from .textio import atomic_open
+from .textio import atomic_open, read_json
 from .vocab import Vocab
 
 CONFIG = "config.json"
@@ -41,13 +41,8 @@ def write_config(model_dir: Path, config: dict[str, Any]) -> None:
 def read_config(model_dir: Path) -> dict[str, Any]:
     """Load ``config.json`` with a clear error when the folder is not a model directory."""
     path = model_dir / CONFIG
-    if not path.exists():
-        raise DepnmtError(f"{model_dir}: not a depnmt model directory (no {CONFIG}); train one "
-                          f"with `depnmt train` or pass -m MODEL_DIR")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DepnmtError(f"{path}: unreadable ({exc})") from None
+    config = read_json(path, f"{model_dir}: not a depnmt model directory (no {CONFIG}); train "
+                             f"one with `depnmt train` or pass -m MODEL_DIR")
     if config.get("config_format") != CONFIG_FORMAT:
         raise DepnmtError(f"{path}: model config format {config.get('config_format')} (depnmt "
                           f"{config.get('depnmt_version')}) is not readable by depnmt {__version__}")

@@ -104,6 +104,18 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
         raise
 
 
+def read_json(path: str | Path, missing: str) -> dict:
+    """Parse a JSON file; ``missing`` is the error message when it does not exist."""
+    import json
+    path = Path(path)
+    if not path.exists():
+        raise DepnmtError(missing)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DepnmtError(f"{path}: unreadable JSON ({exc})") from None
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

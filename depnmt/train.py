@@ -21,7 +21,7 @@ import torch
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (Example, TokenBatcher, add_features, attach_trees, example_lengths,
-                   iterate_batches, load_parallel)
+                   iterate_batches, load_parallel, prefetch)
 from .device import amp_dtype, autocast, grad_scaler, resolve_device
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
@@ -330,8 +330,11 @@ class Trainer:
             task = bar.add_task(f"epoch {p.epoch}", total=o.max_steps or None, completed=p.step)
             while not stop and (not o.max_epochs or p.epoch <= o.max_epochs):
                 pending: list = []
-                for n, batch in iterate_batches(self.train_data, self.batcher, p.epoch,
-                                                start=p.batches_done):
+                batches = iterate_batches(self.train_data, self.batcher, p.epoch,
+                                          start=p.batches_done)
+                if self.device.type == "cuda":
+                    batches = prefetch(batches)
+                for n, batch in batches:
                     pending.append(batch)
                     if len(pending) < o.update_freq:
                         continue

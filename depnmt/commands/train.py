@@ -82,9 +82,17 @@ def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str
     """Train a Transformer NMT model on a `depnmt bpe` folder.
 
     \b
-    The positional scheme is chosen with --scheme; this release has
-      abs   sinusoidal absolute positions (Transformer_abs, Vaswani et al. 2017)
-      none  no positions (ablation)
+    The positional scheme is chosen with --scheme (a preset or components joined by '+'):
+      abs       sinusoidal absolute positions (Transformer_abs, Vaswani et al. 2017)
+      none      no positions (ablation)
+      rel       Shaw et al. relative positions clip(j-i, k), encoder and decoder
+      dep       relative depth on the source tree (Omote et al. 2019); needs --trees
+      deplabel  ancestor depth / sib / self / non_dep labels (Omote et al., NLP 2019)
+      deplabel+rel  that paper's method 2, Concat(a, b) W_rel
+    Presets keep the absolute PE: Transformer_rel = abs+rel, Transformer_dep = abs+dep,
+    Transformer_dep+rel = abs+dep+rel, Transformer_deplabel = abs+deplabel (method 1),
+    Transformer_deplabel+rel = abs+deplabel+rel (method 2). Ablations: --*-terms, and
+    leave out abs to drop the absolute PE.
     Runs on CUDA when available (with AMP), else on the CPU. Ctrl-C or a kill leaves
     MODEL_DIR/checkpoints/last.pt intact; `--resume` continues exactly where it stopped.
 

@@ -152,3 +152,14 @@ def test_label_smoothing_ignores_padding_and_reduces_to_nll():
 def test_tied_embeddings_share_storage():
     model = tiny_model()
     assert model.output.weight.data_ptr() == model.tgt_embed.weight.data_ptr()
+
+
+def test_prefetch_preserves_order_and_raises():
+    from depnmt.data import prefetch
+    assert list(prefetch(iter(range(50)), depth=3)) == list(range(50))
+
+    def broken():
+        yield 1
+        raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        list(prefetch(broken()))

@@ -17,9 +17,20 @@ SCHEMES: dict[str, type[Scheme]] = {}
 # Paper system names -> components (more are added by the scheme modules of later issues).
 PRESETS: dict[str, list[str]] = {
     "Transformer_abs": ["abs"],
+    # Omote et al. 2019 (RANLP) §5: every system keeps the absolute PE (Table 3 removes it).
+    "Transformer_rel": ["abs", "rel"],
+    "Transformer_dep": ["abs", "dep"],
+    "Transformer_dep+rel": ["abs", "dep", "rel"],
+    # The Japanese paper (Omote et al. 2019, NLP): method 1 (提案手法1) and method 2 (提案手法2).
+    "Transformer_deplabel": ["abs", "deplabel"],
+    "Transformer_deplabel+rel": ["abs", "deplabel_rel"],
 }
 
-BUILTIN_MODULES = ("absolute",)
+# Components that a paper combines jointly rather than by adding their terms: when all the
+# parts are listed, they become the joint component (registered by the scheme modules).
+FUSIONS: dict[tuple[str, ...], str] = {}
+
+BUILTIN_MODULES = ("absolute", "relative")
 
 
 def register(cls: type[Scheme]) -> type[Scheme]:
@@ -36,7 +47,7 @@ def load_builtin_schemes() -> None:
 def resolve(spec: str) -> list[str]:
     """``"Transformer_abs"`` or ``"abs+rel"`` -> component names, validated."""
     load_builtin_schemes()
-    names = PRESETS.get(spec) or [p.strip() for p in spec.split("+") if p.strip()]
+    names = PRESETS.get(spec) or _fuse([p.strip() for p in spec.split("+") if p.strip()])
     unknown = [n for n in names if n not in SCHEMES]
     if unknown or not names:
         choices = ", ".join(sorted(SCHEMES) + sorted(PRESETS))
@@ -44,6 +55,14 @@ def resolve(spec: str) -> list[str]:
                           f"(components may be joined with '+')")
     if "none" in names and len(names) > 1:
         raise DepnmtError("scheme 'none' cannot be combined with other schemes")
+    return names
+
+
+def _fuse(names: list[str]) -> list[str]:
+    """Replace the parts of each fusion by the joint component, where the first part was."""
+    for parts, joint in FUSIONS.items():
+        if all(p in names for p in parts):
+            names = [joint if n == parts[0] else n for n in names if n not in parts[1:]]
     return names
 
 

@@ -1,0 +1,224 @@
+"""Speed and memory of the relative positional schemes, as ratios to ``abs`` (issue 3).
+
+Every scheme trains on the same synthetic batches (random tokens, random dependency trees, a
+share of words split into two BPE pieces, every source exactly ``--src-len`` ids incl. EOS),
+in rounds that visit the schemes in turn so that a change in machine load hits all of them.
+Reported per scheme (median over rounds):
+
+* training tokens/s — target tokens of forward + backward + Adam step;
+* peak memory — CUDA: ``max_memory_allocated`` over one step (parameters, gradients, Adam
+  states and activations); CPU: the peak of live tensor bytes that the PyTorch profiler's
+  memory timeline sees during one step (activations, temporaries, gradients; parameters and
+  Adam states as far as the step touches them);
+* decoding sentences/s — incremental greedy decoding of ``--decode-len`` steps (fixed, so an
+  untrained model's early EOS cannot favour a scheme), one batch of sources.
+
+    python bench/schemes.py                  # CPU, or CUDA when present
+    python bench/schemes.py --device cpu --rounds 3 --steps 3 --markdown
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+import statistics
+import time
+from dataclasses import dataclass
+
+import click
+import torch
+
+from depnmt.data import Batch, Example, add_features, collate
+from depnmt.device import resolve_device
+from depnmt.model.schemes.registry import resolve
+from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
+from depnmt.parse import Sentence
+from depnmt.trees import random_heads
+from depnmt.vocab import BOS, EOS
+
+# Name in the table -> the system trained (the papers' presets keep the absolute PE).
+SYSTEMS = {"abs": "Transformer_abs", "rel": "Transformer_rel", "dep": "Transformer_dep",
+           "dep+rel": "Transformer_dep+rel", "deplabel": "Transformer_deplabel",
+           "deplabel+rel": "Transformer_deplabel+rel"}
+
+
+@dataclass
+class Setup:
+    """What every scheme is run with."""
+
+    device: torch.device
+    d_model: int
+    heads: int
+    d_ff: int
+    layers: int
+    vocab: int
+    src_len: int
+    tgt_len: int
+    batch_size: int
+    n_batches: int
+    decode_len: int
+
+    def model(self, spec: str, seed: int = 1) -> TransformerNMT:
+        torch.manual_seed(seed)
+        cfg = ModelConfig(self.vocab, self.vocab, d_model=self.d_model, n_heads=self.heads,
+                          d_ff=self.d_ff, encoder_layers=self.layers, decoder_layers=self.layers,
+                          scheme=resolve(spec))
+        return TransformerNMT(cfg).to(self.device)
+
+
+def synthetic_example(index: int, setup: Setup, rng: random.Random) -> Example:
+    """``src_len − 1`` subwords (+ EOS), a third of the words split in two pieces."""
+    subwords: list[str] = []
+    while len(subwords) < setup.src_len - 1:
+        split = rng.random() < 1 / 3 and len(subwords) < setup.src_len - 2
+        subwords += [f"a{index}@@", "b"] if split else ["w"]
+    words = [w for w in subwords if not w.endswith("@@")]
+    tree = Sentence(words, random_heads(len(words), rng), ["dep"] * len(words))
+    src = [rng.randrange(4, setup.vocab) for _ in subwords] + [EOS]
+    tgt = [rng.randrange(4, setup.vocab) for _ in range(setup.tgt_len - 1)]
+    return Example(index, src, tgt, subwords, tree)
+
+
+def make_batches(setup: Setup, model: TransformerNMT, seed: int = 7) -> list[Batch]:
+    """The same sentences for every scheme, with that scheme's tree features."""
+    rng = random.Random(seed)
+    examples = [synthetic_example(i, setup, rng) for i in range(setup.batch_size * setup.n_batches)]
+    add_features(examples, model.schemes.schemes)
+    return [collate(examples[i:i + setup.batch_size]).to(setup.device)
+            for i in range(0, len(examples), setup.batch_size)]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
+    logits = model(batch.src, batch.tgt_in, batch.src_feats)
+    loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
+    (loss / batch.n_tokens).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def train_rate(model, optimizer, batches: list[Batch], device: torch.device) -> float:
+    """Target tokens per second over ``batches`` (after one untimed warm-up step)."""
+    train_step(model, optimizer, batches[0])
+    sync(device)
+    start = time.perf_counter()
+    for batch in batches:
+        train_step(model, optimizer, batch)
+    sync(device)
+    return sum(b.n_tokens for b in batches) / (time.perf_counter() - start)
+
+
+def peak_bytes(model, optimizer, batch: Batch, device: torch.device) -> int:
+    """Peak memory of one training step (see the module docstring)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        train_step(model, optimizer, batch)
+        sync(device)
+        return torch.cuda.max_memory_allocated(device)
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import MemoryProfileTimeline
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                 with_stack=True) as prof:
+        train_step(model, optimizer, batch)
+    _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(device)
+    return max(sum(s) for s in sizes)
+
+
+@torch.no_grad()
+def decode_rate(model: TransformerNMT, batch: Batch, steps: int, device: torch.device) -> float:
+    """Sentences per second of incremental greedy decoding for exactly ``steps`` steps."""
+    model.eval()
+    sync(device)
+    start = time.perf_counter()
+    memory, src_mask = model.encode(batch.src, batch.src_feats)
+    state = model.start_state(memory, src_mask, batch.src_feats)
+    token = torch.full((batch.src.shape[0], 1), BOS, dtype=torch.long, device=device)
+    for _ in range(steps):
+        token = model.decode(token, state, incremental=True)[:, -1:].argmax(-1)
+    sync(device)
+    model.train()
+    return batch.src.shape[0] / (time.perf_counter() - start)
+
+
+def run_round(setup: Setup, names: list[str], results: dict, measure_memory: bool) -> None:
+    """Train, (measure) and decode every scheme once, each with a fresh seeded model."""
+    for name in names:
+        model = setup.model(SYSTEMS[name])
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        batches = make_batches(setup, model)
+        row = results.setdefault(name, {"train": [], "decode": [], "peak": None})
+        row["train"].append(train_rate(model, optimizer, batches, setup.device))
+        if measure_memory:
+            row["peak"] = peak_bytes(model, optimizer, batches[0], setup.device)
+        row["decode"].append(decode_rate(model, batches[0], setup.decode_len, setup.device))
+        del model, optimizer, batches
+
+
+def summary(results: dict) -> list[dict]:
+    """Medians and ratios to abs."""
+    base = results["abs"]
+    base_train, base_dec = statistics.median(base["train"]), statistics.median(base["decode"])
+    rows = []
+    for name, r in results.items():
+        train, dec = statistics.median(r["train"]), statistics.median(r["decode"])
+        rows.append({"scheme": name, "system": SYSTEMS[name], "train_tok_s": round(train),
+                     "train_ratio": round(train / base_train, 3),
+                     "peak_mb": round(r["peak"] / 2 ** 20, 1),
+                     "peak_ratio": round(r["peak"] / base["peak"], 3),
+                     "decode_sent_s": round(dec, 2), "decode_ratio": round(dec / base_dec, 3)})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| scheme | system | train tok/s | × abs | peak MB | × abs | decode sent/s | × abs |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['scheme']} | {r['system']} | {r['train_tok_s']} | {r['train_ratio']:.2f} | "
+            f"{r['peak_mb']} | {r['peak_ratio']:.2f} | {r['decode_sent_s']} | "
+            f"{r['decode_ratio']:.2f} |" for r in rows]
+    return "\n".join(out)
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+@click.option("--schemes", default=",".join(SYSTEMS), help="comma-separated, abs first")
+@click.option("--d-model", default=256)
+@click.option("--heads", default=4)
+@click.option("--d-ff", default=1024)
+@click.option("--layers", default=3, help="encoder and decoder layers")
+@click.option("--vocab", default=8000)
+@click.option("--src-len", default=100, help="source ids per sentence, incl. EOS")
+@click.option("--tgt-len", default=100, help="target tokens per sentence, incl. EOS")
+@click.option("--batch-size", default=40, help="sentences per batch (40 × 100 = 4000 tokens)")
+@click.option("--steps", default=4, help="timed training steps per scheme and round")
+@click.option("--rounds", default=3, help="rounds over all schemes (medians are reported)")
+@click.option("--decode-len", default=50, help="greedy decoding steps")
+@click.option("--threads", default=0, help="torch CPU threads (0 = torch's default)")
+@click.option("--markdown/--json", "as_markdown", default=True, help="output format")
+def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers: int, vocab: int,
+         src_len: int, tgt_len: int, batch_size: int, steps: int, rounds: int, decode_len: int,
+         threads: int, as_markdown: bool) -> None:
+    """Train each scheme on the same batches and compare it with abs."""
+    if threads:
+        torch.set_num_threads(threads)
+    names = [n.strip() for n in schemes.split(",")]
+    setup = Setup(resolve_device(device), d_model, heads, d_ff, layers, vocab, src_len, tgt_len,
+                  batch_size, steps, decode_len)
+    results: dict = {}
+    for r in range(rounds):
+        run_round(setup, names, results, measure_memory=r == 0)
+    rows = summary(results)
+    machine = (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+               f"{setup.device}, {torch.get_num_threads()} threads")
+    if as_markdown:
+        print(f"<!-- {machine} -->\n{markdown(rows)}")
+    else:
+        print(json.dumps({"machine": machine, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""``depnmt inspect``: print the per-pair matrices a relative scheme sees (see depnmt/inspect.py)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from ..inspect import SCHEMES
+from ..trees import CHAIN_HEADS, SUBWORD_RULES
+
+
+@click.command("inspect", context_settings={"show_default": True})
+@click.option("--scheme", type=click.Choice(SCHEMES), required=True,
+              help="dep: relative depth (Omote et al. Eq. 16); deplabel: the Japanese paper's "
+                   "labels; rel: j − i")
+@click.option("--clip", type=click.IntRange(min=0), default=None,
+              help="show the values clipped to K as the model uses them (deplabel: pairs "
+                   "beyond K become non_dep)")
+@click.option("--bpe-codes", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="subword-nmt codes: show the matrix over subwords after the tree projection")
+@click.option("--subword-tree", type=click.Choice(SUBWORD_RULES), default="chain",
+              help="how a tree reaches subwords (see `depnmt train --help`)")
+@click.option("--chain-head", type=click.Choice(CHAIN_HEADS), default="last",
+              help="chain rule: a word's arc lands on the head word's last or first piece")
+@click.option("-i", "--input", "input_path", type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), help="CoNLL-U file to read instead of standard input")
+def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree: str,
+            chain_head: str, input_path: Path | None) -> None:
+    """Print, for each tree of a CoNLL-U file, the per-pair matrix SCHEME uses.
+
+    \b
+    Row i, column j is the value for the pair (i, j), as in the papers' tables:
+      depnmt inspect --scheme dep < trees.conllu
+    First a row of a tab then the tokens, then one row per token (the token, then one cell per
+    column, tab-separated); a blank line between sentences.
+    """
+    from ..bpe import Segmenter
+    from ..inspect import format_matrix, pair_cells
+    from ..textio import iter_lines
+
+    segmenter = None
+    if bpe_codes is not None:
+        segmenter = Segmenter("\n".join(iter_lines(bpe_codes)) + "\n", source=bpe_codes)
+    blocks = []
+    for tree in _read_trees(input_path):
+        tokens = segmenter.segment(tree.words) if segmenter else list(tree.words)
+        blocks.append(format_matrix(tokens, pair_cells(scheme, tree.heads, tokens, clip,
+                                                       subword_tree, chain_head)))
+    sys.stdout.write("\n".join(blocks))
+
+
+def _read_trees(path: Path | None) -> list:
+    """The trees of ``path``, or of standard input (copied to a temporary file first)."""
+    from ..parse import read_conllu
+    if path is not None:
+        return list(read_conllu(path))
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "stdin.conllu"
+        with copy.open("wb") as fh:
+            shutil.copyfileobj(sys.stdin.buffer, fh)
+        return list(read_conllu(copy))

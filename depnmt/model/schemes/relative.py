@@ -1,0 +1,316 @@
+"""Relative positional schemes: ``rel`` (Shaw et al. 2018), ``dep`` (Omote et al. 2019, RANLP),
+``deplabel`` and ``deplabel_rel`` (Omote et al. 2019, NLP — "the Japanese paper", methods 1, 2).
+
+Each scheme hands self-attention a :class:`~depnmt.model.attention.RelativeTerm`: per-pair label
+indices and learned tables (one ``[R, d_k]`` pair per layer, shared by the heads); attention
+adds them in gather/scatter form. Label 0 is "no term": its table row is a fixed zero.
+
+=========  ==========================================================  =========================
+scheme     label of the pair (i, j)                                    where
+=========  ==========================================================  =========================
+rel        clip(j − i, k) + k + 1                     (Eqs. 13–15)     encoder and decoder
+dep        clip(dist_ij, l) + l + 1,                  (Eqs. 16, 19–20) encoder
+           dist_ij = depth(n_j) − depth(n_i)
+deplabel   ancestor/descendant: dist_ij + k + 1 if |dist_ij| ≤ k,      encoder
+           self: k + 1, sib: 2k + 2; non_dep and |dist_ij| > k: 0
+           (ja §3.1–3.2, Table 1: a zero vector for those)
+=========  ==========================================================  =========================
+
+Equation numbers without "ja" are Omote et al. 2019 (RANLP); one term changes Eqs. 5 and 7 into
+``z_i = Σ_j α_ij (x_j W^V + w^V_ij)`` and ``e_ij = x_i W^Q (x_j W^K + w^K_ij)^T / √d_z``
+(Eqs. 11–12, 17–18); two schemes listed together (``dep+rel``) add two terms, which sums them
+(Eqs. 21–22). ``deplabel_rel`` (ja method 2, ja Eqs. 17–20) joins Shaw's ``a`` and the tree's
+``b`` as ``c = Concat(a_ij, b_ij) W_rel``, ``W_rel ∈ R^{2d_k × d_k}`` (one for keys, one for
+values); because both come from finite tables, ``Concat(a, b) W_rel = a W_rel[:d_k] +
+b W_rel[d_k:]``, so it is two terms with projected tables. Its decoder self-attention uses Shaw's
+``a`` alone (there is no target tree). ``--scheme deplabel+rel`` means this joint form.
+
+**Special tokens.** Tree labels are 0 ("no term") in the EOS row and column and for padding, so
+EOS and padding never add to a real pair and real pairs never depend on them. ``rel`` treats EOS
+as an ordinary position (Shaw et al. label every pair of the sequence); padding keys are masked.
+
+**Subwords.** Trees are over words; ``--subword-tree chain|inherit`` and ``--chain-head
+last|first`` choose how they reach subwords (:mod:`depnmt.trees`). Ablations (Omote Table 3):
+``--rel-terms``, ``--dep-terms``, ``--deplabel-terms`` ∈ {key,value, key, value, none}; the
+absolute PE is a separate component (``abs``), left out to remove it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import click
+import torch
+from torch import Tensor, nn
+
+from ...errors import DepnmtError
+from ...trees import (CHAIN_HEADS, LINEAL, NON_DEP, SIB, SUBWORD_RULES, pair_relations,
+                      project_tree, relative_depth)
+from ..attention import AttentionTerms, RelativeTerm
+from .base import ModelDims, Scheme, SchemeModule
+from .registry import FUSIONS, register
+
+TERM_CHOICES = ("key,value", "key", "value", "none")
+
+DEFAULTS: dict[str, Any] = {
+    "rel_k": 2, "rel_terms": "key,value",          # Omote §5.1: k = l = 2
+    "dep_l": 2, "dep_terms": "key,value",
+    "deplabel_k": 2, "deplabel_terms": "key,value",
+    "subword_tree": "chain", "chain_head": "last",
+}
+
+
+def _terms_option(flag: str, what: str) -> click.Option:
+    return click.Option([flag], type=click.Choice(TERM_CHOICES), show_default=True,
+                        default=DEFAULTS[flag[2:].replace("-", "_")],
+                        help=f"which of {what} to use (ablations, Omote et al. Table 3)")
+
+
+OPTIONS = {
+    "rel_k": click.Option(["--rel-k"], type=click.IntRange(min=0), default=DEFAULTS["rel_k"],
+                          show_default=True, help="rel: maximum relative distance k (Eq. 15)"),
+    "rel_terms": _terms_option("--rel-terms", "rel's a^K (key) / a^V (value)"),
+    "dep_l": click.Option(["--dep-l"], type=click.IntRange(min=0), default=DEFAULTS["dep_l"],
+                          show_default=True, help="dep: maximum relative depth l (Eqs. 19–20)"),
+    "dep_terms": _terms_option("--dep-terms", "dep's b^K / b^V"),
+    "deplabel_k": click.Option(["--deplabel-k"], type=click.IntRange(min=0),
+                               default=DEFAULTS["deplabel_k"], show_default=True,
+                               help="deplabel: ancestor/descendant labels with |label| > k get "
+                                    "a zero vector"),
+    "deplabel_terms": _terms_option("--deplabel-terms", "deplabel's b^K / b^V"),
+    "subword_tree": click.Option(["--subword-tree"], type=click.Choice(SUBWORD_RULES),
+                                 default=DEFAULTS["subword_tree"], show_default=True,
+                                 help="tree schemes on BPE: chain (a word's pieces form a chain "
+                                      "to its last piece, Deguchi et al. Fig. 4) or inherit "
+                                      "(every piece takes its word's node)"),
+    "chain_head": click.Option(["--chain-head"], type=click.Choice(CHAIN_HEADS),
+                               default=DEFAULTS["chain_head"], show_default=True,
+                               help="chain rule: a word's arc lands on the head word's last or "
+                                    "first piece"),
+}
+
+
+# -- labels -----------------------------------------------------------------------------------
+
+def distance_labels(dist: Tensor, k: int) -> Tensor:
+    """``clip(dist, k) + k + 1`` (Eq. 15), so that 0 stays free for "no term"."""
+    return dist.clamp(-k, k) + k + 1
+
+
+def shaw_labels(q_pos: Tensor, k_pos: Tensor, k: int) -> Tensor:
+    """Shaw's labels of clip(j − i, k) (Eqs. 13–14) from absolute positions: ``[Tq, Tk]``."""
+    return distance_labels(k_pos[None, :] - q_pos[:, None], k)
+
+
+def dep_labels(heads: list[int], l: int) -> Tensor:
+    """Omote's labels of clip(dist_ij, l) (Eqs. 16, 19–20): ``[n, n]``."""
+    return distance_labels(relative_depth(heads), l)
+
+
+def deplabel_labels(heads: list[int], k: int) -> Tensor:
+    """The Japanese paper's labels (ja §3.1–3.2): ``[n, n]``, see the module docstring."""
+    dist, relation = relative_depth(heads), pair_relations(heads)
+    labels = distance_labels(dist, k)           # ancestor/descendant, and self (dist 0)
+    labels[relation == SIB] = 2 * k + 2
+    labels[(relation == NON_DEP) | ((relation == LINEAL) & (dist.abs() > k))] = 0
+    return labels
+
+
+def with_special_tokens(labels: Tensor, length: int, rows: int) -> Tensor:
+    """Subword labels ``[S, S]`` -> ``[length, length]`` for ``length`` source ids (the subwords
+    the ids keep, then EOS), EOS row and column 0, stored compactly (``rows`` labels)."""
+    n = min(labels.shape[0], length - 1)
+    out = torch.zeros(length, length, dtype=torch.uint8 if rows <= 256 else torch.int16)
+    out[:n, :n] = labels[:n, :n]
+    return out
+
+
+def term_set(spec: str) -> set[str]:
+    """``"key,value"`` -> ``{"key", "value"}``; ``"none"`` -> empty."""
+    return set() if spec == "none" else set(spec.split(","))
+
+
+# -- parameters -------------------------------------------------------------------------------
+
+def with_zero_row(rows: Tensor | None) -> Tensor | None:
+    """Learned rows ``[R − 1, d_k]`` -> a table ``[R, d_k]`` whose row 0 ("no term") is zero."""
+    return None if rows is None else torch.cat([rows.new_zeros(1, rows.shape[-1]), rows])
+
+
+def _table(layers: int, rows: int, d_k: int, used: bool) -> nn.Parameter | None:
+    return nn.Parameter(torch.randn(layers, rows - 1, d_k) * d_k ** -0.5) if used else None
+
+
+class RelativeTables(nn.Module):
+    """Per-layer key and value tables ``w^K``, ``w^V`` of ``rows`` labels (label 0 = zero)."""
+
+    def __init__(self, layers: int, rows: int, d_k: int, terms: set[str]):
+        super().__init__()
+        self.key = _table(layers, rows, d_k, "key" in terms)
+        self.value = _table(layers, rows, d_k, "value" in terms)
+
+    def tables(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
+        """``(w^K, w^V)`` of ``layer``, each ``[rows, d_k]`` or None (ablated)."""
+        return (with_zero_row(None if self.key is None else self.key[layer]),
+                with_zero_row(None if self.value is None else self.value[layer]))
+
+    def term(self, labels: Tensor, layer: int) -> AttentionTerms | None:
+        key, value = self.tables(layer)
+        if key is None and value is None:
+            return None
+        return AttentionTerms([RelativeTerm(labels, key, value)])
+
+
+class ShawModule(SchemeModule):
+    """``rel``: Shaw's tables in every self-attention layer of both sides (Eqs. 11–15)."""
+
+    def __init__(self, dims: ModelDims, k: int, terms: set[str]):
+        super().__init__()
+        self.k = k
+        self.sides = nn.ModuleDict({
+            "src": RelativeTables(dims.encoder_layers, 2 * k + 2, dims.d_k, terms),
+            "tgt": RelativeTables(dims.decoder_layers, 2 * k + 2, dims.d_k, terms)})
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        return self.sides[side].term(shaw_labels(q_pos, k_pos, self.k), layer)
+
+
+class TreeModule(SchemeModule):
+    """``dep`` / ``deplabel``: tree tables in every encoder self-attention layer (Eqs. 17–20)."""
+
+    def __init__(self, dims: ModelDims, feature: str, rows: int, terms: set[str]):
+        super().__init__()
+        self.feature = feature
+        self.tables = RelativeTables(dims.encoder_layers, rows, dims.d_k, terms)
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        if side != "src":
+            return None
+        return self.tables.term(feats[self.feature].long(), layer)
+
+
+def _projected(table: Tensor | None, w: Tensor) -> Tensor | None:
+    return None if table is None else table @ w
+
+
+class ConcatModule(SchemeModule):
+    """``deplabel_rel`` (ja method 2): ``c_ij = Concat(a_ij, b_ij) W_rel`` (ja Eqs. 17–20)."""
+
+    def __init__(self, shaw: ShawModule, tree: TreeModule, layers: int, d_k: int):
+        super().__init__()
+        self.shaw, self.tree = shaw, tree
+        self.w_rel = nn.ParameterDict({          # W^K_rel, W^V_rel ∈ R^{2d_k × d_k} per layer
+            name: nn.Parameter(nn.init.xavier_uniform_(torch.empty(layers, 2 * d_k, d_k)))
+            for name in ("key", "value")})
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        if side != "src":
+            return self.shaw.attention_terms(side, layer, feats, q_pos, k_pos)
+        d_k = self.w_rel["key"].shape[-1]
+        w_k, w_v = self.w_rel["key"][layer], self.w_rel["value"][layer]
+        a_k, a_v = self.shaw.sides["src"].tables(layer)
+        b_k, b_v = self.tree.tables.tables(layer)
+        # Concat(a, b) W_rel = a W_rel[:d_k] + b W_rel[d_k:]  (ja Eqs. 17–18)
+        terms = [RelativeTerm(shaw_labels(q_pos, k_pos, self.shaw.k),
+                              _projected(a_k, w_k[:d_k]), _projected(a_v, w_v[:d_k])),
+                 RelativeTerm(feats[self.tree.feature].long(),
+                              _projected(b_k, w_k[d_k:]), _projected(b_v, w_v[d_k:]))]
+        terms = [t for t in terms if t.key_table is not None or t.value_table is not None]
+        return AttentionTerms(terms) if terms else None
+
+
+# -- schemes ----------------------------------------------------------------------------------
+
+class RelativeScheme(Scheme):
+    """Option access with the defaults above (models saved without an option still load)."""
+
+    option_names: ClassVar[tuple[str, ...]] = ()
+
+    def option(self, name: str) -> Any:
+        value = self.options.get(name)
+        return DEFAULTS[name] if value is None else value
+
+    @classmethod
+    def cli_options(cls) -> list[click.Option]:
+        return [OPTIONS[n] for n in cls.option_names]
+
+
+@register
+class Shaw(RelativeScheme):
+    name = "rel"
+    help = "Shaw et al. (2018) relative positions clip(j − i, k), encoder and decoder"
+    option_names = ("rel_k", "rel_terms")
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        return ShawModule(dims, self.option("rel_k"), term_set(self.option("rel_terms")))
+
+
+class TreeScheme(RelativeScheme):
+    """A scheme whose labels come from the source tree, computed once per example.
+
+    ``labels(heads, c)`` gives the ``[n, n]`` labels over the nodes of ``heads`` for the clip
+    value ``c`` (option ``{prefix}_{clip}``): 0 = no term, ``2c + 1`` clipped distances and
+    ``extra_labels`` more; ablations come from option ``{prefix}_terms``.
+    """
+
+    needs_source_trees = True
+    feature: ClassVar[str]
+    prefix: ClassVar[str]
+    clip: ClassVar[str]
+    extra_labels: ClassVar[int] = 0
+    labels: ClassVar[Any]
+
+    def clip_value(self) -> int:
+        return self.option(f"{self.prefix}_{self.clip}")
+
+    def rows(self) -> int:
+        return 2 * self.clip_value() + 2 + self.extra_labels
+
+    def source_features(self, example: Any) -> dict[str, Tensor]:
+        """``{feature: [T, T]}`` labels for the ``T = len(example.src)`` source ids."""
+        if example.src_tree is None:
+            raise DepnmtError(f"scheme '{self.name}' needs source trees, but sentence "
+                              f"{example.index + 1} has none")
+        view = project_tree(example.src_tree.heads, example.src_subwords,
+                            self.option("subword_tree"), self.option("chain_head"))
+        labels = view.expand(self.labels(view.heads, self.clip_value()))
+        return {self.feature: with_special_tokens(labels, len(example.src), self.rows())}
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        return TreeModule(dims, self.feature, self.rows(),
+                          term_set(self.option(f"{self.prefix}_terms")))
+
+
+@register
+class Dep(TreeScheme):
+    name = "dep"
+    help = "Omote et al. (2019) relative depth on the source tree, clipped to l (encoder)"
+    feature, prefix, clip, labels = "dep_labels", "dep", "l", staticmethod(dep_labels)
+    option_names = ("dep_l", "dep_terms", "subword_tree", "chain_head")
+
+
+@register
+class DepLabel(TreeScheme):
+    name = "deplabel"
+    help = "the Japanese paper's tree labels (ancestor depth, sib, self, non_dep), encoder"
+    feature, prefix, clip, labels = "deplabel_labels", "deplabel", "k", \
+        staticmethod(deplabel_labels)
+    extra_labels = 1                                    # sib
+    option_names = ("deplabel_k", "deplabel_terms", "subword_tree", "chain_head")
+
+
+@register
+class DepLabelRel(DepLabel):
+    name = "deplabel_rel"
+    help = "the Japanese paper's method 2: Concat(a, b) W_rel of rel and deplabel"
+    option_names = DepLabel.option_names + Shaw.option_names
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        shaw = Shaw(**self.options).build(dims)
+        return ConcatModule(shaw, super().build(dims), dims.encoder_layers, dims.d_k)
+
+
+FUSIONS[("deplabel", "rel")] = "deplabel_rel"

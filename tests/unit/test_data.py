@@ -1,0 +1,59 @@
+"""Token-count batching, collate and tree attachment."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from depnmt.data import Example, TokenBatcher, collate
+from depnmt.vocab import BOS, EOS, PAD
+
+
+def lengths(n=500, seed=0):
+    rng = random.Random(seed)
+    return [(rng.randint(2, 60), rng.randint(2, 60)) for _ in range(n)]
+
+
+def test_batches_cover_every_example_once_within_budget():
+    ls = lengths()
+    batcher = TokenBatcher(ls, max_tokens=600, seed=3)
+    batches = batcher.batches(epoch=1)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(len(ls)))
+    for b in batches:
+        assert len(b) * max(max(ls[i]) for i in b) <= 600 or len(b) == 1
+
+
+def test_batch_order_depends_only_on_seed_and_epoch():
+    ls = lengths()
+    a = TokenBatcher(ls, 600, seed=3)
+    b = TokenBatcher(ls, 600, seed=3)
+    assert a.batches(2) == b.batches(2)
+    assert a.batches(2) != a.batches(3)
+
+
+def test_length_bucketing_keeps_padding_small():
+    ls = lengths(2000)
+    batches = TokenBatcher(ls, 2000, seed=1).batches(1)
+    real = sum(sum(ls[i][0] for i in b) for b in batches)
+    padded = sum(len(b) * max(ls[i][0] for i in b) for b in batches)
+    assert real / padded > 0.9
+
+
+def test_collate_pads_and_shifts_target():
+    exs = [Example(0, [5, 6, EOS], [7, 8, 9]), Example(1, [5, EOS], [7])]
+    batch = collate(exs)
+    assert batch.src.tolist() == [[5, 6, EOS], [5, EOS, PAD]]
+    assert batch.tgt_in.tolist() == [[BOS, 7, 8, 9], [BOS, 7, PAD, PAD]]
+    assert batch.tgt_out.tolist() == [[7, 8, 9, EOS], [7, EOS, PAD, PAD]]
+    assert batch.n_tokens == 6
+
+
+def test_collate_pads_scheme_features_with_zero():
+    exs = [Example(0, [5, 6, EOS], [7], feats={"labels": torch.ones(3, 3, dtype=torch.long)}),
+           Example(1, [5, EOS], [7], feats={"labels": torch.full((2, 2), 2, dtype=torch.long)})]
+    labels = collate(exs).src_feats["labels"]
+    assert labels.shape == (2, 3, 3)
+    assert labels[1, :2, :2].eq(2).all() and labels[1, 2].eq(0).all() and labels[1, :, 2].eq(0).all()
