@@ -1,7 +1,8 @@
 """Datasets, token-count batching with length bucketing, and the collate step.
 
-Tree features are computed once per example when data is loaded (``Scheme.source_features``)
-and only padded in :func:`collate`, so neither the training step nor ``forward`` reads files or
+Tree features are computed once per example when data is loaded (``Scheme.source_features``,
+and ``Scheme.target_features`` for schemes supervised by target trees) and only padded in
+:func:`collate`, so neither the training step nor ``forward`` reads files or
 walks trees.
 """
 
@@ -31,18 +32,23 @@ class Example:
     src_subwords: list[str] = field(default_factory=list)
     src_tree: Any = None                    # depnmt.parse.Sentence over the source words
     feats: dict[str, Tensor] = field(default_factory=dict)
+    tgt_subwords: list[str] = field(default_factory=list)
+    tgt_tree: Any = None                    # over the target words (training only)
+    tgt_feats: dict[str, Tensor] = field(default_factory=dict)   # dims len(tgt) + 1 (BOS + y)
 
 
 @dataclass
 class Batch:
     """A padded batch. ``src [B, S]``, ``tgt_in [B, T]`` (BOS + y), ``tgt_out [B, T]`` (y + EOS),
-    ``src_feats`` the schemes' per-sentence tensors (e.g. ``[B, S, S]`` tree labels)."""
+    ``src_feats`` the schemes' per-sentence tensors (e.g. ``[B, S, S]`` tree labels),
+    ``tgt_feats`` their target-side ones, padded to ``T`` (aligned with ``tgt_in``)."""
 
     ids: list[int]
     src: Tensor
     tgt_in: Tensor
     tgt_out: Tensor
     src_feats: dict[str, Tensor]
+    tgt_feats: dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def n_tokens(self) -> int:
@@ -57,7 +63,8 @@ class Batch:
         nb = device.type == "cuda"
         move = lambda t: t.to(device, non_blocking=nb)  # noqa: E731
         return Batch(self.ids, move(self.src), move(self.tgt_in), move(self.tgt_out),
-                     {k: move(v) for k, v in self.src_feats.items()})
+                     {k: move(v) for k, v in self.src_feats.items()},
+                     {k: move(v) for k, v in self.tgt_feats.items()})
 
 
 def pad_2d(rows: Sequence[Sequence[int]], length: int | None = None) -> Tensor:
@@ -75,7 +82,8 @@ def collate(examples: Sequence[Example]) -> Batch:
     tgt_in = pad_2d([[BOS] + e.tgt for e in examples])
     tgt_out = pad_2d([e.tgt + [EOS] for e in examples])
     feats = pad_features([e.feats for e in examples], src.shape[1])
-    return Batch([e.index for e in examples], src, tgt_in, tgt_out, feats)
+    tgt_feats = pad_features([e.tgt_feats for e in examples], tgt_in.shape[1])
+    return Batch([e.index for e in examples], src, tgt_in, tgt_out, feats, tgt_feats)
 
 
 def encode_source(subwords: list[str], vocab: Vocab, max_len: int | None = None) -> list[int]:
@@ -86,10 +94,11 @@ def encode_source(subwords: list[str], vocab: Vocab, max_len: int | None = None)
 
 
 def add_features(examples: list[Example], schemes: Sequence[Scheme]) -> None:
-    """Compute every scheme's per-example source features (once, at load time)."""
+    """Compute every scheme's per-example source (and target) features, once, at load time."""
     for ex in examples:
         for scheme in schemes:
             ex.feats.update(scheme.source_features(ex))
+            ex.tgt_feats.update(scheme.target_features(ex))
 
 
 def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -107,25 +116,28 @@ def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: V
             dropped += 1
             continue
         examples.append(Example(i, encode_source(s_tok, src_vocab, max_len),
-                                tgt_vocab.encode(t_tok[:max_len] if max_len else t_tok), s_tok))
+                                tgt_vocab.encode(t_tok[:max_len] if max_len else t_tok), s_tok,
+                                tgt_subwords=t_tok))
     leftover = next(src_lines, None) is not None or next(tgt_lines, None) is not None
     if leftover:
         raise DepnmtError(f"{src_path} and {tgt_path} have different line counts")
     return examples, dropped
 
 
-def attach_trees(examples: list[Example], trees: list, conllu_path: Path) -> None:
-    """Attach word-level trees (one per line of the corpus) to examples by line index."""
+def attach_trees(examples: list[Example], trees: list, conllu_path: Path,
+                 side: str = "src") -> None:
+    """Attach word-level trees (one per line of the corpus) to examples by line index, as
+    ``src_tree`` or (``side="tgt"``) ``tgt_tree``."""
     from .bpe import merge_subwords
     for ex in examples:
         if ex.index >= len(trees):
             raise InputError(conllu_path, None, f"has {len(trees)} trees but the text has more lines")
         tree = trees[ex.index]
-        words = merge_subwords(ex.src_subwords)
+        words = merge_subwords(ex.src_subwords if side == "src" else ex.tgt_subwords)
         if list(tree.words) != words:
             raise InputError(conllu_path, None, f"tree {ex.index + 1} has words {tree.words[:8]}… "
                              f"but text line {ex.index + 1} has {words[:8]}…")
-        ex.src_tree = tree
+        setattr(ex, f"{side}_tree", tree)
 
 
 class TokenBatcher:

@@ -98,11 +98,16 @@ class Trainer:
         self.src_vocab, self.tgt_vocab = copy_vocabs(data_dir, model_dir)
         if resume:
             saved = ModelConfig.from_dict(read_config(model_dir)["model"])
-            model_cfg = model_cfg or saved
+            model_cfg = saved_unused_options(model_cfg or saved, saved)
         self.model_cfg = self._complete_config(model_cfg)
         self.schemes = build_schemes(self.model_cfg.scheme, self.model_cfg.scheme_options)
+        for scheme in self.schemes:
+            scheme.check(self.model_cfg.dims)
         self.trees_dir = trees_dir
-        self.parser_settings = self._parser_settings()
+        self.tree_parsers = self._tree_parsers()
+        # the parser translate must run: only for schemes that read source trees (not DBSA)
+        self.parser_settings = self.tree_parsers.get("src") \
+            if any(s.needs_source_trees for s in self.schemes) else None
         self.search = search or SearchConfig()
         self.train_data = self._load("train", training=True)
         self.dev_data = self._load("dev", training=False)
@@ -135,17 +140,29 @@ class Trainer:
                               f"(run `depnmt bpe --joint`)")
         return cfg
 
-    def _parser_settings(self) -> dict | None:
-        if not any(s.needs_source_trees for s in self.schemes):
-            return None
+    def _tree_parsers(self) -> dict[str, dict]:
+        """Parser settings of each side whose trees training reads: ``src`` when a scheme reads
+        or learns from source trees, ``tgt`` when one learns from target trees."""
+        needed = {"src": any(s.needs_source_trees or s.trains_on_source_trees for s in self.schemes),
+                  "tgt": any(s.needs_target_trees for s in self.schemes)}
+        sides = [side for side, need in needed.items() if need]
+        if not sides:
+            return {}
+        what = {"src": "source", "tgt": "target"}
         if self.trees_dir is None:
-            raise DepnmtError(f"scheme {'+'.join(self.model_cfg.scheme)} needs source trees: pass "
-                              f"--trees PARSE_DIR (made by `depnmt parse --side src`)")
+            raise DepnmtError(f"scheme {'+'.join(self.model_cfg.scheme)} needs "
+                              f"{' and '.join(what[s] for s in sides)} trees: pass --trees "
+                              f"PARSE_DIR (made by `depnmt parse --side "
+                              f"{sides[0] if len(sides) == 1 else 'both'}`)")
         parsed = load_manifest(self.trees_dir, "parse", verify=False)
-        settings = (parsed.get("parser") or {}).get("src")
-        if settings is None:
-            raise DepnmtError(f"{self.trees_dir}: has no source-side trees (parse with --side src)")
-        return settings
+        out = {}
+        for side in sides:
+            settings = (parsed.get("parser") or {}).get(side)
+            if settings is None:
+                raise DepnmtError(f"{self.trees_dir}: has no {what[side]}-side trees (parse with "
+                                  f"--side {side})")
+            out[side] = settings
+        return out
 
     def _load(self, split: str, training: bool) -> list[Example]:
         src = self.data_dir / f"{split}.{self.src_lang}"
@@ -159,10 +176,11 @@ class Trainer:
         if dropped:
             warn(f"{src}: {dropped} training pairs longer than --max-len {self.opts.max_len} "
                  f"subwords skipped")
-        if self.parser_settings is not None:
-            from .parse import read_conllu
-            conllu = self.trees_dir / f"{split}.{self.src_lang}.conllu"
-            attach_trees(examples, list(read_conllu(conllu)), conllu)
+        for side, lang in (("src", self.src_lang), ("tgt", self.tgt_lang)):
+            if side in self.tree_parsers:
+                from .parse import read_conllu
+                conllu = self.trees_dir / f"{split}.{lang}.conllu"
+                attach_trees(examples, list(read_conllu(conllu)), conllu, side)
         add_features(examples, self.schemes)
         return examples
 
@@ -178,7 +196,7 @@ class Trainer:
             "model": self.model_cfg.to_dict(),
             "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
             "tokenizers": self.prepare["tokenizers"],
-            "parser": {"src": self.parser_settings},
+            "parser": {"src": self.parser_settings, "training": self.tree_parsers},
             "subwords": self.bpe.get("options", {}),
             "max_src_len": self.opts.max_len,
             "search": asdict(self.search),
@@ -229,12 +247,20 @@ class Trainer:
         self.model.train()
         tokens = sum(b.n_tokens for b in batches)
         total_loss = total_nll = 0.0
+        aux_sums: dict[str, float] = {}
         for batch in batches:
             batch = batch.to(self.device)
             with autocast(self.device, self.amp):
                 logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
             loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.opts.label_smoothing)
-            self.scaler.scale(loss / tokens).backward()
+            objective, n = loss, batch.n_tokens
+            # schemes' auxiliary losses (e.g. DBSA, Deguchi et al. Eq. 18): + λ · mean per token
+            for name, aux in self.model.schemes.auxiliary_losses(batch.src_feats,
+                                                                 batch.tgt_feats).items():
+                aux_sums[name] = aux_sums.get(name, 0.0) + float(aux.value.detach()) * n
+                if aux.weight:
+                    objective = objective + aux.weight * aux.value * n
+            self.scaler.scale(objective / tokens).backward()
             total_loss += float(loss.detach())
             total_nll += float(nll.detach())
         if self.opts.clip_norm > 0:
@@ -246,7 +272,8 @@ class Trainer:
         self.scheduler.step()
         self.progress.step += 1
         return {"loss": total_loss / tokens, "nll": total_nll / tokens, "tokens": tokens,
-                "src_tokens": sum(b.n_src_tokens for b in batches)}
+                "src_tokens": sum(b.n_src_tokens for b in batches),
+                "aux": {k: v / tokens for k, v in aux_sums.items()}}
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -255,6 +282,7 @@ class Trainer:
 
         self.model.eval()
         loss_sum = tokens = 0.0
+        counts: dict[str, list[int]] = {}          # schemes' dev metrics, e.g. DBSA's UAS
         batcher = TokenBatcher(example_lengths(self.dev_data), self.opts.max_tokens, shuffle=False)
         for _, batch in iterate_batches(self.dev_data, batcher, 0):
             batch = batch.to(self.device)
@@ -262,8 +290,13 @@ class Trainer:
                 logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
             loss_sum += float(label_smoothed_nll(logits, batch.tgt_out, 0.0)[1])
             tokens += batch.n_tokens
+            for name, (c, t) in self.model.schemes.validation_counts(batch.src_feats,
+                                                                     batch.tgt_feats).items():
+                acc = counts.setdefault(name, [0, 0])
+                acc[0], acc[1] = acc[0] + c, acc[1] + t
         result = {"dev_nll": loss_sum / max(tokens, 1)}
         result["dev_ppl"] = math.exp(min(result["dev_nll"], 50))
+        result.update({f"dev_{name}": 100.0 * c / t for name, (c, t) in counts.items() if t})
         if self.dev_refs:
             n = self.opts.valid_max_sentences or len(self.dev_data)
             hyps = self.translator.translate_examples(self.dev_data[:n])
@@ -292,11 +325,13 @@ class Trainer:
         self.progress.bad_validations += 1
         return False
 
-    def _validate_and_save(self) -> bool:
-        """Validate, log, save last (and best); returns True when early stopping triggers."""
+    def _validate_and_save(self, epoch: int | None = None) -> bool:
+        """Validate, log, save last (and best); returns True when early stopping triggers.
+        ``epoch``: the epoch just completed (end-of-epoch validation), else the current one."""
         result = self.validate()
         improved = self._improved(result)
-        record = {"event": "valid", "step": self.progress.step, "epoch": self.progress.epoch,
+        record = {"event": "valid", "step": self.progress.step,
+                  "epoch": epoch or self.progress.epoch,
                   **{k: round(v, 4) for k, v in result.items()}, "best": improved}
         self.progress.history.append(record)
         self.log(record)
@@ -344,6 +379,9 @@ class Trainer:
                     for k in ("tokens", "src_tokens"):
                         window[k] += stats[k]
                     window["loss"] += stats["loss"] * stats["tokens"]
+                    aux = window.setdefault("aux", {})      # schemes' auxiliary losses
+                    for k, v in stats["aux"].items():
+                        aux[k] = aux.get(k, 0.0) + v * stats["tokens"]
                     bar.update(task, completed=p.step, description=f"epoch {p.epoch} "
                                f"loss {stats['loss']:.3f}")
                     if p.step % o.log_every == 0:
@@ -357,9 +395,9 @@ class Trainer:
                         break
                 if stop:
                     break
-                p.epoch, p.batches_done = p.epoch + 1, 0
+                p.epoch, p.batches_done = p.epoch + 1, 0   # saved progress = next epoch's start
                 if not o.valid_every:
-                    stop = self._validate_and_save()
+                    stop = self._validate_and_save(epoch=p.epoch - 1)
                 stop = stop or not self._budget_left(started, base)
         self._budget_left(started, base)
         self.save("last.pt")
@@ -373,8 +411,21 @@ class Trainer:
                   "lr": self.scheduler.get_last_lr()[0],
                   "tgt_tokens_per_s": round(window["tokens"] / dt, 1),
                   "src_tokens_per_s": round(window["src_tokens"] / dt, 1)}
+        record.update({k: round(v / max(window["tokens"], 1), 4)
+                       for k, v in window.get("aux", {}).items()})
         self.log(record)
-        window.update(tokens=0, src_tokens=0, loss=0.0, t=time.monotonic())
+        window.update(tokens=0, src_tokens=0, loss=0.0, aux={}, t=time.monotonic())
+
+
+def saved_unused_options(cfg: ModelConfig, saved: ModelConfig) -> ModelConfig:
+    """For ``--resume``: the flags of schemes this model does not use (e.g. added to depnmt
+    since it was saved) must not make the checkpoint look like another model. When the scheme
+    and every option of its components agree, the saved options are kept as they are."""
+    used = {o.name for s in build_schemes(cfg.scheme, {}) for o in s.cli_options()}
+    if cfg.scheme == saved.scheme and all(cfg.scheme_options.get(k) == saved.scheme_options.get(k)
+                                          for k in used):
+        cfg.scheme_options = dict(saved.scheme_options)
+    return cfg
 
 
 def write_train_manifest(trainer: Trainer) -> None:

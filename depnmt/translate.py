@@ -5,6 +5,10 @@ the model's scheme needs source trees (the parse stage's parser settings), segme
 subwords, decode (greedy or beam), de-BPE and detokenize. Exactly one output line per input
 line, in order: an empty (or whitespace-only) line gives an empty line without running the
 model; a line longer than ``max_src_len`` subwords is truncated with a warning naming the line.
+
+``trees_out``: a model that induces source trees (an encoder parse head, DBSA(Enc)) can also
+return them, one :class:`~depnmt.parse.Sentence` per input line over the words it translated
+(an empty tree for an empty line); no parser is involved.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from .bpe import Segmenter, merge_subwords
 from .checkpoint import load_checkpoint
 from .data import Example, add_features, collate, encode_source
 from .device import amp_dtype, autocast, resolve_device
+from .errors import DepnmtError
 from .log import warn
 from .model.schemes import build_schemes
 from .model.transformer import ModelConfig, TransformerNMT
@@ -89,7 +94,7 @@ class Translator:
                 warn(f"input line {where}: {len(subwords)} subwords, truncated to "
                      f"{self.max_src_len}")
                 subwords = subwords[: self.max_src_len]
-                if self.needs_trees:
+                if trees is not None:     # parsed here, or given (--input-format conllu)
                     trees[i] = truncate_tree(trees[i], len(merge_subwords(subwords)))
             ex = Example(i, encode_source(subwords, self.src_vocab), [], subwords,
                          trees[i] if trees is not None else None)
@@ -102,10 +107,13 @@ class Translator:
         return self.tgt_tokenizer.detokenize(merge_subwords(self.tgt_vocab.decode(ids)))
 
     @torch.no_grad()
-    def translate_examples(self, examples: Sequence[Example]) -> list[str]:
-        """Decode examples batched by length; results in the order given."""
+    def translate_examples(self, examples: Sequence[Example],
+                           trees_out: list | None = None) -> list[str]:
+        """Decode examples batched by length; results in the order given (induced source trees
+        appended to ``trees_out`` in the same order, when it is a list)."""
         order = sorted(range(len(examples)), key=lambda i: len(examples[i].src))
         results: list[str] = [""] * len(examples)
+        trees: list = [None] * len(examples)
         start = 0
         while start < len(order):
             end = start + 1
@@ -117,37 +125,53 @@ class Translator:
                 hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg)
             for i, ids in zip(order[start:end], hyps):
                 results[i] = self.to_text(ids)
+            if trees_out is not None:     # the parse distributions of the encode just run
+                induced = self.model.schemes.induced_source_trees(
+                    [examples[i] for i in order[start:end]])
+                if induced is None:
+                    raise DepnmtError("this model induces no source trees (it has no encoder "
+                                      "parse head: train with DBSA(Enc), scheme dbsa_enc)")
+                for i, tree in zip(order[start:end], induced):
+                    trees[i] = tree
             start = end
+        if trees_out is not None:
+            trees_out.extend(trees)
         return results
 
-    def translate_lines(self, lines: Iterable[str]) -> Iterator[str]:
+    def translate_lines(self, lines: Iterable[str], trees_out: list | None = None) -> Iterator[str]:
         """Translate raw lines, streaming in chunks; yields exactly one line per input line."""
         chunk: list[str] = []
         first = 1
         for line in lines:
             chunk.append(line)
             if len(chunk) >= CHUNK_LINES:
-                yield from self._translate_chunk(chunk, first)
+                yield from self._translate_chunk(chunk, first, trees_out)
                 first += len(chunk)
                 chunk = []
         if chunk:
-            yield from self._translate_chunk(chunk, first)
+            yield from self._translate_chunk(chunk, first, trees_out)
 
-    def _translate_chunk(self, lines: list[str], first_line: int) -> list[str]:
+    def _translate_chunk(self, lines: list[str], first_line: int,
+                         trees_out: list | None = None) -> list[str]:
         words = [self.src_tokenizer.tokenize(line) for line in lines]
-        return self.translate_words(words, first_line=first_line)
+        return self.translate_words(words, first_line=first_line, trees_out=trees_out)
 
     def translate_words(self, words: Sequence[list[str]], trees: Sequence | None = None,
-                        first_line: int = 1) -> list[str]:
+                        first_line: int = 1, trees_out: list | None = None) -> list[str]:
         """Translate tokenized sentences; empty ones give empty lines without decoding."""
         keep = [i for i, w in enumerate(words) if w]
         out = [""] * len(words)
+        induced: list | None = [] if trees_out is not None else None
         if keep:
             exs = self.examples([words[i] for i in keep],
                                 [trees[i] for i in keep] if trees is not None else None,
                                 line_numbers=[first_line + i for i in keep])
-            for i, text in zip(keep, self.translate_examples(exs)):
+            for i, text in zip(keep, self.translate_examples(exs, induced)):
                 out[i] = text.replace("\n", " ")
+        if trees_out is not None:
+            from .parse import Sentence
+            by_line = dict(zip(keep, induced or []))
+            trees_out.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
         return out
 
 

@@ -118,8 +118,8 @@ def pair_relations(heads: Sequence[int]) -> Tensor:
 
 
 def random_heads(n: int, rng: random.Random) -> list[int]:
-    """A uniformly shaped random tree over ``n`` words (for tests and benchmarks): words are
-    visited in random order and each attaches to one visited before it."""
+    """A random tree over ``n`` words (for tests and benchmarks): the words are visited in a
+    random order and each attaches to a random word visited before it."""
     order = rng.sample(range(n), n)
     heads = [0] * n
     for pos, node in enumerate(order[1:], start=1):

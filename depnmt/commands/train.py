@@ -89,10 +89,14 @@ def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str
       dep       relative depth on the source tree (Omote et al. 2019); needs --trees
       deplabel  ancestor depth / sib / self / non_dep labels (Omote et al., NLP 2019)
       deplabel+rel  that paper's method 2, Concat(a, b) W_rel
+      dbsa_enc  Deguchi et al. (2019) DBSA(Enc): a parse head in encoder layer
+                --dbsa-enc-layer, learned from source trees (--trees; translate needs
+                no parser); dbsa_dec: a causal one in the decoder, from target trees
     Presets keep the absolute PE: Transformer_rel = abs+rel, Transformer_dep = abs+dep,
     Transformer_dep+rel = abs+dep+rel, Transformer_deplabel = abs+deplabel (method 1),
-    Transformer_deplabel+rel = abs+deplabel+rel (method 2). Ablations: --*-terms, and
-    leave out abs to drop the absolute PE.
+    Transformer_deplabel+rel = abs+deplabel+rel (method 2), Transformer_abs+DBSA(Enc) =
+    abs+dbsa_enc, Transformer_abs+DBSA(Dec), Transformer_abs+DBSA(Enc)+DBSA(Dec) (quote
+    them in the shell). Ablations: --*-terms, and leave out abs to drop the absolute PE.
     Runs on CUDA when available (with AMP), else on the CPU. Ctrl-C or a kill leaves
     MODEL_DIR/checkpoints/last.pt intact; `--resume` continues exactly where it stopped.
 

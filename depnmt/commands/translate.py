@@ -27,9 +27,13 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("--max-len-a", type=float, default=None, help="max output length = a·|src| + b")
 @click.option("--max-len-b", type=int, default=None, help="max output length = a·|src| + b")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+@click.option("--induced-trees", type=click.Path(path_type=Path, dir_okay=False),
+              help="also write the source trees the model's encoder parse head induces (DBSA(Enc) "
+                   "models; no parser needed) to this CoNLL-U file: one tree per input line over "
+                   "the words translated, maximum spanning tree of the word-level head scores")
 def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
-            max_len_b: int | None, device: str) -> None:
+            max_len_b: int | None, device: str, induced_trees: Path | None) -> None:
     """Translate raw text with a trained model.
 
     \b
@@ -44,14 +48,19 @@ def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, i
     translator = Translator.from_model_dir(model_dir, checkpoint, device, beam=beam, alpha=alpha,
                                            max_len_a=max_len_a, max_len_b=max_len_b)
     out = sys.stdout
+    induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":
         from ..parse import read_conllu
         trees = list(read_conllu(input_path or "/dev/stdin"))
-        for line in translator.translate_words([list(t.words) for t in trees], trees):
+        for line in translator.translate_words([list(t.words) for t in trees], trees,
+                                               trees_out=induced):
             out.write(line + "\n")
     else:
         lines = iter_lines(input_path) if input_path else stdin_lines()
-        for line in translator.translate_lines(lines):
+        for line in translator.translate_lines(lines, trees_out=induced):
             out.write(line + "\n")
             out.flush() if out.isatty() else None
     out.flush()
+    if induced is not None:
+        from ..parse import write_conllu
+        write_conllu(induced_trees, induced)

@@ -8,6 +8,10 @@ A positional scheme never touches this module's code; it hands over:
   2019 Eqs. 11–22).  Label 0 is reserved for "no term" (its table rows are zero and receive no
   gradient), so padding, special tokens and ``non_dep`` pairs add nothing.
 * an additive logit bias ``[B, H or 1, Tq, Tk]`` (GPS syntax logits, PASCAL, masks).
+* :class:`HeadOverride` — a head the scheme computes itself (e.g. a parse head, Deguchi et al.
+  2019 Eqs. 11–17): its ``[B, Tq, d_k]`` output replaces head ``h`` in the concatenation before
+  ``W^O``, ``W^O [M_1; …; M_override; …; M_H]``. The layer's own head ``h`` is still computed
+  (one head of waste) and discarded, so the fused path stays untouched.
 
 Relative terms use the gather/scatter form (see ``../shared/STYLE.md``), never a
 ``[B, Tq, Tk, d_k]`` tensor:
@@ -22,7 +26,8 @@ The literal einsum form of the same equations lives in ``tests/unit/test_attenti
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -39,15 +44,32 @@ class RelativeTerm:
 
 
 @dataclass
+class HeadOverride:
+    """A head supplied by a scheme: ``compute(query, kv, mask, cache) -> [B, Tq, d_k]``.
+
+    ``query [B, Tq, D]`` and ``kv [B, Tk, D]`` are the attention's inputs (the layer input x
+    for self-attention), ``mask`` the attention's mask (broadcastable to ``[B, 1, Tq, Tk]``).
+    During incremental decoding ``kv`` holds only the new positions and ``cache`` is the layer's
+    cache dict (reordered by beam search like every other entry): the head appends its own keys
+    and values there under its own names; otherwise ``cache`` is None.
+    """
+
+    head: int
+    compute: Callable[[Tensor, Tensor, Tensor | None, dict | None], Tensor]
+
+
+@dataclass
 class AttentionTerms:
     """What a positional scheme adds to one attention call."""
 
     relative: list[RelativeTerm]
     logit_bias: Tensor | None = None   # [B, H or 1, Tq, Tk], added to the scaled logits
+    head_overrides: list[HeadOverride] = field(default_factory=list)
 
     @staticmethod
     def merge(terms: list["AttentionTerms | None"]) -> "AttentionTerms | None":
-        """Combine the terms of several schemes (relative terms listed, biases summed)."""
+        """Combine the terms of several schemes (relative terms listed, biases summed, head
+        overrides listed; two schemes may not replace the same head)."""
         terms = [t for t in terms if t is not None]
         if not terms:
             return None
@@ -55,7 +77,11 @@ class AttentionTerms:
         for t in terms:
             if t.logit_bias is not None:
                 bias = t.logit_bias if bias is None else bias + t.logit_bias
-        return AttentionTerms([r for t in terms for r in t.relative], bias)
+        overrides = [o for t in terms for o in t.head_overrides]
+        heads = [o.head for o in overrides]
+        if len(set(heads)) != len(heads):
+            raise ValueError(f"two schemes replace the same attention head ({sorted(heads)})")
+        return AttentionTerms([r for t in terms for r in t.relative], bias, overrides)
 
 
 def _expand_labels(labels: Tensor, batch: int, heads: int) -> Tensor:
@@ -94,8 +120,10 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query: Tensor, kv: Tensor | None = None, mask: Tensor | None = None,
                 terms: AttentionTerms | None = None,
-                cached_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``)."""
+                cached_kv: tuple[Tensor, Tensor] | None = None,
+                head_cache: dict | None = None) -> Tensor:
+        """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``); ``head_cache`` is
+        handed to head overrides during incremental decoding (see :class:`HeadOverride`)."""
         q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
         if terms is None or (not terms.relative and terms.logit_bias is None):
@@ -104,6 +132,11 @@ class MultiHeadAttention(nn.Module):
                 q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
         else:
             out = self._attend_with_terms(q, k, v, mask, terms)
+        for override in terms.head_overrides if terms is not None else ():
+            # Deguchi et al. Eq. 17: [M_1; ...; M_parse; ...] — head h replaced before W^O
+            h = override.head
+            own = override.compute(query, kv, mask, head_cache).to(out.dtype).unsqueeze(1)
+            out = torch.cat([out[:, :h], own, out[:, h + 1:]], dim=1)
         b, _, tq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_k))
 

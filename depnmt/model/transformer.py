@@ -91,7 +91,7 @@ class DecoderLayer(nn.Module):
             if "k" in cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
             cache["k"], cache["v"] = k, v
-            h = self.self_attn(x, mask=self_mask, terms=terms, cached_kv=(k, v))
+            h = self.self_attn(x, x, self_mask, terms, cached_kv=(k, v), head_cache=cache)
         x = self.norm1(x + self.drop(h))
         x = self.norm2(x + self.drop(self.cross_attn(x, mask=src_mask, cached_kv=memory_kv)))
         return self.norm3(x + self.drop(self.ffn(x)))

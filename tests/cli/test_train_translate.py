@@ -175,3 +175,22 @@ def test_existing_model_dir_needs_resume(tiny_model, tiny_bpe, capsys):
 def test_missing_model_dir_is_a_clear_error(tmp_path, capsys):
     assert run_cli(["translate", "-m", tmp_path / "nope"]) == 2
     assert "not a depnmt model directory" in capsys.readouterr().err
+
+
+def test_translate_preparsed_conllu_input(tiny_model, tiny_bpe, tmp_path):
+    """--input-format conllu: the trees' words are translated, one line per tree (empty ones too)."""
+    from depnmt.parse import Sentence, write_conllu
+    lines = (tiny_bpe.parent / "prepare" / "test.en").read_text().splitlines()[:5]
+    trees = [Sentence(l.split(), [i + 2 for i in range(len(l.split()) - 1)] + [0],
+                      ["dep"] * (len(l.split()) - 1) + ["root"]) for l in lines]
+    trees.insert(2, Sentence([], [], []))
+    conllu = tmp_path / "in.conllu"
+    write_conllu(conllu, trees)
+    proc = run_subprocess(["translate", "-m", tiny_model, "--input-format", "conllu", "-i", conllu,
+                           "--beam", "1"])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.split("\n")
+    assert len(out) - 1 == 6 and out[2] == ""
+    direct = run_subprocess(["translate", "-m", tiny_model, "--beam", "1"],
+                            input="\n".join(lines[:2]) + "\n")
+    assert direct.stdout.split("\n")[:2] == out[:2]

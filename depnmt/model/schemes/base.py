@@ -3,10 +3,29 @@
 A scheme has two halves:
 
 * :class:`Scheme` — plain configuration and tree featurisation. It says which trees it needs and
-  turns one example's tree into tensors (``source_features``), computed once when data is loaded,
-  padded by :func:`pad_features` in the collate step. No parameters, picklable.
+  turns one example's tree into tensors (``source_features``; ``target_features`` for schemes
+  supervised by target trees), computed once when data is loaded, padded by
+  :func:`pad_features` in the collate step. No parameters, picklable.
 * :class:`SchemeModule` — the ``nn.Module`` it builds: an additive term for the embeddings
-  (``embed``) and/or :class:`~depnmt.model.attention.AttentionTerms` for self-attention layers.
+  (``embed``) and/or :class:`~depnmt.model.attention.AttentionTerms` for self-attention layers
+  (relative terms, logit biases, or whole heads it computes itself: ``HeadOverride``).
+
+Three optional hooks serve schemes that *learn* from trees instead of reading them (DBSA):
+
+* ``auxiliary_losses`` — losses of the last teacher-forced forward pass, each with its weight λ;
+  the training loop minimises ``token loss + Σ λ · loss`` (translate never asks for them);
+* ``validation_counts`` — ``(correct, total)`` counts over a dev batch (e.g. UAS), which the
+  training loop sums, prints and logs to ``metrics.jsonl`` as ``dev_{name}`` percentages;
+* ``induced_source_trees`` — word trees of the sources of the last ``encode`` (``depnmt
+  translate --induced-trees``).
+
+A module may keep what these hooks need (e.g. attention distributions) from its last forward
+pass; they are called right after it.
+
+Which trees a scheme needs: ``needs_source_trees`` — the model reads source trees (training
+*and* translate, which then runs the parser); ``trains_on_source_trees`` — only training reads
+them (supervision; translate needs no parser); ``needs_target_trees`` — training reads
+``{split}.{tgt_lang}.conllu`` and calls ``target_features``.
 
 The training loop, the batcher and ``translate`` only see a :class:`SchemeStack` (the schemes of
 one model, e.g. ``abs`` + ``dep`` + ``rel``), never a particular paper.
@@ -38,6 +57,16 @@ class ModelDims:
         return self.d_model // self.n_heads
 
 
+@dataclass
+class AuxiliaryLoss:
+    """A scheme's extra training loss: ``value`` is a mean per supervised item (a scalar
+    tensor); the training loop adds ``weight · value`` per target token (``weight`` = λ; 0 adds
+    nothing at all)."""
+
+    value: Tensor
+    weight: float
+
+
 class SchemeModule(nn.Module):
     """Parameters and per-forward terms of one scheme. Defaults add nothing."""
 
@@ -52,14 +81,30 @@ class SchemeModule(nn.Module):
         ``q_pos [Tq]`` / ``k_pos [Tk]`` are absolute positions of queries and keys."""
         return None
 
+    def auxiliary_losses(self, src_feats: dict[str, Tensor],
+                         tgt_feats: dict[str, Tensor]) -> dict[str, AuxiliaryLoss]:
+        """Extra losses of the last teacher-forced forward pass, by name."""
+        return {}
+
+    def validation_counts(self, src_feats: dict[str, Tensor],
+                          tgt_feats: dict[str, Tensor]) -> dict[str, tuple[int, int]]:
+        """``{name: (correct, total)}`` of the last teacher-forced forward pass (dev metrics)."""
+        return {}
+
+    def induced_source_trees(self, examples: list[Any]) -> list[Any] | None:
+        """Word trees (:class:`depnmt.parse.Sentence`) the model induced for the sources of the
+        last ``encode`` of ``examples`` (in batch order); None if this scheme induces none."""
+        return None
+
 
 class Scheme:
     """A registered positional scheme: flags, tree needs, featurisation, module factory."""
 
     name: ClassVar[str]
     help: ClassVar[str] = ""
-    needs_source_trees: ClassVar[bool] = False
-    needs_target_trees: ClassVar[bool] = False
+    needs_source_trees: ClassVar[bool] = False      # the model reads them (train + translate)
+    trains_on_source_trees: ClassVar[bool] = False  # only training reads them (supervision)
+    needs_target_trees: ClassVar[bool] = False      # training reads them (target_features)
 
     def __init__(self, **options: Any):
         self.options = options
@@ -72,6 +117,15 @@ class Scheme:
     def source_features(self, example: Any) -> dict[str, Tensor]:
         """Per-example source tensors whose dims equal the source length (incl. EOS)."""
         return {}
+
+    def target_features(self, example: Any) -> dict[str, Tensor]:
+        """Per-example target tensors whose dims equal the decoder input length ``len(tgt) + 1``
+        (BOS + target), from ``example.tgt_tree`` (only called when training)."""
+        return {}
+
+    def check(self, dims: ModelDims) -> None:
+        """Raise :class:`~depnmt.errors.DepnmtError` if the options do not fit the model (called
+        before data is loaded)."""
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return SchemeModule()
@@ -107,6 +161,23 @@ class SchemeStack(nn.Module):
     @property
     def needs_source_trees(self) -> bool:
         return any(s.needs_source_trees for s in self.schemes)
+
+    def auxiliary_losses(self, src_feats: dict[str, Tensor],
+                         tgt_feats: dict[str, Tensor]) -> dict[str, AuxiliaryLoss]:
+        return {k: v for p in self.parts for k, v in p.auxiliary_losses(src_feats, tgt_feats).items()}
+
+    def validation_counts(self, src_feats: dict[str, Tensor],
+                          tgt_feats: dict[str, Tensor]) -> dict[str, tuple[int, int]]:
+        return {k: v for p in self.parts
+                for k, v in p.validation_counts(src_feats, tgt_feats).items()}
+
+    def induced_source_trees(self, examples: list[Any]) -> list[Any] | None:
+        """The first part's induced source trees (see :meth:`SchemeModule.induced_source_trees`)."""
+        for part in self.parts:
+            trees = part.induced_source_trees(examples)
+            if trees is not None:
+                return trees
+        return None
 
     def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
         for part in self.parts:

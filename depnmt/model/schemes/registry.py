@@ -24,13 +24,18 @@ PRESETS: dict[str, list[str]] = {
     # The Japanese paper (Omote et al. 2019, NLP): method 1 (提案手法1) and method 2 (提案手法2).
     "Transformer_deplabel": ["abs", "deplabel"],
     "Transformer_deplabel+rel": ["abs", "deplabel_rel"],
+    # Deguchi et al. 2019 Table 2: dependency-based self-attention in the encoder, the decoder
+    # or both ("Trans. + DBSA(Enc)" ...); combinable with any scheme, e.g. abs+dep+rel+dbsa_enc.
+    "Transformer_abs+DBSA(Enc)": ["abs", "dbsa_enc"],
+    "Transformer_abs+DBSA(Dec)": ["abs", "dbsa_dec"],
+    "Transformer_abs+DBSA(Enc)+DBSA(Dec)": ["abs", "dbsa_enc", "dbsa_dec"],
 }
 
 # Components that a paper combines jointly rather than by adding their terms: when all the
 # parts are listed, they become the joint component (registered by the scheme modules).
 FUSIONS: dict[tuple[str, ...], str] = {}
 
-BUILTIN_MODULES = ("absolute", "relative")
+BUILTIN_MODULES = ("absolute", "relative", "dbsa")
 
 
 def register(cls: type[Scheme]) -> type[Scheme]:

@@ -274,8 +274,11 @@ class TreeScheme(RelativeScheme):
         if example.src_tree is None:
             raise DepnmtError(f"scheme '{self.name}' needs source trees, but sentence "
                               f"{example.index + 1} has none")
-        view = project_tree(example.src_tree.heads, example.src_subwords,
-                            self.option("subword_tree"), self.option("chain_head"))
+        try:
+            view = project_tree(example.src_tree.heads, example.src_subwords,
+                                self.option("subword_tree"), self.option("chain_head"))
+        except ValueError as exc:
+            raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
         labels = view.expand(self.labels(view.heads, self.clip_value()))
         return {self.feature: with_special_tokens(labels, len(example.src), self.rows())}
 

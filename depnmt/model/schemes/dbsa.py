@@ -1,0 +1,397 @@
+"""``dbsa_enc`` / ``dbsa_dec`` — dependency-based self-attention (Deguchi et al. 2019, §3).
+
+In self-attention layer ``p`` (``--dbsa-enc-layer`` / ``--dbsa-dec-layer``, 1-based, paper:
+p_e = p_d = 4 of 6) one head is replaced by a *parse head* that learns to point every token at
+its dependency head:
+
+    Q_parse = S W^Qparse,  K_parse = S W^Kparse,  V_parse = S W^Vparse      (Eqs. 11–13)
+    A_parse = softmax(Q_parse U^(1) K_parse^T / √d_k + K_parse u)           (Eq. 14, see below)
+    A_parse[t, q] = P(q = head(t) | X),  the root points to itself          (Eq. 15)
+    M_parse = A_parse V_parse                                                (Eq. 16)
+    M = W^M [M_parse; M_2; …; M_H]   (head 0 replaced; Eq. 17 lists M_parse first)
+
+and training minimises ``e_tokens + λ_enc e_parse_enc + λ_dec e_parse_dec`` (Eq. 18): label-
+smoothed token cross-entropy plus the cross-entropy of the parse heads against the parser's
+trees (``--dbsa-lambda-enc/-dec``, paper 1.0). Translation needs no parser: the trees are only
+supervision (``trains_on_source_trees``; the target side only exists in training).
+
+**Where we follow the authors' fairseq plugin (de9uch1/dbsa) rather than the letter of Eq. 14.**
+
+* The second bi-affine term. Eq. 14 writes ``Q_parse U^(2)`` with ``U^(2) = (u … u)``: that adds
+  ``q_t · u`` to every column of row t, which the row softmax cancels (u would get no gradient).
+  The plugin (``dbsa/modules/dbsa.py``) adds ``K u`` — a score for *being a head*, Dozat and
+  Manning's head bias — and so do we.
+* Scaling: like the plugin, the bilinear term is computed on ``Q / √d_k``; the bias is unscaled.
+* Parameters: the plugin carves the parse head out of the layer's own projections; we give it
+  its own ``W^Qparse, W^Kparse, W^Vparse ∈ R^{d × d_k}`` (Eqs. 11–13). The layer's own head 0
+  is computed and dropped (``HeadOverride``), so its W^Q/W^K/W^V slice gets no gradient.
+* Loss normalisation: the plugin's parse loss is a mean over supervised tokens times the
+  batch's target tokens, i.e. per target token it is ``λ · mean parse CE``; ours is the same
+  (``AuxiliaryLoss``). The plugin's λ default is 0.5; the paper's (and ours) 1.0.
+* The parse head has no attention dropout (the plugin applies the layer's; ours is 0 by default).
+
+**Candidates and special tokens.** The softmax runs over every non-padding key, EOS included on
+the source side and BOS on the target side (causally masked there). EOS (source) and BOS
+(target) have no head: they point nowhere, their rows get no loss and are not scored.
+
+**Subwords (Fig. 4).** The word tree is projected by the chain rule of :mod:`depnmt.trees`:
+every non-final piece of a word points to the next piece, the final piece takes the word's head,
+landing on the head word's ``first`` piece (``--dbsa-chain-head``, default ``first`` as in the
+plugin's ``scripts/bpe_dependency.py``) or ``last`` piece; the root's final piece points to
+itself. Without BPE (``depnmt bpe --mode word``, Table 3 "w/o BPE") this is the word tree.
+A source truncated to ``--max-len`` keeps the arcs inside the kept part; arcs leaving it get no
+loss.
+
+**Decoder side (Fig. 3).** The decoder's parse head attends causally: row t (the decoder input
+``BOS y_1 … y_{t}``, so row t is token y_t and row 0 is BOS) sees keys 0..t only, and its keys
+and values are cached for incremental decoding like the other heads. A token whose head lies
+in the future (after it) cannot point at it: **that token's parse loss is dropped** (the plugin
+keeps exactly the pairs with head position ≤ token position). With BPE this drops every chain
+arc of a non-final piece (it points at the next piece); a word's arc sits on its final piece.
+Rows are aligned with the decoder *input* (row t holds y_t) as in Fig. 3; the plugin aligns them
+with the output (the state that emits y_t, which has not seen it yet).
+
+**Word-level heads (UAS, induced trees).** A word's head distribution is its final piece's
+parse distribution summed over the pieces of each word; the mass on its own word's pieces
+(self-loop included) is the root's, the EOS/BOS mass is dropped. Dev UAS (printed and logged by
+``train`` as ``dev_uas_enc``, ``dev_uas_dec`` over all target words, ``dev_uas_dec_visible`` over
+words whose head is not in the future) compares its argmax with the parser's tree.
+``depnmt translate --induced-trees FILE`` writes the maximum spanning tree of those word scores
+(Chu–Liu/Edmonds, with the single-root constraint enforced by a constant penalty on root arcs),
+so every written tree is valid CoNLL-U; when the argmax already is a tree, it is the argmax.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import click
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ...bpe import merge_subwords, word_index, word_spans
+from ...errors import DepnmtError
+from ...parse.conllu import Sentence, find_cycle
+from ...trees import CHAIN_HEADS, project_tree
+from ..attention import AttentionTerms, HeadOverride
+from .base import AuxiliaryLoss, ModelDims, Scheme, SchemeModule
+from .registry import register
+
+PARSE_HEAD = 0          # the head M_parse replaces (Eq. 17 lists it first; the plugin: head 0)
+
+DEFAULTS: dict[str, Any] = {
+    "dbsa_enc_layer": 4, "dbsa_dec_layer": 4,          # paper §4.1: p_e = p_d = 4
+    "dbsa_lambda_enc": 1.0, "dbsa_lambda_dec": 1.0,    # paper §4.2: λ_enc = λ_dec = 1.0
+    "dbsa_chain_head": "first",                        # the plugin's bpe_dependency.py
+}
+
+OPTIONS = {
+    "dbsa_enc_layer": click.Option(
+        ["--dbsa-enc-layer"], type=click.IntRange(min=1), default=DEFAULTS["dbsa_enc_layer"],
+        show_default=True, help="dbsa_enc: encoder layer p_e (1-based) whose head 0 is the parse "
+                                "head"),
+    "dbsa_dec_layer": click.Option(
+        ["--dbsa-dec-layer"], type=click.IntRange(min=1), default=DEFAULTS["dbsa_dec_layer"],
+        show_default=True, help="dbsa_dec: decoder layer p_d (1-based) whose head 0 is the parse "
+                                "head"),
+    "dbsa_lambda_enc": click.Option(
+        ["--dbsa-lambda-enc"], type=click.FloatRange(min=0), default=DEFAULTS["dbsa_lambda_enc"],
+        show_default=True, help="dbsa_enc: weight λ_enc of the source parse loss (Eq. 18)"),
+    "dbsa_lambda_dec": click.Option(
+        ["--dbsa-lambda-dec"], type=click.FloatRange(min=0), default=DEFAULTS["dbsa_lambda_dec"],
+        show_default=True, help="dbsa_dec: weight λ_dec of the target parse loss (Eq. 18)"),
+    "dbsa_chain_head": click.Option(
+        ["--dbsa-chain-head"], type=click.Choice(CHAIN_HEADS), default=DEFAULTS["dbsa_chain_head"],
+        show_default=True, help="DBSA on BPE (Fig. 4): a word's arc lands on the head word's first "
+                                "or last piece"),
+}
+
+SIDE_NAMES = {"src": "enc", "tgt": "dec"}
+
+
+# -- supervision ------------------------------------------------------------------------------
+
+def parse_targets(heads: list[int], subwords: list[str], kept: int, offset: int, length: int,
+                  chain_head: str) -> dict[str, Tensor]:
+    """Per-position supervision for ``length`` positions whose ``offset``-th holds subword 0.
+
+    ``head [length]``: 1 + the position of the gold head (the root: itself), 0 = no supervision
+    (specials, padding, arcs leaving the first ``kept`` subwords). ``word [length]``: 1 + the
+    word index of each subword position, 0 for specials.
+    """
+    tree = project_tree(heads, subwords, "chain", chain_head)
+    words = word_index(subwords)
+    head = torch.zeros(length, dtype=torch.long)
+    word = torch.zeros(length, dtype=torch.long)
+    for s in range(min(kept, len(subwords))):
+        target = s if tree.heads[s] == 0 else tree.heads[s] - 1     # Eq. 15: root -> itself
+        if target < kept:
+            head[offset + s] = offset + target + 1
+        word[offset + s] = words[s] + 1
+    return {"head": head, "word": word}
+
+
+def word_head_bins(probs: Tensor, word: Tensor) -> Tensor:
+    """``probs [B, L, L]`` summed over the pieces of each word: ``[B, L, W + 1]``, bin 0 = the
+    mass on special positions, bin w = word w (1-based)."""
+    b, l, _ = probs.shape
+    n = int(word.max()) + 1 if word.numel() else 1
+    index = word[:, None, :].expand(b, l, l)
+    return probs.new_zeros(b, l, n).scatter_add_(2, index, probs)
+
+
+def word_final(word: Tensor) -> Tensor:
+    """``[B, L]`` bool: the last piece of every word."""
+    return (word > 0) & (word != F.pad(word[:, 1:], (0, 1)))
+
+
+def uas_counts(log_probs: Tensor, head: Tensor, word: Tensor, causal: bool) -> dict[str, tuple[int, int]]:
+    """Word-level UAS of the argmax of ``log_probs [B, L, L]`` against the gold ``head`` /
+    ``word`` features (see the module docstring): ``{"": (correct, total)}`` and, with
+    ``causal``, ``{"_visible": ...}`` over words whose head is not in the future."""
+    bins = word_head_bins(log_probs.detach().float().exp(), word)
+    bins[..., 0] = -1.0                                       # EOS/BOS are no word's head
+    pred = bins.argmax(-1)                                    # own word = root
+    gold = word.gather(1, (head - 1).clamp(min=0))            # root: its own word
+    scored = word_final(word) & (head > 0)
+    correct = scored & (pred == gold)
+    out = {"": (int(correct.sum()), int(scored.sum()))}
+    if causal:
+        visible = head - 1 <= torch.arange(head.shape[1], device=head.device)
+        out["_visible"] = (int((correct & visible).sum()), int((scored & visible).sum()))
+    return out
+
+
+# -- trees from scores ------------------------------------------------------------------------
+
+def max_spanning_tree(scores: np.ndarray) -> list[int]:
+    """Chu–Liu/Edmonds maximum spanning arborescence with exactly one root arc.
+
+    ``scores[d, h]`` (``[n + 1, n + 1]``, finite off the diagonal) scores the arc h → d; node 0
+    is the root (row 0 and the diagonal are ignored). Returns CoNLL-U heads of nodes 1..n. One
+    root arc is enforced by subtracting from every root arc a constant larger than the score
+    range of any tree (so a single-rooted tree always wins, and among those the best one).
+    """
+    s = np.array(scores, dtype=np.float64)
+    n = s.shape[0] - 1
+    if n <= 0:
+        return []
+    arcs = s[1:][~np.eye(n + 1, dtype=bool)[1:]]
+    s[1:, 0] -= 1.0 + n * (arcs.max() - arcs.min())
+    return [int(h) for h in _chu_liu_edmonds(s)[1:]]
+
+
+def _chu_liu_edmonds(s: np.ndarray) -> np.ndarray:
+    """Heads ``[n + 1]`` (entry 0 unused) of the best arborescence rooted at node 0."""
+    s = s.copy()
+    np.fill_diagonal(s, -np.inf)
+    s[0] = -np.inf
+    heads = s.argmax(axis=1)
+    cycle = [d + 1 for d in find_cycle([int(h) for h in heads[1:]])]
+    if not cycle:
+        return heads
+    cyc = np.array(cycle)
+    rest = np.array([i for i in range(len(s)) if i not in set(cycle)])     # node 0 first
+    gain = s[np.ix_(cyc, rest)] - s[cyc, heads[cyc]][:, None]            # enter the cycle at v
+    leave = s[np.ix_(rest, cyc)]                                         # leave it from u
+    c = len(rest)
+    sub = np.full((c + 1, c + 1), -np.inf)
+    sub[:c, :c] = s[np.ix_(rest, rest)]
+    sub[:c, c] = leave.max(axis=1)
+    sub[c, :c] = gain.max(axis=0)
+    sub_heads = _chu_liu_edmonds(sub)
+    out = heads.copy()
+    for i, d in enumerate(rest[1:], start=1):
+        h = sub_heads[i]
+        out[d] = cyc[leave[i].argmax()] if h == c else rest[h]
+    h = sub_heads[c]
+    out[cyc[gain[:, h].argmax()]] = rest[h]
+    return out
+
+
+def induced_tree(log_probs: Tensor, subwords: list[str]) -> Sentence:
+    """The word tree of one sentence from its parse head's ``log_probs [≥n, ≥n]`` over the
+    ``n = len(subwords)`` subword positions (extra positions — EOS, padding — are ignored)."""
+    spans = word_spans(subwords)
+    words = merge_subwords(subwords)
+    if not spans:
+        return Sentence.empty()
+    n = len(subwords)
+    probs = log_probs[:n, :n].detach().float().cpu().exp()
+    word = torch.tensor(word_index(subwords))
+    finals = torch.tensor([end - 1 for _, end in spans])
+    mass = torch.zeros(len(spans), len(spans)).index_add_(1, word, probs[finals])   # [W, W]
+    logm = mass.clamp(min=1e-12).log().numpy()
+    scores = np.zeros((len(spans) + 1, len(spans) + 1))
+    scores[1:, 1:] = logm                                  # the diagonal is ignored
+    scores[1:, 0] = np.diag(logm)                          # own word = root
+    heads = max_spanning_tree(scores)
+    return Sentence(words, heads, ["root" if h == 0 else "dep" for h in heads])
+
+
+# -- the module -------------------------------------------------------------------------------
+
+class ParseHead(nn.Module):
+    """W^Qparse, W^Kparse, W^Vparse ∈ R^{d × d_k} (Eqs. 11–13), U^(1) ∈ R^{d_k × d_k} and u ∈
+    R^{d_k} (Eq. 14)."""
+
+    def __init__(self, d_model: int, d_k: int):
+        super().__init__()
+        self.d_k = d_k
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d_model, d_k) for _ in range(3))
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.xavier_uniform_(proj.weight)
+        self.u1 = nn.Parameter(nn.init.xavier_uniform_(torch.empty(d_k, d_k), gain=2 ** -0.5))
+        self.u = nn.Parameter(torch.zeros(d_k))           # the plugin's init (bias_biaffine = 0)
+
+    def log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        """``log A_parse [B, Tq, Tk]`` (float32) from ``q [B, Tq, d_k]``, ``k [B, Tk, d_k]``;
+        ``mask`` (True = may attend) broadcastable to ``[B, 1, Tq, Tk]``."""
+        q, k = q.float(), k.float()
+        scores = (q / math.sqrt(self.d_k)) @ self.u1 @ k.transpose(1, 2)   # Q U1 K^T
+        scores = scores + (k @ self.u)[:, None, :]                          # + K u (head bias)
+        if mask is not None:
+            if mask.dim() == 4:
+                mask = mask[:, 0]
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.log_softmax(scores, dim=-1)
+
+
+class DBSAModule(SchemeModule):
+    """One parse head in layer ``layer`` (0-based) of ``side``'s self-attention."""
+
+    def __init__(self, dims: ModelDims, side: str, layer: int, weight: float, chain_head: str):
+        super().__init__()
+        self.side, self.layer, self.weight, self.chain_head = side, layer, weight, chain_head
+        self.parse = ParseHead(dims.d_model, dims.d_k)
+        self.last: Tensor | None = None   # log A_parse of the last full (non-incremental) pass
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        if side != self.side or layer != self.layer:
+            return None
+        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, self._head)])
+
+    def _head(self, query: Tensor, kv: Tensor, mask: Tensor | None, cache: dict | None) -> Tensor:
+        """``M_parse = A_parse V_parse`` (Eq. 16): ``[B, Tq, d_k]``."""
+        q, k, v = self.parse.q_proj(query), self.parse.k_proj(kv), self.parse.v_proj(kv)
+        if cache is not None:                           # incremental decoding (causal head)
+            if "parse_k" in cache:
+                k, v = torch.cat([cache["parse_k"], k], 1), torch.cat([cache["parse_v"], v], 1)
+            cache["parse_k"], cache["parse_v"] = k, v
+        log_probs = self.parse.log_probs(q, k, mask)
+        if cache is None:
+            self.last = log_probs
+        return log_probs.exp().to(v.dtype) @ v
+
+    def _gold(self, src_feats: dict[str, Tensor], tgt_feats: dict[str, Tensor]):
+        feats = src_feats if self.side == "src" else tgt_feats
+        key = f"dbsa_{self.side}_head"
+        if self.last is None or key not in feats:
+            return None
+        return feats[key], feats[f"dbsa_{self.side}_word"]
+
+    def auxiliary_losses(self, src_feats: dict[str, Tensor],
+                         tgt_feats: dict[str, Tensor]) -> dict[str, AuxiliaryLoss]:
+        """``e_parse``: mean cross-entropy of the gold heads (Eq. 18); on the decoder side,
+        tokens whose head lies in the future are left out."""
+        gold = self._gold(src_feats, tgt_feats)
+        if gold is None:
+            return {}
+        head = gold[0]
+        supervised = head > 0
+        if self.side == "tgt":
+            supervised &= head - 1 <= torch.arange(head.shape[1], device=head.device)
+        nll = -self.last.gather(-1, (head - 1).clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        value = nll[supervised].sum() / supervised.sum().clamp(min=1)
+        return {f"parse_{SIDE_NAMES[self.side]}": AuxiliaryLoss(value, self.weight)}
+
+    def validation_counts(self, src_feats: dict[str, Tensor],
+                          tgt_feats: dict[str, Tensor]) -> dict[str, tuple[int, int]]:
+        gold = self._gold(src_feats, tgt_feats)
+        if gold is None:
+            return {}
+        counts = uas_counts(self.last, gold[0], gold[1], causal=self.side == "tgt")
+        return {f"uas_{SIDE_NAMES[self.side]}{k}": v for k, v in counts.items()}
+
+    def induced_source_trees(self, examples: list[Any]) -> list[Sentence] | None:
+        if self.side != "src" or self.last is None:
+            return None
+        return [induced_tree(self.last[i], ex.src_subwords[: len(ex.src) - 1])
+                for i, ex in enumerate(examples)]
+
+
+# -- schemes ----------------------------------------------------------------------------------
+
+class DBSAScheme(Scheme):
+    side: ClassVar[str]
+    option_names: ClassVar[tuple[str, ...]]
+
+    def option(self, name: str) -> Any:
+        value = self.options.get(name)
+        return DEFAULTS[name] if value is None else value
+
+    @classmethod
+    def cli_options(cls) -> list[click.Option]:
+        return [OPTIONS[n] for n in cls.option_names]
+
+    @property
+    def layer_option(self) -> str:
+        return f"dbsa_{SIDE_NAMES[self.side]}_layer"
+
+    def check(self, dims: ModelDims) -> None:
+        layers = dims.encoder_layers if self.side == "src" else dims.decoder_layers
+        layer = self.option(self.layer_option)
+        if not 1 <= layer <= layers:
+            which = "encoder" if self.side == "src" else "decoder"
+            raise DepnmtError(f"--{self.layer_option.replace('_', '-')} {layer}: the {which} has "
+                              f"{layers} layer{'s' * (layers != 1)} (choose 1..{layers})")
+
+    def features(self, tree: Any, subwords: list[str], kept: int, offset: int, length: int,
+                 index: int) -> dict[str, Tensor]:
+        if tree is None:
+            return {}
+        try:
+            feats = parse_targets(list(tree.heads), subwords, kept, offset, length,
+                                  self.option("dbsa_chain_head"))
+        except ValueError as exc:
+            raise DepnmtError(f"sentence {index + 1} ({self.side} side): {exc}") from None
+        return {f"dbsa_{self.side}_{k}": v for k, v in feats.items()}
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        self.check(dims)
+        weight = self.option(f"dbsa_lambda_{SIDE_NAMES[self.side]}")
+        return DBSAModule(dims, self.side, self.option(self.layer_option) - 1, weight,
+                          self.option("dbsa_chain_head"))
+
+
+@register
+class DBSAEncoder(DBSAScheme):
+    name = "dbsa_enc"
+    help = "Deguchi et al. (2019) DBSA(Enc): a source parse head in encoder layer p_e"
+    side = "src"
+    trains_on_source_trees = True
+    option_names = ("dbsa_enc_layer", "dbsa_lambda_enc", "dbsa_chain_head")
+
+    def source_features(self, example: Any) -> dict[str, Tensor]:
+        """Gold heads of the ``len(example.src)`` source positions (subwords, then EOS); none
+        without a tree (translate)."""
+        return self.features(example.src_tree, example.src_subwords, len(example.src) - 1, 0,
+                             len(example.src), example.index)
+
+
+@register
+class DBSADecoder(DBSAScheme):
+    name = "dbsa_dec"
+    help = "Deguchi et al. (2019) DBSA(Dec): a causal target parse head in decoder layer p_d"
+    side = "tgt"
+    needs_target_trees = True
+    option_names = ("dbsa_dec_layer", "dbsa_lambda_dec", "dbsa_chain_head")
+
+    def target_features(self, example: Any) -> dict[str, Tensor]:
+        """Gold heads of the ``len(example.tgt) + 1`` decoder inputs (BOS, then the target)."""
+        return self.features(example.tgt_tree, example.tgt_subwords, len(example.tgt), 1,
+                             len(example.tgt) + 1, example.index)

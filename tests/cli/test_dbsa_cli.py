@@ -1,0 +1,105 @@
+"""DBSA end to end: training on source and target trees (dev UAS logged), translation with no
+parser at all, induced source trees as valid CoNLL-U, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from depnmt.parse import Sentence, read_conllu, write_conllu
+from depnmt.trees import random_heads
+
+from .conftest import TINY_MODEL, run_cli
+
+DBSA = ["--scheme", "Transformer_abs+DBSA(Enc)+DBSA(Dec)", "--dbsa-enc-layer", "1",
+        "--dbsa-dec-layer", "1"]
+
+
+@pytest.fixture(scope="module")
+def tiny_trees(tiny_bpe, tmp_path_factory) -> Path:
+    """Random trees over both sides' tokens, imported with the conllu backend."""
+    prepare = tiny_bpe.parent / "prepare"
+    given = tmp_path_factory.mktemp("given")
+    rng = random.Random(0)
+    for split in ("train", "dev", "test"):
+        for lang in ("en", "de"):
+            lines = (prepare / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+            trees = []
+            for line in lines:
+                words = line.split()
+                heads = random_heads(len(words), rng)
+                trees.append(Sentence(words, heads, ["root" if h == 0 else "dep" for h in heads]))
+            write_conllu(given / f"{split}.{lang}.conllu", trees)
+    out = tiny_bpe.parent / "parse-dbsa"
+    assert run_cli(["parse", "-i", prepare, "-o", out, "--backend", "conllu", "--conllu-dir",
+                    given, "--side", "both"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def dbsa_model(tiny_bpe, tiny_trees, tmp_path_factory) -> Path:
+    model = tmp_path_factory.mktemp("dbsa") / "m"
+    assert run_cli(["train", "--data", tiny_bpe, "--trees", tiny_trees, "-o", model, *TINY_MODEL,
+                    *DBSA, "--max-steps", "4", "--valid-every", "2"]) == 0
+    return model
+
+
+def test_training_logs_parse_losses_and_dev_uas(dbsa_model):
+    records = [json.loads(l) for l in (dbsa_model / "metrics.jsonl").read_text().splitlines()]
+    valid = [r for r in records if r["event"] == "valid"]
+    assert len(valid) == 2
+    for r in valid:
+        assert {"dev_uas_enc", "dev_uas_dec", "dev_uas_dec_visible", "dev_bleu"} <= r.keys()
+        assert 0 <= r["dev_uas_enc"] <= 100
+    train = [r for r in records if r["event"] == "train"]
+    assert train and {"parse_enc", "parse_dec"} <= train[0].keys()
+    config = json.loads((dbsa_model / "config.json").read_text())
+    assert config["parser"]["src"] is None                     # translate runs no parser
+    assert set(config["parser"]["training"]) == {"src", "tgt"}
+
+
+def test_dbsa_model_translates_without_any_parser(dbsa_model, tiny_bpe, tmp_path, monkeypatch,
+                                                  capsys):
+    import depnmt.parse
+
+    def no_parser(settings):
+        raise AssertionError("a DBSA-only model must not load a parser")
+
+    monkeypatch.setattr(depnmt.parse, "make_parser", no_parser)
+    for name in ("spacy", "stanza"):                            # as if not installed
+        monkeypatch.setitem(sys.modules, name, None)
+    lines = (tiny_bpe.parent / "prepare" / "test.raw.en").read_text().splitlines()[:6]
+    lines.insert(2, "")
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n")
+    trees = tmp_path / "induced.conllu"
+    assert run_cli(["translate", "-m", dbsa_model, "-i", src, "--beam", "2",
+                    "--induced-trees", trees]) == 0
+    out = capsys.readouterr().out.split("\n")
+    assert len(out) - 1 == 7 and out[2] == ""
+    induced = list(read_conllu(trees))                         # valid trees (no cycles)
+    tokens = (tiny_bpe.parent / "prepare" / "test.en").read_text().splitlines()[:6]
+    tokens.insert(2, "")
+    assert [t.words for t in induced] == [line.split() for line in tokens]
+
+
+def test_induced_trees_need_an_encoder_parse_head(tiny_model, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("A dog runs.\n")
+    assert run_cli(["translate", "-m", tiny_model, "-i", src, "--induced-trees",
+                    tmp_path / "t.conllu"]) == 2
+    assert "no encoder parse head" in capsys.readouterr().err
+
+
+def test_dbsa_errors_are_clear(tiny_bpe, tiny_trees, tmp_path, capsys):
+    base = ["train", "--data", tiny_bpe, *TINY_MODEL, "--max-steps", "1"]
+    assert run_cli([*base, "-o", tmp_path / "a", "--scheme", "abs+dbsa_enc",
+                    "--trees", tiny_trees]) == 2
+    assert "--dbsa-enc-layer 4: the encoder has 1 layer (choose 1..1)" in capsys.readouterr().err
+    assert run_cli([*base, "-o", tmp_path / "b", "--scheme", "abs+dbsa_dec",
+                    "--dbsa-dec-layer", "1"]) == 2
+    assert "needs target trees: pass --trees" in capsys.readouterr().err
