@@ -73,8 +73,14 @@ class Translator:
     def parser(self):
         """The model's own source parser, loaded on first use (only for tree schemes)."""
         if self._parser is None:
+            from .errors import DepnmtError
             from .parse import make_parser
-            self._parser = make_parser(self.config["parser"]["src"])
+            settings = self.config["parser"]["src"]
+            if settings.get("backend") == "conllu":
+                raise DepnmtError("this model was trained on source trees read from CoNLL-U files "
+                                  "(parse --backend conllu), so it cannot parse raw text itself; "
+                                  "translate pre-parsed input with --input-format conllu")
+            self._parser = make_parser(settings)
         return self._parser
 
     def examples(self, words: Sequence[list[str]], trees: Sequence | None = None,
