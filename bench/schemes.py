@@ -1,9 +1,10 @@
 """Speed and memory of the relative positional schemes, as ratios to ``abs`` (issue 3).
 
 Every scheme trains on the same synthetic batches (random tokens, random dependency trees, a
-share of words split into two BPE pieces, every source exactly ``--src-len`` ids incl. EOS),
-in rounds that visit the schemes in turn so that a change in machine load hits all of them.
-Reported per scheme (median over rounds):
+share of words split into two BPE pieces, every source exactly ``--src-len`` ids incl. EOS).
+All models live side by side and every batch is trained by every scheme in turn, so a change
+in the load of a shared machine hits all schemes alike. Reported per scheme (medians over all
+timed steps):
 
 * training tokens/s — target tokens of forward + backward + Adam step;
 * peak memory — CUDA: ``max_memory_allocated`` over one step (parameters, gradients, Adam
@@ -14,7 +15,7 @@ Reported per scheme (median over rounds):
   untrained model's early EOS cannot favour a scheme), one batch of sources.
 
     python bench/schemes.py                  # CPU, or CUDA when present
-    python bench/schemes.py --device cpu --rounds 3 --steps 3 --markdown
+    python bench/schemes.py --device cpu --threads 1 --rounds 3 --steps 4
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import platform
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import click
 import torch
@@ -102,15 +103,13 @@ def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: B
     optimizer.zero_grad(set_to_none=True)
 
 
-def train_rate(model, optimizer, batches: list[Batch], device: torch.device) -> float:
-    """Target tokens per second over ``batches`` (after one untimed warm-up step)."""
-    train_step(model, optimizer, batches[0])
+def timed(step, device: torch.device) -> float:
+    """Seconds taken by ``step()``."""
     sync(device)
     start = time.perf_counter()
-    for batch in batches:
-        train_step(model, optimizer, batch)
+    step()
     sync(device)
-    return sum(b.n_tokens for b in batches) / (time.perf_counter() - start)
+    return time.perf_counter() - start
 
 
 def peak_bytes(model, optimizer, batch: Batch, device: torch.device) -> int:
@@ -130,46 +129,65 @@ def peak_bytes(model, optimizer, batch: Batch, device: torch.device) -> int:
 
 
 @torch.no_grad()
-def decode_rate(model: TransformerNMT, batch: Batch, steps: int, device: torch.device) -> float:
-    """Sentences per second of incremental greedy decoding for exactly ``steps`` steps."""
+def decode(model: TransformerNMT, batch: Batch, steps: int) -> None:
+    """Incremental greedy decoding of exactly ``steps`` steps (no early stop at EOS)."""
     model.eval()
-    sync(device)
-    start = time.perf_counter()
     memory, src_mask = model.encode(batch.src, batch.src_feats)
     state = model.start_state(memory, src_mask, batch.src_feats)
-    token = torch.full((batch.src.shape[0], 1), BOS, dtype=torch.long, device=device)
+    token = torch.full((batch.src.shape[0], 1), BOS, dtype=torch.long, device=batch.src.device)
     for _ in range(steps):
         token = model.decode(token, state, incremental=True)[:, -1:].argmax(-1)
-    sync(device)
     model.train()
-    return batch.src.shape[0] / (time.perf_counter() - start)
 
 
-def run_round(setup: Setup, names: list[str], results: dict, measure_memory: bool) -> None:
-    """Train, (measure) and decode every scheme once, each with a fresh seeded model."""
-    for name in names:
-        model = setup.model(SYSTEMS[name])
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-        batches = make_batches(setup, model)
-        row = results.setdefault(name, {"train": [], "decode": [], "peak": None})
-        row["train"].append(train_rate(model, optimizer, batches, setup.device))
-        if measure_memory:
-            row["peak"] = peak_bytes(model, optimizer, batches[0], setup.device)
-        row["decode"].append(decode_rate(model, batches[0], setup.decode_len, setup.device))
-        del model, optimizer, batches
+@dataclass
+class Run:
+    """One scheme: its model, optimizer and batches, and what was measured."""
+
+    model: TransformerNMT
+    optimizer: torch.optim.Optimizer
+    batches: list[Batch]
+    train: list[float] = field(default_factory=list)     # tokens/s of each timed step
+    decode: list[float] = field(default_factory=list)    # sentences/s of each decoding run
+    peak: int = 0
 
 
-def summary(results: dict) -> list[dict]:
+def new_run(setup: Setup, name: str) -> Run:
+    model = setup.model(SYSTEMS[name])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    return Run(model, optimizer, make_batches(setup, model))
+
+
+def measure(setup: Setup, runs: dict[str, Run], rounds: int) -> None:
+    """Interleaved: every batch is trained by every scheme in turn, so load changes on a shared
+    machine hit all schemes alike; then decoding, then one profiled step for memory."""
+    for run in runs.values():
+        train_step(run.model, run.optimizer, run.batches[0])       # warm-up, untimed
+    for _ in range(rounds):
+        for i in range(setup.n_batches):
+            for run in runs.values():
+                batch = run.batches[i]
+                seconds = timed(lambda: train_step(run.model, run.optimizer, batch), setup.device)
+                run.train.append(batch.n_tokens / seconds)
+        for run in runs.values():
+            batch = run.batches[0]
+            seconds = timed(lambda: decode(run.model, batch, setup.decode_len), setup.device)
+            run.decode.append(batch.src.shape[0] / seconds)
+    for run in runs.values():
+        run.peak = peak_bytes(run.model, run.optimizer, run.batches[0], setup.device)
+
+
+def summary(runs: dict[str, Run]) -> list[dict]:
     """Medians and ratios to abs."""
-    base = results["abs"]
-    base_train, base_dec = statistics.median(base["train"]), statistics.median(base["decode"])
+    base = runs["abs"]
+    base_train, base_dec = statistics.median(base.train), statistics.median(base.decode)
     rows = []
-    for name, r in results.items():
-        train, dec = statistics.median(r["train"]), statistics.median(r["decode"])
+    for name, r in runs.items():
+        train, dec = statistics.median(r.train), statistics.median(r.decode)
         rows.append({"scheme": name, "system": SYSTEMS[name], "train_tok_s": round(train),
                      "train_ratio": round(train / base_train, 3),
-                     "peak_mb": round(r["peak"] / 2 ** 20, 1),
-                     "peak_ratio": round(r["peak"] / base["peak"], 3),
+                     "peak_mb": round(r.peak / 2 ** 20, 1),
+                     "peak_ratio": round(r.peak / base.peak, 3),
                      "decode_sent_s": round(dec, 2), "decode_ratio": round(dec / base_dec, 3)})
     return rows
 
@@ -194,8 +212,8 @@ def markdown(rows: list[dict]) -> str:
 @click.option("--src-len", default=100, help="source ids per sentence, incl. EOS")
 @click.option("--tgt-len", default=100, help="target tokens per sentence, incl. EOS")
 @click.option("--batch-size", default=40, help="sentences per batch (40 × 100 = 4000 tokens)")
-@click.option("--steps", default=4, help="timed training steps per scheme and round")
-@click.option("--rounds", default=3, help="rounds over all schemes (medians are reported)")
+@click.option("--steps", default=4, help="batches (timed training steps) per scheme and round")
+@click.option("--rounds", default=3, help="passes over the batches (medians over all steps)")
 @click.option("--decode-len", default=50, help="greedy decoding steps")
 @click.option("--threads", default=0, help="torch CPU threads (0 = torch's default)")
 @click.option("--markdown/--json", "as_markdown", default=True, help="output format")
@@ -208,10 +226,9 @@ def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers:
     names = [n.strip() for n in schemes.split(",")]
     setup = Setup(resolve_device(device), d_model, heads, d_ff, layers, vocab, src_len, tgt_len,
                   batch_size, steps, decode_len)
-    results: dict = {}
-    for r in range(rounds):
-        run_round(setup, names, results, measure_memory=r == 0)
-    rows = summary(results)
+    runs = {name: new_run(setup, name) for name in names}
+    measure(setup, runs, rounds)
+    rows = summary(runs)
     machine = (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
                f"{setup.device}, {torch.get_num_threads()} threads")
     if as_markdown:

@@ -24,6 +24,7 @@ COMMANDS = {
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "inspect": ("inspect", "Print the per-pair tree matrices a scheme sees."),
+    "analyze": ("analyze", "Analyse trained models: AWSL of GPS models (syntax weight per layer)."),
 }
 
 

@@ -7,6 +7,9 @@ Row ``i``, column ``j`` is the value for the pair ``(i, j)`` before it becomes a
 * ``deplabel``  that depth difference for ancestor/descendant pairs, ``self``, ``sib`` or
   ``non_dep`` (the Japanese paper, §3.1, Table 1).
 
+``path`` (GPS) is no matrix: one line per token, the token, a tab and its root path joined by
+``>`` (``school<TAB>root>obl``); subwords show their word's path (:mod:`depnmt.model.schemes.gps`).
+
 With ``clip`` the values are clipped as the model clips them (Eqs. 15, 19–20); for ``deplabel``
 a pair beyond the clip gets the zero vector, exactly like ``non_dep``, and is shown as
 ``non_dep``. Given subwords, the matrix is over the subwords' tree (:mod:`depnmt.trees`).
@@ -21,7 +24,7 @@ from torch import Tensor
 
 from .trees import LINEAL, NON_DEP, SELF, SIB, pair_relations, project_tree, relative_depth
 
-SCHEMES = ("dep", "deplabel", "rel")
+SCHEMES = ("dep", "deplabel", "rel", "path")
 RELATION_NAMES = {SELF: "self", SIB: "sib", NON_DEP: "non_dep"}
 
 
@@ -60,3 +63,13 @@ def format_matrix(tokens: Sequence[str], cells: list[list[str]]) -> str:
     rows = ["\t" + "\t".join(tokens)]
     rows += [token + "\t" + "\t".join(row) for token, row in zip(tokens, cells)]
     return "\n".join(rows) + "\n"
+
+
+def format_paths(tree, tokens: Sequence[str]) -> str:
+    """``path``: one ``token<TAB>root>…>label`` line per token (words, or subwords with "@@ "
+    markers, which take their word's path), as the GPS scheme reads them."""
+    from .bpe import word_index
+    from .model.schemes.gps import label_paths
+    paths = label_paths(list(tree.heads), list(tree.deprels), tree.sent_ids)
+    return "".join(f"{token}\t{'>'.join(paths[w])}\n"
+                   for token, w in zip(tokens, word_index(list(tokens))))

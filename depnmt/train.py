@@ -181,6 +181,12 @@ class Trainer:
                 from .parse import read_conllu
                 conllu = self.trees_dir / f"{split}.{lang}.conllu"
                 attach_trees(examples, list(read_conllu(conllu)), conllu, side)
+        if training:   # e.g. GPS's label vocabulary, recorded in config.json for translate
+            for scheme in self.schemes:
+                learned = scheme.learn_options(examples)
+                self.model_cfg.scheme_options.update(learned)
+                for other in self.schemes:
+                    other.options.update(learned)
         add_features(examples, self.schemes)
         return examples
 

@@ -117,6 +117,15 @@ def pair_relations(heads: Sequence[int]) -> Tensor:
     return out
 
 
+def sentence_heads(heads: Sequence[int], sent_ids: Sequence[int] | None) -> list[int]:
+    """Undo the parse stage's join of several sentences on one line: an arc whose head lies in
+    another parser sentence (``sent_ids``, :class:`depnmt.parse.Sentence`) is cut, so every
+    sentence's root is a root again (a forest). ``sent_ids=None`` means one sentence."""
+    if sent_ids is None:
+        return list(heads)
+    return [0 if h and sent_ids[h - 1] != sent_ids[i] else h for i, h in enumerate(heads)]
+
+
 def random_heads(n: int, rng: random.Random) -> list[int]:
     """A random tree over ``n`` words (for tests and benchmarks): the words are visited in a
     random order and each attaches to a random word visited before it."""

@@ -16,7 +16,7 @@ from ..trees import CHAIN_HEADS, SUBWORD_RULES
 @click.command("inspect", context_settings={"show_default": True})
 @click.option("--scheme", type=click.Choice(SCHEMES), required=True,
               help="dep: relative depth (Omote et al. Eq. 16); deplabel: the Japanese paper's "
-                   "labels; rel: j − i")
+                   "labels; rel: j − i; path: each token's root path (GPS), one line per token")
 @click.option("--clip", type=click.IntRange(min=0), default=None,
               help="show the values clipped to K as the model uses them (deplabel: pairs "
                    "beyond K become non_dep)")
@@ -39,7 +39,7 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     column, tab-separated); a blank line between sentences.
     """
     from ..bpe import Segmenter
-    from ..inspect import format_matrix, pair_cells
+    from ..inspect import format_matrix, format_paths, pair_cells
     from ..textio import iter_lines
 
     segmenter = None
@@ -48,6 +48,9 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     blocks = []
     for tree in _read_trees(input_path):
         tokens = segmenter.segment(tree.words) if segmenter else list(tree.words)
+        if scheme == "path":                       # GPS: token<TAB>root>…>label lines
+            blocks.append(format_paths(tree, tokens))
+            continue
         blocks.append(format_matrix(tokens, pair_cells(scheme, tree.heads, tokens, clip,
                                                        subword_tree, chain_head)))
     sys.stdout.write("\n".join(blocks))

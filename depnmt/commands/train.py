@@ -92,11 +92,17 @@ def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str
       dbsa_enc  Deguchi et al. (2019) DBSA(Enc): a parse head in encoder layer
                 --dbsa-enc-layer, learned from source trees (--trees; translate needs
                 no parser); dbsa_dec: a causal one in the decoder, from target trees
+      gps       GPS: root paths of dependency labels through an LSTM, a syntax term in
+                the logits of encoder layers --gps-layers (0-based; all; 0,1,2)
+      pascal    PASCAL parent-scaled heads (--pascal-layers, --pascal-heads, --pascal-sigma)
+      structural  Wang et al. structural positions: tree depth PE + tree distance tables
     Presets keep the absolute PE: Transformer_rel = abs+rel, Transformer_dep = abs+dep,
     Transformer_dep+rel = abs+dep+rel, Transformer_deplabel = abs+deplabel (method 1),
     Transformer_deplabel+rel = abs+deplabel+rel (method 2), Transformer_abs+DBSA(Enc) =
     abs+dbsa_enc, Transformer_abs+DBSA(Dec), Transformer_abs+DBSA(Enc)+DBSA(Dec) (quote
-    them in the shell). Ablations: --*-terms, and leave out abs to drop the absolute PE.
+    them in the shell), and the GPS paper's Table 2: Transformer_pascal = abs+pascal,
+    Transformer_structural = abs+structural, Transformer_gps = abs+gps. Ablations:
+    --*-terms, and leave out abs to drop the absolute PE.
     Runs on CUDA when available (with AMP), else on the CPU. Ctrl-C or a kill leaves
     MODEL_DIR/checkpoints/last.pt intact; `--resume` continues exactly where it stopped.
 

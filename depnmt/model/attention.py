@@ -7,7 +7,9 @@ A positional scheme never touches this module's code; it hands over:
   batch) and learned tables ``a^K``, ``a^V`` of shape ``[R, d_k]`` (Shaw et al. 2018, Omote et al.
   2019 Eqs. 11–22).  Label 0 is reserved for "no term" (its table rows are zero and receive no
   gradient), so padding, special tokens and ``non_dep`` pairs add nothing.
-* an additive logit bias ``[B, H or 1, Tq, Tk]`` (GPS syntax logits, PASCAL, masks).
+* an additive logit bias ``[B, H or 1, Tq, Tk]`` (GPS syntax logits, masks);
+* a multiplicative logit scale ``[B, H or 1, Tq, Tk]`` (PASCAL's parent-scaled heads, Bugliarello
+  & Okazaki 2020): ``e = (content + relative key terms) / √d_k ⊙ scale + bias``.
 * :class:`HeadOverride` — a head the scheme computes itself (e.g. a parse head, Deguchi et al.
   2019 Eqs. 11–17): its ``[B, Tq, d_k]`` output replaces head ``h`` in the concatenation before
   ``W^O``, ``W^O [M_1; …; M_override; …; M_H]``. The layer's own head ``h`` is still computed
@@ -65,6 +67,7 @@ class AttentionTerms:
     relative: list[RelativeTerm]
     logit_bias: Tensor | None = None   # [B, H or 1, Tq, Tk], added to the scaled logits
     head_overrides: list[HeadOverride] = field(default_factory=list)
+    logit_scale: Tensor | None = None  # [B, H or 1, Tq, Tk], multiplies the scaled logits
 
     @staticmethod
     def merge(terms: list["AttentionTerms | None"]) -> "AttentionTerms | None":
@@ -73,15 +76,17 @@ class AttentionTerms:
         terms = [t for t in terms if t is not None]
         if not terms:
             return None
-        bias = None
+        bias = scale = None
         for t in terms:
             if t.logit_bias is not None:
                 bias = t.logit_bias if bias is None else bias + t.logit_bias
+            if t.logit_scale is not None:
+                scale = t.logit_scale if scale is None else scale * t.logit_scale
         overrides = [o for t in terms for o in t.head_overrides]
         heads = [o.head for o in overrides]
         if len(set(heads)) != len(heads):
             raise ValueError(f"two schemes replace the same attention head ({sorted(heads)})")
-        return AttentionTerms([r for t in terms for r in t.relative], bias, overrides)
+        return AttentionTerms([r for t in terms for r in t.relative], bias, overrides, scale)
 
 
 def _expand_labels(labels: Tensor, batch: int, heads: int) -> Tensor:
@@ -126,7 +131,8 @@ class MultiHeadAttention(nn.Module):
         handed to head overrides during incremental decoding (see :class:`HeadOverride`)."""
         q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
-        if terms is None or (not terms.relative and terms.logit_bias is None):
+        if terms is None or (not terms.relative and terms.logit_bias is None
+                             and terms.logit_scale is None):
             # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
@@ -150,6 +156,8 @@ class MultiHeadAttention(nn.Module):
             if rel.key_table is not None:                           # e_ij += q_i a^K_ij
                 scores = scores + (q @ rel.key_table.t()).gather(-1, idx)
         scores = scores / math.sqrt(self.d_k)
+        if terms.logit_scale is not None:                          # PASCAL: S ⊙ N
+            scores = scores * terms.logit_scale
         if terms.logit_bias is not None:
             scores = scores + terms.logit_bias
         if mask is not None:

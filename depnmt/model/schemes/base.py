@@ -114,6 +114,13 @@ class Scheme:
         """Flags this scheme adds to ``depnmt train`` (names must be unique across schemes)."""
         return []
 
+    def learn_options(self, examples: list[Any]) -> dict[str, Any]:
+        """Options learned from the training examples (trees attached) before any features are
+        computed, e.g. a label vocabulary (GPS). Training records them in the model config's
+        ``scheme_options``, so translate builds the same scheme; return ``{}`` when the options
+        already hold them (``--resume`` keeps the saved ones)."""
+        return {}
+
     def source_features(self, example: Any) -> dict[str, Tensor]:
         """Per-example source tensors whose dims equal the source length (incl. EOS)."""
         return {}

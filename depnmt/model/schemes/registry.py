@@ -29,13 +29,18 @@ PRESETS: dict[str, list[str]] = {
     "Transformer_abs+DBSA(Enc)": ["abs", "dbsa_enc"],
     "Transformer_abs+DBSA(Dec)": ["abs", "dbsa_dec"],
     "Transformer_abs+DBSA(Enc)+DBSA(Dec)": ["abs", "dbsa_enc", "dbsa_dec"],
+    # The GPS paper's Table 2 (Transformer = Transformer_abs): PASCAL (Bugliarello & Okazaki
+    # 2020), Structure Position (Wang et al. 2019) and Ours (GPS), each on the sequential PE.
+    "Transformer_pascal": ["abs", "pascal"],
+    "Transformer_structural": ["abs", "structural"],
+    "Transformer_gps": ["abs", "gps"],
 }
 
 # Components that a paper combines jointly rather than by adding their terms: when all the
 # parts are listed, they become the joint component (registered by the scheme modules).
 FUSIONS: dict[tuple[str, ...], str] = {}
 
-BUILTIN_MODULES = ("absolute", "relative", "dbsa")
+BUILTIN_MODULES = ("absolute", "relative", "dbsa", "gps", "pascal", "structural")
 
 
 def register(cls: type[Scheme]) -> type[Scheme]:

@@ -1,0 +1,254 @@
+"""``gps`` — global positional encoding for dependency trees ("GPS", the paper of
+``../shared/papers/002_*``, §3.2–3.3).
+
+**Syntactic position.** A word's position on the tree is its *root path*: the dependency labels
+on the path from the root down to it, both ends included — the root's own label first, the
+word's own label last (Fig. 1: ``school`` is ``[root, obl]``, ``John`` ``[root, conj, cc]``). The
+labels become ids and an LSTM over their embeddings turns the path into a vector (§3.2):
+
+    s_i = LSTM(p_i),   p_i = {label_0, …, label_n}
+
+**Syntax term** (§3.3). The chosen encoder layers add a decoupled syntax term to the attention
+logits of every head h (keys and queries of that head's ``d_k`` slice):
+
+    ê_ij = (x_i W^Q)(x_j W^K)^T / √d  +  (s_i W_s^Q)(s_j W_s^K)^T / √d        (Eq. 5)
+    x_i  = w_i + p_i                                                           (Eq. 6)
+
+``d`` is the head dimension ``d_k``, the scaling of the first term. The first term and Eq. 6 are
+the ordinary attention and embeddings (keep ``abs`` in the scheme for p_i); the second term is
+handed to attention as an additive logit bias ``[B, H, S, S]``. ``W_s^Q``, ``W_s^K`` are per
+layer; the label embeddings and the LSTM are shared by all layers (s_i is one embedding).
+
+**Rules** (where the paper is silent):
+
+* *Layers* — ``--gps-layers`` lists 0-based encoder layers as the paper's Table 3 numbers them
+  (0 = the bottom layer, the paper's best and our default), ``all`` for every layer, or e.g.
+  ``0,1,2``.
+* *Label vocabulary* — built from the training trees when ``train`` loads them
+  (:meth:`GPS.learn_options`) and stored as ``gps_labels`` in the model config's scheme options
+  (``config.json``), so translate maps a new sentence's labels the same way. Id 0 is padding (no
+  label), id 1 ``<unk>`` (a label never seen in training), then the labels by decreasing
+  training frequency. A root's label is always ``root``, whatever the parser called it.
+* *Several sentences on one line* — the parse stage joins them into one tree (later roots attach
+  to the first with ``parataxis``; ``Sentence.sent_ids`` keeps each word's sentence). GPS undoes
+  that (:func:`depnmt.trees.sentence_heads`): each sentence's paths start at its own root, and a
+  pair of words from different sentences gets no syntax term (the mask of §3.3, Eq. 5).
+* *Subwords* take their word's path; EOS and padding have no path and no syntax term (their
+  rows and columns of the bias are 0).
+* *One LSTM call per batch* — the paths of a batch are deduplicated (``torch.unique`` over the
+  padded label rows), each distinct path is encoded once and the results are gathered back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import click
+import torch
+from torch import Tensor, nn
+
+from ...bpe import word_index
+from ...errors import DepnmtError
+from ...trees import root_paths, sentence_heads
+from ..attention import AttentionTerms
+from .base import ModelDims, Scheme, SchemeModule
+from .registry import register
+
+PAD_LABEL, UNK_LABEL, ROOT_LABEL = 0, 1, "root"
+SPECIAL_LABELS = ("<pad>", "<unk>")
+DEFAULTS: dict[str, Any] = {"gps_layers": "0", "gps_dim": None}
+
+
+def parse_layers(spec: str, n_layers: int) -> list[int]:
+    """``"0"``, ``"0,2"`` or ``"all"`` -> sorted 0-based encoder layers (DepnmtError if out of
+    range)."""
+    spec = str(spec).strip()
+    if spec == "all":
+        return list(range(n_layers))
+    try:
+        layers = sorted({int(part) for part in spec.split(",") if part.strip()})
+    except ValueError:
+        raise DepnmtError(f"layer list '{spec}' must be 'all' or 0-based layer numbers joined "
+                          f"by ',' (e.g. 0 or 0,1,2)") from None
+    bad = [layer for layer in layers if not 0 <= layer < n_layers]
+    if bad or not layers:
+        raise DepnmtError(f"layer list '{spec}': layers are numbered 0..{n_layers - 1} (0 = the "
+                          f"bottom encoder layer) for a {n_layers}-layer encoder")
+    return layers
+
+
+# -- paths ------------------------------------------------------------------------------------
+
+def label_paths(heads: list[int], deprels: list[str],
+                sent_ids: list[int] | None = None) -> list[list[str]]:
+    """Every word's root path as labels, root first (``[root, obl]``); several sentences on one
+    line restart at their own roots (see the module docstring)."""
+    forest = sentence_heads(heads, sent_ids)
+    label = [ROOT_LABEL if h == 0 else rel for h, rel in zip(forest, deprels)]
+    return [[label[n] for n in path] for path in root_paths(forest)]
+
+
+def label_ids(labels: list[str]) -> dict[str, int]:
+    """The id of every label of the vocabulary ``labels`` (ids 0, 1 are padding and ``<unk>``)."""
+    return {label: i + len(SPECIAL_LABELS) for i, label in enumerate(labels)}
+
+
+def example_paths(example: Any, ids: dict[str, int], length: int) -> tuple[Tensor, Tensor]:
+    """``(paths [length, length], sentence [length])`` of one example with ``length`` source ids
+    (the subwords kept, then EOS): row t holds subword t's path as label ids (0-padded), EOS
+    and padding rows are empty; ``sentence`` is the parser sentence + 1 (0 = no syntax term)."""
+    tree = example.src_tree
+    words = label_paths(list(tree.heads), list(tree.deprels), tree.sent_ids)
+    sentence = tree.sent_ids or [0] * len(words)
+    of_word = word_index(list(example.src_subwords))
+    if len(set(of_word)) != len(words) or (of_word and max(of_word) >= len(words)):
+        raise DepnmtError(f"sentence {example.index + 1}: {len(set(of_word))} words in the "
+                          f"subwords but {len(words)} in the tree")
+    dtype = torch.uint8 if len(ids) + len(SPECIAL_LABELS) <= 256 else torch.int16
+    paths = torch.zeros(length, length, dtype=dtype)
+    sent = torch.zeros(length, dtype=torch.int16)
+    for t, w in enumerate(of_word[: length - 1]):
+        path = [ids.get(label, UNK_LABEL) for label in words[w]][-length:]   # (truncated input)
+        paths[t, : len(path)] = torch.tensor(path, dtype=dtype)
+        sent[t] = sentence[w] + 1
+    return paths, sent
+
+
+# -- module -----------------------------------------------------------------------------------
+
+class PathEncoder(nn.Module):
+    """``s_i = LSTM(p_i)`` (§3.2): label embeddings, one LSTM layer, its last state."""
+
+    def __init__(self, n_labels: int, dim: int):
+        super().__init__()
+        self.embed = nn.Embedding(n_labels, dim, padding_idx=PAD_LABEL)
+        self.lstm = nn.LSTM(dim, dim, batch_first=True)
+
+    def forward(self, paths: Tensor) -> Tensor:
+        """``paths [N, L]`` label ids (root first, 0-padded at the end) -> ``[N, dim]`` (an
+        empty path gives the zero vector). A unidirectional LSTM's output at a path's last label
+        does not depend on the padding after it, so no packing is needed."""
+        lengths = (paths != PAD_LABEL).sum(-1)                     # (N,)
+        out, _ = self.lstm(self.embed(paths))                      # (N, L, dim)
+        rows = torch.arange(paths.shape[0], device=paths.device)
+        last = out[rows, (lengths - 1).clamp(min=0)]
+        return last * (lengths > 0).unsqueeze(-1).to(last.dtype)
+
+    def encode_unique(self, paths: Tensor) -> Tensor:
+        """``paths [B, S, S]`` -> ``s [B, S, dim]``; each distinct path of the batch is
+        encoded once."""
+        b, s, _ = paths.shape
+        longest = max(int((paths != PAD_LABEL).sum(-1).max()), 1) if paths.numel() else 1
+        rows = paths[..., :longest].reshape(b * s, longest).long()
+        unique, inverse = torch.unique(rows, dim=0, return_inverse=True)   # (U, L), (B·S,)
+        return self(unique)[inverse].view(b, s, -1)
+
+
+class GPSModule(SchemeModule):
+    """Path encoder + per-layer ``W_s^Q``, ``W_s^K``; the syntax term of Eq. 5 as a logit bias."""
+
+    def __init__(self, dims: ModelDims, n_labels: int, dim: int, layers: list[int]):
+        super().__init__()
+        self.n_heads, self.d_k, self.layers = dims.n_heads, dims.d_k, layers
+        self.paths = PathEncoder(n_labels, dim)
+        self.query = nn.ModuleDict({str(layer): nn.Linear(dim, dims.d_model, bias=False)
+                                    for layer in layers})
+        self.key = nn.ModuleDict({str(layer): nn.Linear(dim, dims.d_model, bias=False)
+                                  for layer in layers})
+        self._cache: tuple | None = None
+
+    def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
+        if side == "src":          # a new encode: parameters may have changed since the last
+            self._cache = None
+        return x
+
+    def path_embeddings(self, feats: dict[str, Tensor]) -> Tensor:
+        """``s [B, S, dim]`` of a batch, computed once per encode (cached by feature tensor,
+        train/eval mode and grad mode; :meth:`embed` starts a new encode) and shared by the
+        layers."""
+        paths = feats["gps_paths"]
+        key = (paths, self.training, torch.is_grad_enabled())
+        if self._cache is None or any(a is not b for a, b in zip(self._cache[0], key)):
+            self._cache = (key, self.paths.encode_unique(paths))
+        return self._cache[1]
+
+    def syntax_logits(self, layer: int, feats: dict[str, Tensor]) -> Tensor:
+        """Eq. 5's second term ``(s_i W_s^Q)(s_j W_s^K)^T / √d_k`` per head, 0 for pairs across
+        sentences and for EOS/padding: ``[B, H, S, S]``."""
+        s = self.path_embeddings(feats)
+        b, n, _ = s.shape
+        q = self.query[str(layer)](s).view(b, n, self.n_heads, self.d_k).transpose(1, 2)
+        k = self.key[str(layer)](s).view(b, n, self.n_heads, self.d_k).transpose(1, 2)
+        sent = feats["gps_sentence"].long()                                     # (B, S)
+        same = (sent[:, :, None] == sent[:, None, :]) & (sent[:, :, None] > 0)  # (B, S, S)
+        return (q @ k.transpose(-1, -2)) / math.sqrt(self.d_k) * same[:, None].to(q.dtype)
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        if side != "src" or layer not in self.layers:
+            return None
+        return AttentionTerms([], logit_bias=self.syntax_logits(layer, feats))
+
+
+# -- scheme -----------------------------------------------------------------------------------
+
+@register
+class GPS(Scheme):
+    name = "gps"
+    help = "GPS: root-path label sequences through an LSTM, a syntax term in the logits (Eq. 5)"
+    needs_source_trees = True
+
+    def option(self, name: str) -> Any:
+        value = self.options.get(name)
+        return DEFAULTS.get(name) if value is None else value
+
+    @classmethod
+    def cli_options(cls) -> list[click.Option]:
+        return [
+            click.Option(["--gps-layers"], default=DEFAULTS["gps_layers"], show_default=True,
+                         help="gps: encoder layers with the syntax term, 0-based as in the GPS "
+                              "paper's Table 3 (0 = bottom): e.g. 0, 0,1,2 or all"),
+            click.Option(["--gps-dim"], type=click.IntRange(min=1), default=None,
+                         help="gps: size of the label embeddings and of the path LSTM "
+                              "[default: d_model]"),
+        ]
+
+    def labels(self) -> list[str]:
+        labels = self.options.get("gps_labels")
+        if not labels:
+            raise DepnmtError("scheme 'gps' has no label vocabulary: it is learned from the "
+                              "training trees by `depnmt train` (option gps_labels)")
+        return list(labels)
+
+    def learn_options(self, examples: list[Any]) -> dict[str, Any]:
+        """``gps_labels``: the labels of the training trees' root paths, most frequent first."""
+        if self.options.get("gps_labels"):
+            return {}
+        counts: Counter = Counter()
+        for ex in examples:
+            if ex.src_tree is not None and len(ex.src_tree):
+                tree = ex.src_tree
+                forest = sentence_heads(list(tree.heads), tree.sent_ids)
+                counts.update(ROOT_LABEL if h == 0 else rel for h, rel in zip(forest, tree.deprels))
+        if not counts:
+            raise DepnmtError("scheme 'gps': the training trees hold no dependency labels")
+        return {"gps_labels": sorted(counts, key=lambda label: (-counts[label], label))}
+
+    def source_features(self, example: Any) -> dict[str, Tensor]:
+        if example.src_tree is None:
+            raise DepnmtError(f"scheme 'gps' needs source trees, but sentence "
+                              f"{example.index + 1} has none")
+        if getattr(self, "_ids", None) is None:
+            self._ids = label_ids(self.labels())
+        paths, sentence = example_paths(example, self._ids, len(example.src))
+        return {"gps_paths": paths, "gps_sentence": sentence}
+
+    def check(self, dims: ModelDims) -> None:
+        parse_layers(self.option("gps_layers"), dims.encoder_layers)
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        return GPSModule(dims, len(self.labels()) + len(SPECIAL_LABELS),
+                         self.option("gps_dim") or dims.d_model,
+                         parse_layers(self.option("gps_layers"), dims.encoder_layers))

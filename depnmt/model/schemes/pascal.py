@@ -1,0 +1,173 @@
+"""``pascal`` — parent-scaled self-attention (PASCAL; Bugliarello & Okazaki 2020, "Enhancing
+Machine Translation with Dependency-Aware Self-Attention", ACL, §3), a baseline of the GPS
+paper (Table 2).
+
+In the chosen encoder layers, ``n`` heads of every sentence have their scaled scores multiplied
+by a Gaussian centred on each token's dependency parent:
+
+    S = Q K^T / √d_k,   N_tj = N(j | p_t, σ²) = exp(−(j − p_t)² / 2σ²) / √(2πσ²),   S̃ = S ⊙ N
+
+and ``softmax(S̃) V`` as usual (the reference code multiplies fairseq's scaled ``attn_weights``
+by ``normpdf`` in ``fairseq/modules/multihead_pascal.py`` before the masks; parameter-free).
+The scale goes to attention as ``AttentionTerms.logit_scale`` ``[B, H, S, S]``: N on the chosen
+heads, 1 on the others.
+
+**Head selection, per sentence.** The chosen heads are the *last* ``--pascal-heads`` heads of
+each chosen layer (H − n … H − 1), in every sentence of the batch: an explicit ``[B, H]`` head
+mask. The reference code selects ``attn_weights[-n·B:]`` on fairseq's folded ``batch×heads``
+axis, whose index is ``b·H + h``; that slice is all heads of the last ``n·B/H`` sentences, not
+heads ``H − n … H − 1`` of every sentence, and the Gaussians it multiplies in are those of other
+sentences. Here each sentence gets its own parents on its own selected heads (a test checks it
+against a loop over sentences).
+
+**Rules.**
+
+* *Parent positions in subword coordinates* (``--pascal-parent``): ``mean`` — every subword of
+  word w takes the mean position of the subwords of w's head word (the reference's
+  ``bpe_tags_mean.py``, its main setting; may be fractional); ``first`` — the head word's first
+  subword (``bpe_tags_root.py``). A root's parent is itself (its own subwords' mean/first
+  position), as in the reference preprocessing; so is EOS's.
+* *Several sentences on one line*: a word whose head lies in another parser sentence (the parse
+  stage's ``parataxis`` join, ``Sentence.sent_ids``) is its sentence's root, parent = itself (the
+  reference parses each sentence separately).
+* *Parent ignoring* (``--pascal-parent-ignoring q``, training only, default 0 as in the
+  reference's scripts): each (sentence, head, token) row is left unscaled with probability q.
+* Layers are 0-based (``--pascal-layers 0`` = the bottom layer, the paper's and the reference's
+  setting; ``all`` or e.g. ``0,1``); ``--pascal-heads`` defaults to all heads (the reference's
+  NC11 script uses 8 of 8 heads of the first layer; its WMT16 script 5 of 8).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+import torch
+from torch import Tensor
+
+from ...bpe import word_spans
+from ...errors import DepnmtError
+from ...trees import sentence_heads
+from ..attention import AttentionTerms
+from .base import ModelDims, Scheme, SchemeModule
+from .gps import parse_layers
+from .registry import register
+
+PARENT_RULES = ("mean", "first")
+DEFAULTS: dict[str, Any] = {"pascal_layers": "0", "pascal_heads": None, "pascal_sigma": 1.0,
+                            "pascal_parent": "mean", "pascal_parent_ignoring": 0.0}
+
+
+def parent_positions(heads: list[int], sent_ids: list[int] | None, subwords: list[str],
+                     rule: str = "mean") -> list[float]:
+    """The parent position of every subword (see the module docstring), 0-based."""
+    spans = word_spans(list(subwords))
+    if len(spans) != len(heads):
+        raise ValueError(f"{len(spans)} words in the subwords but {len(heads)} in the tree")
+    if rule not in PARENT_RULES:
+        raise ValueError(f"parent rule must be one of {PARENT_RULES}, not {rule!r}")
+    where = [(start + end - 1) / 2 if rule == "mean" else float(start) for start, end in spans]
+    out: list[float] = []
+    for w, head in enumerate(sentence_heads(heads, sent_ids)):
+        start, end = spans[w]
+        out += [where[head - 1 if head else w]] * (end - start)
+    return out
+
+
+def gaussian(parent: Tensor, positions: Tensor, sigma: float) -> Tensor:
+    """``N(j | p_t, σ²)`` for parents ``[B, Tq]`` and key positions ``[Tk]``: ``[B, Tq, Tk]``."""
+    var = sigma * sigma
+    dist = positions.to(parent.dtype)[None, None, :] - parent[:, :, None]
+    return torch.exp(-dist * dist / (2 * var)) / math.sqrt(2 * math.pi * var)
+
+
+class PascalModule(SchemeModule):
+    """The Gaussian scale of the selected heads of the selected encoder layers."""
+
+    def __init__(self, dims: ModelDims, layers: list[int], heads: int, sigma: float,
+                 ignoring: float):
+        super().__init__()
+        self.layers, self.sigma, self.ignoring = layers, sigma, ignoring
+        chosen = torch.zeros(dims.n_heads, dtype=torch.bool)
+        chosen[dims.n_heads - heads:] = True                       # heads H − n … H − 1
+        self.register_buffer("chosen", chosen, persistent=False)
+
+    def head_mask(self, batch: int, length: int) -> Tensor:
+        """``[B, H, Tq, 1]`` bool: where the Gaussian applies (per sentence, head and token)."""
+        mask = self.chosen.view(1, -1, 1, 1).expand(batch, -1, length, 1)
+        if self.training and self.ignoring > 0:                    # parent ignoring
+            keep = torch.rand(mask.shape, device=mask.device) >= self.ignoring
+            mask = mask & keep
+        return mask
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        if side != "src" or layer not in self.layers:
+            return None
+        parent = feats["pascal_parent"]                              # (B, S) float
+        scale = gaussian(parent, k_pos, self.sigma).unsqueeze(1)     # (B, 1, S, S)
+        mask = self.head_mask(parent.shape[0], parent.shape[1])      # (B, H, S, 1)
+        return AttentionTerms([], logit_scale=torch.where(mask, scale, scale.new_ones(())))
+
+
+@register
+class Pascal(Scheme):
+    name = "pascal"
+    help = "PASCAL (Bugliarello & Okazaki 2020): heads scaled by a Gaussian on the parent"
+    needs_source_trees = True
+
+    def option(self, name: str) -> Any:
+        value = self.options.get(name)
+        return DEFAULTS[name] if value is None else value
+
+    @classmethod
+    def cli_options(cls) -> list[click.Option]:
+        return [
+            click.Option(["--pascal-layers"], default=DEFAULTS["pascal_layers"],
+                         show_default=True,
+                         help="pascal: 0-based encoder layers with parent-scaled heads (0 = "
+                              "bottom), e.g. 0, 0,1 or all"),
+            click.Option(["--pascal-heads"], type=click.IntRange(min=1), default=None,
+                         help="pascal: parent-scaled heads per chosen layer (the last N heads) "
+                              "[default: all heads]"),
+            click.Option(["--pascal-sigma"], type=click.FloatRange(min=0, min_open=True),
+                         default=DEFAULTS["pascal_sigma"], show_default=True,
+                         help="pascal: standard deviation σ of the Gaussian on the parent"),
+            click.Option(["--pascal-parent"], type=click.Choice(PARENT_RULES),
+                         default=DEFAULTS["pascal_parent"], show_default=True,
+                         help="pascal: a subword's parent is the mean position of its head "
+                              "word's subwords, or the first one"),
+            click.Option(["--pascal-parent-ignoring"], type=click.FloatRange(0, 1),
+                         default=DEFAULTS["pascal_parent_ignoring"], show_default=True,
+                         help="pascal: probability that a token's row is left unscaled in "
+                              "training (parent ignoring)"),
+        ]
+
+    def heads(self, dims: ModelDims) -> int:
+        return self.option("pascal_heads") or dims.n_heads
+
+    def check(self, dims: ModelDims) -> None:
+        parse_layers(self.option("pascal_layers"), dims.encoder_layers)
+        if self.heads(dims) > dims.n_heads:
+            raise DepnmtError(f"--pascal-heads {self.heads(dims)} exceeds the {dims.n_heads} "
+                              f"attention heads")
+
+    def source_features(self, example: Any) -> dict[str, Tensor]:
+        """``pascal_parent [T]``: each source id's parent position (EOS: itself)."""
+        if example.src_tree is None:
+            raise DepnmtError(f"scheme 'pascal' needs source trees, but sentence "
+                              f"{example.index + 1} has none")
+        tree = example.src_tree
+        try:
+            parents = parent_positions(list(tree.heads), tree.sent_ids, example.src_subwords,
+                                       self.option("pascal_parent"))
+        except ValueError as exc:
+            raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
+        n = len(example.src) - 1
+        return {"pascal_parent": torch.tensor(parents[:n] + [float(n)], dtype=torch.float32)}
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        return PascalModule(dims, parse_layers(self.option("pascal_layers"), dims.encoder_layers),
+                            self.heads(dims), float(self.option("pascal_sigma")),
+                            float(self.option("pascal_parent_ignoring")))

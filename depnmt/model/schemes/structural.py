@@ -1,0 +1,147 @@
+"""``structural`` — structural position representations (Wang, Tu, Wang and Shi 2019,
+"Self-Attention with Structural Position Representations", EMNLP), a baseline of the GPS paper
+(Table 2, "Structure Position"). Two parts, both on the encoder (``--structural-parts``):
+
+* **absolute structural position** — a word's depth on the dependency tree, its distance from the
+  root, ``abs(x_i) = depth(x_i)``, encoded by the sinusoidal functions of the sequential PE
+  (:func:`~depnmt.model.schemes.absolute.sinusoidal_table`) and added to the source embeddings;
+* **relative structural position** — for a pair (i, j), their signed distance on the tree,
+
+      rel(x_i, x_j) =  abs(x_i) − abs(x_j)       if x_i and x_j lie on one root path
+                                                 (one is an ancestor of the other, or i = j)
+                       abs(x_i) + abs(x_j)       otherwise, if i > j
+                      −(abs(x_i) + abs(x_j))     otherwise, if i < j
+
+  clipped to ``±k`` (``--structural-k``) and looked up in learned key and value tables in every
+  encoder self-attention layer exactly as Shaw et al.'s relative positions
+  (``e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / √d_k``, ``z_i = Σ_j α_ij (x_j W^V + a^V_ij)``), through
+  the gather/scatter relative term of :mod:`depnmt.model.attention`.
+
+"Alone or with the sequential positions": the sequential encodings are the separate components
+``abs`` (Vaswani et al.) and ``rel`` (Shaw et al.); listed together their terms are summed
+(``abs+structural`` adds PE(pos) + PE(depth) to the embeddings; ``rel+structural`` adds both
+relative terms, like ``dep+rel``). The preset ``Transformer_structural`` is ``abs+structural``.
+
+**Rules.** Trees reach subwords by ``--subword-tree`` / ``--chain-head`` (as ``dep``;
+:func:`depnmt.trees.project_tree`). Several sentences on one line are separate trees (the parse
+stage's ``parataxis`` join is undone, :func:`depnmt.trees.sentence_heads`); a pair across them
+is "not on one root path". EOS and padding get no absolute term and relative label 0 (no term).
+
+*Provenance note:* the definitions above are Wang et al. §3.1 as we read the paper; its text
+could not be re-checked while writing this module, so ``rel``'s sign convention in particular
+should be verified against the paper before comparing numbers with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import torch
+from torch import Tensor
+
+from ...errors import DepnmtError
+from ...trees import ancestor_matrix, depths, project_tree, sentence_heads
+from ..attention import AttentionTerms
+from .absolute import sinusoidal_table
+from .base import ModelDims, Scheme, SchemeModule
+from .registry import register
+from .relative import OPTIONS as RELATIVE_OPTIONS
+from .relative import DEFAULTS as RELATIVE_DEFAULTS
+from .relative import RelativeTables, distance_labels, with_special_tokens
+
+PARTS = ("abs,rel", "abs", "rel")
+DEFAULTS: dict[str, Any] = {"structural_k": 8, "structural_parts": "abs,rel",
+                            "subword_tree": RELATIVE_DEFAULTS["subword_tree"],
+                            "chain_head": RELATIVE_DEFAULTS["chain_head"]}
+
+
+def structural_distance(heads: list[int]) -> Tensor:
+    """``rel(x_i, x_j)`` of every node pair (the module docstring), ``[n, n]`` int64."""
+    depth = torch.tensor(depths(heads), dtype=torch.long)
+    ancestor = ancestor_matrix(heads)
+    lineal = ancestor | ancestor.t() | torch.eye(len(heads), dtype=torch.bool)
+    diff = depth[:, None] - depth[None, :]
+    total = depth[:, None] + depth[None, :]
+    order = torch.arange(len(heads))
+    sign = torch.where(order[:, None] > order[None, :], 1, -1)
+    return torch.where(lineal, diff, sign * total)
+
+
+class StructuralModule(SchemeModule):
+    """PE(depth) on the source embeddings and/or the relative structural tables."""
+
+    def __init__(self, dims: ModelDims, k: int, parts: set[str], max_depth: int = 256):
+        super().__init__()
+        self.k, self.parts = k, parts
+        self.register_buffer("table", sinusoidal_table(max_depth, dims.d_model),
+                             persistent=False)
+        self.tables = RelativeTables(dims.encoder_layers, 2 * k + 2, dims.d_k,
+                                     {"key", "value"}) if "rel" in parts else None
+
+    def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
+        if side != "src" or "abs" not in self.parts:
+            return x
+        depth = feats["struct_depth"].long()                       # (B, S), depth + 1; 0 = none
+        if depth.numel() and int(depth.max()) > self.table.shape[0]:
+            self.table = sinusoidal_table(int(depth.max()) * 2, x.shape[-1]).to(x.device)
+        pe = self.table[(depth - 1).clamp(min=0)] * (depth > 0).unsqueeze(-1)
+        return x + pe.to(x.dtype)
+
+    def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
+                        k_pos: Tensor) -> AttentionTerms | None:
+        if side != "src" or self.tables is None:
+            return None
+        return self.tables.term(feats["struct_labels"].long(), layer)
+
+
+@register
+class Structural(Scheme):
+    name = "structural"
+    help = "Wang et al. (2019) structural positions: tree depth (absolute) and signed tree " \
+           "distance (relative), encoder"
+    needs_source_trees = True
+
+    def option(self, name: str) -> Any:
+        value = self.options.get(name)
+        return DEFAULTS[name] if value is None else value
+
+    @classmethod
+    def cli_options(cls) -> list[click.Option]:
+        return [
+            click.Option(["--structural-k"], type=click.IntRange(min=0),
+                         default=DEFAULTS["structural_k"], show_default=True,
+                         help="structural: relative structural positions are clipped to ±K"),
+            click.Option(["--structural-parts"], type=click.Choice(PARTS),
+                         default=DEFAULTS["structural_parts"], show_default=True,
+                         help="structural: absolute (depth PE), relative (tree distance "
+                              "tables) or both"),
+            RELATIVE_OPTIONS["subword_tree"], RELATIVE_OPTIONS["chain_head"],
+        ]
+
+    def parts(self) -> set[str]:
+        return set(self.option("structural_parts").split(","))
+
+    def source_features(self, example: Any) -> dict[str, Tensor]:
+        """``struct_depth [T]`` (depth + 1, 0 for EOS) and ``struct_labels [T, T]``."""
+        if example.src_tree is None:
+            raise DepnmtError(f"scheme 'structural' needs source trees, but sentence "
+                              f"{example.index + 1} has none")
+        tree = example.src_tree
+        heads = sentence_heads(list(tree.heads), tree.sent_ids)
+        try:
+            view = project_tree(heads, example.src_subwords, self.option("subword_tree"),
+                                self.option("chain_head"))
+        except ValueError as exc:
+            raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
+        length, k = len(example.src), int(self.option("structural_k"))
+        node_depth = torch.tensor(depths(view.heads), dtype=torch.long)
+        depth = torch.zeros(length, dtype=torch.int16)
+        n = min(len(view.node), length - 1)
+        depth[:n] = (node_depth[torch.tensor(view.node, dtype=torch.long)] + 1)[:n].to(torch.int16)
+        labels = view.expand(distance_labels(structural_distance(view.heads), k))
+        return {"struct_depth": depth,
+                "struct_labels": with_special_tokens(labels, length, 2 * k + 2)}
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        return StructuralModule(dims, int(self.option("structural_k")), self.parts())

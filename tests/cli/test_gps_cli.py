@@ -1,0 +1,97 @@
+"""GPS, PASCAL and structural positions end to end: training through flags (GPS at all layers,
+and all three composed), the label vocabulary in config.json (resume keeps it; unseen labels
+map to <unk>), translation of pre-parsed input, and `depnmt analyze awsl`."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from depnmt.parse import Sentence, read_conllu, write_conllu
+from depnmt.trees import random_heads
+
+from .conftest import TINY_MODEL, run_cli
+
+LABELS = ["nsubj", "obj", "det", "amod", "obl"]
+
+
+@pytest.fixture(scope="module")
+def src_trees(tiny_bpe, tmp_path_factory) -> Path:
+    """Random labelled source trees over the tiny corpus, imported with the conllu backend."""
+    prepare = tiny_bpe.parent / "prepare"
+    given = tmp_path_factory.mktemp("given-gps")
+    rng = random.Random(1)
+    for split in ("train", "dev", "test"):
+        trees = []
+        for line in (prepare / f"{split}.en").read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            heads = random_heads(len(words), rng)
+            trees.append(Sentence(words, heads, ["root" if h == 0 else rng.choice(LABELS)
+                                                 for h in heads]))
+        write_conllu(given / f"{split}.en.conllu", trees)
+    out = tiny_bpe.parent / "parse-gps"
+    assert run_cli(["parse", "-i", prepare, "-o", out, "--backend", "conllu", "--conllu-dir",
+                    given, "--side", "src"]) == 0
+    return out
+
+
+def train(tiny_bpe, trees, model: Path, *flags) -> None:
+    assert run_cli(["train", "--data", tiny_bpe, "--trees", trees, "-o", model, *TINY_MODEL,
+                    "--max-steps", "2", "--valid-every", "2", *flags]) == 0
+
+
+@pytest.fixture(scope="module")
+def gps_model(tiny_bpe, src_trees, tmp_path_factory) -> Path:
+    model = tmp_path_factory.mktemp("gps") / "m"
+    train(tiny_bpe, src_trees, model, "--scheme", "Transformer_gps", "--gps-layers", "all")
+    return model
+
+
+def test_label_vocabulary_is_in_the_config_and_resume_keeps_it(gps_model, tiny_bpe, src_trees):
+    config = json.loads((gps_model / "config.json").read_text())
+    options = config["model"]["scheme_options"]
+    assert config["model"]["scheme"] == ["abs", "gps"] and options["gps_layers"] == "all"
+    assert set(options["gps_labels"]) == set(LABELS) | {"root"}
+    assert config["parser"]["src"]["backend"] == "conllu"
+    assert run_cli(["train", "--data", tiny_bpe, "--trees", src_trees, "-o", gps_model,
+                    *TINY_MODEL, "--max-steps", "3", "--valid-every", "2", "--scheme",
+                    "Transformer_gps", "--gps-layers", "all", "--resume"]) == 0
+    again = json.loads((gps_model / "config.json").read_text())["model"]["scheme_options"]
+    assert again["gps_labels"] == options["gps_labels"]
+
+
+def test_composed_schemes_train_and_translate_preparsed_input(tiny_bpe, src_trees, tmp_path,
+                                                              capsys):
+    model = tmp_path / "m"
+    train(tiny_bpe, src_trees, model, "--scheme", "abs+gps+pascal+structural", "--pascal-heads",
+          "1", "--structural-k", "3")
+    trees = list(read_conllu(src_trees / "test.en.conllu"))[:5]
+    trees[0].deprels[-1] = "never-seen-label"                     # -> <unk>
+    given = tmp_path / "in.conllu"
+    write_conllu(given, trees)
+    capsys.readouterr()
+    assert run_cli(["translate", "-m", model, "-i", given, "--input-format", "conllu",
+                    "--beam", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 5
+
+
+def test_analyze_awsl_writes_table_and_plot(gps_model, src_trees, tmp_path, capsys):
+    out = tmp_path / "awsl"
+    assert run_cli(["analyze", "awsl", "-m", gps_model, "--src", src_trees / "test.en.conllu",
+                    "--input-format", "conllu", "-o", out]) == 0
+    rows = (tmp_path / "awsl.tsv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].split("\t")[:3] == ["m", "0", "yes"]
+    assert 0 < float(rows[1].split("\t")[3]) < 1
+    assert (tmp_path / "awsl.png").read_bytes()[:4] == b"\x89PNG"
+    assert "awsl" in capsys.readouterr().out
+
+
+def test_awsl_of_a_model_without_gps_is_a_one_line_error(tiny_model, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("A man .\n")
+    assert run_cli(["analyze", "awsl", "-m", tiny_model, "--src", src, "-o",
+                    tmp_path / "x"]) == 2
+    assert "needs a GPS model" in capsys.readouterr().err
