@@ -1,7 +1,9 @@
-"""Speed and memory of the relative positional schemes, as ratios to ``abs`` (issue 3).
+"""Speed and memory of every positional scheme, as ratios to ``abs`` (issues 3–5).
 
-Every scheme trains on the same synthetic batches (random tokens, random dependency trees, a
-share of words split into two BPE pieces, every source exactly ``--src-len`` ids incl. EOS).
+Every scheme trains on the same synthetic batches (random tokens, random dependency trees with
+random labels on both sides, a share of words split into two BPE pieces, every source exactly
+``--src-len`` ids incl. EOS). A step is what ``depnmt train`` does: forward, label-smoothed loss
+plus the schemes' auxiliary losses (DBSA's parse losses, Eq. 18), backward, Adam.
 All models live side by side and every batch is trained by every scheme in turn, so a change
 in the load of a shared machine hits all schemes alike. Reported per scheme (medians over all
 timed steps):
@@ -16,6 +18,7 @@ timed steps):
 
     python bench/schemes.py                  # CPU, or CUDA when present
     python bench/schemes.py --device cpu --threads 1 --rounds 3 --steps 4
+    python bench/schemes.py --schemes abs,gps,gps@all,pascal,structural,dep+rel
 """
 
 from __future__ import annotations
@@ -32,16 +35,30 @@ import torch
 
 from depnmt.data import Batch, Example, add_features, collate
 from depnmt.device import resolve_device
-from depnmt.model.schemes.registry import resolve
+from depnmt.model.schemes.registry import all_cli_options, build_schemes, resolve
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
 from depnmt.trees import random_heads
 from depnmt.vocab import BOS, EOS
 
-# Name in the table -> the system trained (the papers' presets keep the absolute PE).
-SYSTEMS = {"abs": "Transformer_abs", "rel": "Transformer_rel", "dep": "Transformer_dep",
-           "dep+rel": "Transformer_dep+rel", "deplabel": "Transformer_deplabel",
-           "deplabel+rel": "Transformer_deplabel+rel"}
+# Name in the table -> the system trained (the papers' presets keep the absolute PE) and the
+# scheme options it is trained with (the flags' defaults otherwise; DBSA's parse heads sit in
+# the middle layer of the 3 + 3 default, as the paper's 4th of 6).
+SYSTEMS: dict[str, tuple[str, dict]] = {
+    "abs": ("Transformer_abs", {}), "rel": ("Transformer_rel", {}),
+    "dep": ("Transformer_dep", {}), "dep+rel": ("Transformer_dep+rel", {}),
+    "deplabel": ("Transformer_deplabel", {}), "deplabel+rel": ("Transformer_deplabel+rel", {}),
+    "dbsa-enc": ("Transformer_abs+DBSA(Enc)", {"dbsa_enc_layer": 2}),
+    "dbsa-dec": ("Transformer_abs+DBSA(Dec)", {"dbsa_dec_layer": 2}),
+    "dbsa-enc+dec": ("Transformer_abs+DBSA(Enc)+DBSA(Dec)",
+                     {"dbsa_enc_layer": 2, "dbsa_dec_layer": 2}),
+    "gps": ("Transformer_gps", {"gps_layers": "0"}),
+    "gps@all": ("Transformer_gps", {"gps_layers": "all"}),
+    "pascal": ("Transformer_pascal", {}), "structural": ("Transformer_structural", {}),
+}
+ISSUE3 = "abs,rel,dep,dep+rel,deplabel,deplabel+rel"
+LABELS = ("nsubj", "obj", "det", "amod", "obl", "case", "nmod", "advmod", "cc", "conj", "punct",
+          "compound", "mark", "aux")
 
 
 @dataclass
@@ -60,32 +77,55 @@ class Setup:
     n_batches: int
     decode_len: int
 
-    def model(self, spec: str, seed: int = 1) -> TransformerNMT:
+    def model(self, name: str, examples: list[Example], seed: int = 1) -> TransformerNMT:
+        """The system ``name`` with its tree features added to ``examples`` (options a scheme
+        learns from the data, e.g. GPS's label vocabulary, learned first, as in training)."""
+        spec, overrides = SYSTEMS[name]
+        names = resolve(spec)
+        options = {o.name: o.default for o in all_cli_options()} | overrides
+        for scheme in build_schemes(names, options):
+            options |= scheme.learn_options(examples)
         torch.manual_seed(seed)
         cfg = ModelConfig(self.vocab, self.vocab, d_model=self.d_model, n_heads=self.heads,
                           d_ff=self.d_ff, encoder_layers=self.layers, decoder_layers=self.layers,
-                          scheme=resolve(spec))
-        return TransformerNMT(cfg).to(self.device)
+                          scheme=names, scheme_options=options)
+        model = TransformerNMT(cfg).to(self.device)
+        for ex in examples:
+            ex.feats, ex.tgt_feats = {}, {}
+        add_features(examples, model.schemes.schemes)
+        return model
+
+
+def synthetic_side(length: int, index: int, rng: random.Random) -> tuple[list[str], Sentence]:
+    """``length`` subwords, a third of the words split in two pieces, and a random labelled
+    tree over the words."""
+    subwords: list[str] = []
+    while len(subwords) < length:
+        split = rng.random() < 1 / 3 and len(subwords) < length - 1
+        subwords += [f"a{index}@@", "b"] if split else ["w"]
+    words = [w for w in subwords if not w.endswith("@@")]
+    heads = random_heads(len(words), rng)
+    labels = ["root" if h == 0 else rng.choice(LABELS) for h in heads]
+    return subwords, Sentence(words, heads, labels)
 
 
 def synthetic_example(index: int, setup: Setup, rng: random.Random) -> Example:
-    """``src_len − 1`` subwords (+ EOS), a third of the words split in two pieces."""
-    subwords: list[str] = []
-    while len(subwords) < setup.src_len - 1:
-        split = rng.random() < 1 / 3 and len(subwords) < setup.src_len - 2
-        subwords += [f"a{index}@@", "b"] if split else ["w"]
-    words = [w for w in subwords if not w.endswith("@@")]
-    tree = Sentence(words, random_heads(len(words), rng), ["dep"] * len(words))
-    src = [rng.randrange(4, setup.vocab) for _ in subwords] + [EOS]
-    tgt = [rng.randrange(4, setup.vocab) for _ in range(setup.tgt_len - 1)]
-    return Example(index, src, tgt, subwords, tree)
+    """``src_len − 1`` source subwords (+ EOS), ``tgt_len − 1`` target subwords, both with trees."""
+    src_subwords, src_tree = synthetic_side(setup.src_len - 1, index, rng)
+    tgt_subwords, tgt_tree = synthetic_side(setup.tgt_len - 1, index, rng)
+    src = [rng.randrange(4, setup.vocab) for _ in src_subwords] + [EOS]
+    tgt = [rng.randrange(4, setup.vocab) for _ in tgt_subwords]
+    return Example(index, src, tgt, src_subwords, src_tree, tgt_subwords=tgt_subwords,
+                   tgt_tree=tgt_tree)
 
 
-def make_batches(setup: Setup, model: TransformerNMT, seed: int = 7) -> list[Batch]:
-    """The same sentences for every scheme, with that scheme's tree features."""
+def make_examples(setup: Setup, seed: int = 7) -> list[Example]:
+    """The same sentences for every scheme."""
     rng = random.Random(seed)
-    examples = [synthetic_example(i, setup, rng) for i in range(setup.batch_size * setup.n_batches)]
-    add_features(examples, model.schemes.schemes)
+    return [synthetic_example(i, setup, rng) for i in range(setup.batch_size * setup.n_batches)]
+
+
+def make_batches(setup: Setup, examples: list[Example]) -> list[Batch]:
     return [collate(examples[i:i + setup.batch_size]).to(setup.device)
             for i in range(0, len(examples), setup.batch_size)]
 
@@ -98,6 +138,8 @@ def sync(device: torch.device) -> None:
 def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
     logits = model(batch.src, batch.tgt_in, batch.src_feats)
     loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
+    for aux in model.schemes.auxiliary_losses(batch.src_feats, batch.tgt_feats).values():
+        loss = loss + aux.weight * aux.value * batch.n_tokens      # as depnmt.train does
     (loss / batch.n_tokens).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -153,12 +195,13 @@ class Run:
 
 
 def new_run(setup: Setup, name: str) -> Run:
-    model = setup.model(SYSTEMS[name])
+    examples = make_examples(setup)
+    model = setup.model(name, examples)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    return Run(model, optimizer, make_batches(setup, model))
+    return Run(model, optimizer, make_batches(setup, examples))
 
 
-def measure(setup: Setup, runs: dict[str, Run], rounds: int) -> None:
+def measure(setup: Setup, runs: dict[str, Run], rounds: int, memory: bool = True) -> None:
     """Interleaved: every batch is trained by every scheme in turn, so load changes on a shared
     machine hit all schemes alike; then decoding, then one profiled step for memory."""
     for run in runs.values():
@@ -174,7 +217,8 @@ def measure(setup: Setup, runs: dict[str, Run], rounds: int) -> None:
             seconds = timed(lambda: decode(run.model, batch, setup.decode_len), setup.device)
             run.decode.append(batch.src.shape[0] / seconds)
     for run in runs.values():
-        run.peak = peak_bytes(run.model, run.optimizer, run.batches[0], setup.device)
+        if memory:
+            run.peak = peak_bytes(run.model, run.optimizer, run.batches[0], setup.device)
 
 
 def summary(runs: dict[str, Run]) -> list[dict]:
@@ -184,26 +228,35 @@ def summary(runs: dict[str, Run]) -> list[dict]:
     rows = []
     for name, r in runs.items():
         train, dec = statistics.median(r.train), statistics.median(r.decode)
-        rows.append({"scheme": name, "system": SYSTEMS[name], "train_tok_s": round(train),
+        rows.append({"scheme": name, "system": system_name(name), "train_tok_s": round(train),
                      "train_ratio": round(train / base_train, 3),
-                     "peak_mb": round(r.peak / 2 ** 20, 1),
-                     "peak_ratio": round(r.peak / base.peak, 3),
+                     "peak_mb": round(r.peak / 2 ** 20, 1) if base.peak else None,
+                     "peak_ratio": round(r.peak / base.peak, 3) if base.peak else None,
                      "decode_sent_s": round(dec, 2), "decode_ratio": round(dec / base_dec, 3)})
     return rows
 
 
+def system_name(name: str) -> str:
+    spec, overrides = SYSTEMS[name]
+    return spec + "".join(f" {k}={v}" for k, v in overrides.items())
+
+
 def markdown(rows: list[dict]) -> str:
+    def num(value, fmt: str = "") -> str:
+        return "-" if value is None else format(value, fmt)
+
     out = ["| scheme | system | train tok/s | × abs | peak MB | × abs | decode sent/s | × abs |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
     out += [f"| {r['scheme']} | {r['system']} | {r['train_tok_s']} | {r['train_ratio']:.2f} | "
-            f"{r['peak_mb']} | {r['peak_ratio']:.2f} | {r['decode_sent_s']} | "
+            f"{num(r['peak_mb'])} | {num(r['peak_ratio'], '.2f')} | {r['decode_sent_s']} | "
             f"{r['decode_ratio']:.2f} |" for r in rows]
     return "\n".join(out)
 
 
 @click.command(context_settings={"show_default": True})
 @click.option("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-@click.option("--schemes", default=",".join(SYSTEMS), help="comma-separated, abs first")
+@click.option("--schemes", default=ISSUE3,
+              help=f"comma-separated, abs first; from: {', '.join(SYSTEMS)}")
 @click.option("--d-model", default=256)
 @click.option("--heads", default=4)
 @click.option("--d-ff", default=1024)
@@ -216,18 +269,24 @@ def markdown(rows: list[dict]) -> str:
 @click.option("--rounds", default=3, help="passes over the batches (medians over all steps)")
 @click.option("--decode-len", default=50, help="greedy decoding steps")
 @click.option("--threads", default=0, help="torch CPU threads (0 = torch's default)")
+@click.option("--memory/--no-memory", default=True, help="measure peak memory (one profiled "
+              "step per scheme; slow on CPU)")
 @click.option("--markdown/--json", "as_markdown", default=True, help="output format")
 def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers: int, vocab: int,
          src_len: int, tgt_len: int, batch_size: int, steps: int, rounds: int, decode_len: int,
-         threads: int, as_markdown: bool) -> None:
+         threads: int, memory: bool, as_markdown: bool) -> None:
     """Train each scheme on the same batches and compare it with abs."""
     if threads:
         torch.set_num_threads(threads)
     names = [n.strip() for n in schemes.split(",")]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown or names[0] != "abs":
+        raise click.BadParameter(f"unknown {unknown}" if unknown else "abs must come first",
+                                 param_hint="--schemes")
     setup = Setup(resolve_device(device), d_model, heads, d_ff, layers, vocab, src_len, tgt_len,
                   batch_size, steps, decode_len)
     runs = {name: new_run(setup, name) for name in names}
-    measure(setup, runs, rounds)
+    measure(setup, runs, rounds, memory)
     rows = summary(runs)
     machine = (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
                f"{setup.device}, {torch.get_num_threads()} threads")

@@ -14,6 +14,7 @@ def command() -> None:
 
     \b
       depnmt analyze awsl -m work/model-gps --src work/prepare/test.raw.en -o awsl
+      depnmt analyze uas --gold ud/ja_gsd-ud-test.conllu induced.conllu
     """
 
 
@@ -87,3 +88,52 @@ def _examples(translator, src_path: Path, input_format: str, max_sentences: int)
         if max_sentences and len(words) >= max_sentences:
             break
     return translator.examples(words)
+
+
+@command.command("uas", context_settings={"show_default": True})
+@click.argument("predicted", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--gold", "gold_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="gold trees (CoNLL-U), e.g. a UD treebank")
+@click.option("--backend", type=click.Choice(["stanza", "spacy"]), default=None,
+              help="also parse the gold words with this parser backend and score it")
+@click.option("--model", default=None, help="the backend's model (e.g. ja_ginza)")
+@click.option("--lang", default=None, help="the backend's language (e.g. ja)")
+@click.option("--stanza-dir", type=click.Path(file_okay=False), default=None,
+              help="stanza resources folder")
+@click.option("--punct/--no-punct", default=True,
+              help="count words whose gold label is punct")
+def uas_command(predicted: tuple[Path, ...], gold_path: Path, backend: str | None,
+                model: str | None, lang: str | None, stanza_dir: str | None, punct: bool) -> None:
+    """UAS and LAS of PREDICTED trees (CoNLL-U, same words as --gold) against --gold.
+
+    \b
+    A DBSA model's induced source trees of a treebank's own words, scored against it:
+      depnmt translate -m work/model-dbsa --input-format conllu \\
+        --induced-trees induced.conllu < ud/ja_gsd-ud-test.conllu > /dev/null
+      depnmt analyze uas --gold ud/ja_gsd-ud-test.conllu induced.conllu
+    A parser backend on the gold words (its ceiling as a teacher):
+      depnmt analyze uas --gold ud/ja_gsd-ud-test.conllu --backend spacy --model ja_ginza
+    Labels are compared without UD subtypes (obl:tmod = obl); unlabelled trees (only
+    'dep' and 'root' labels, as DBSA induces) get LAS '-'.
+    """
+    from ..attachment import attachment_score
+    from ..errors import DepnmtError
+    from ..parse import make_parser, read_conllu
+
+    if not predicted and backend is None:
+        raise DepnmtError("nothing to score: give PREDICTED CoNLL-U files and/or --backend")
+    gold = list(read_conllu(gold_path))
+    rows = [(str(path), attachment_score(read_conllu(path), gold, str(path), str(gold_path),
+                                         punct)) for path in predicted]
+    if backend is not None:
+        parser = make_parser({"backend": backend, "model": model, "lang": lang,
+                              **({"resources_dir": stanza_dir} if stanza_dir else {})})
+        parsed = [t for i in range(0, len(gold), 256)
+                  for t in parser.parse([list(s.words) for s in gold[i:i + 256]])]
+        rows.append((parser.describe(), attachment_score(parsed, gold, parser.describe(),
+                                                         str(gold_path), punct)))
+    out = ["trees\tsentences\twords\tUAS\tLAS"]
+    out += [f"{name}\t{s.sentences}\t{s.words}\t{s.uas:.2f}\t"
+            f"{'-' if s.las is None else f'{s.las:.2f}'}" for name, s in rows]
+    sys.stdout.write("\n".join(out) + "\n")

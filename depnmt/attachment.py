@@ -1,0 +1,84 @@
+"""Attachment scores of dependency trees against gold trees over the same words.
+
+    UAS = #{words whose predicted head = gold head} / #words
+    LAS = #{words whose predicted head and label = gold head and label} / #words
+
+Used to measure a DBSA parse head's induced trees (``depnmt translate --induced-trees``) or a
+parser backend against a gold treebank such as UD (``depnmt analyze uas``). Both sides must
+have the same words per sentence (the induced trees of ``translate --input-format conllu`` and
+a backend run on the gold words do); a sentence whose words differ is an error naming it, never
+skipped. Labels are compared lower-cased and, with ``universal_labels``, without their subtype
+(``obl:tmod`` = ``obl``), since parsers differ in which UD subtypes they produce. Trees labelled
+only ``dep`` and ``root`` (a DBSA head predicts heads only) have no LAS (``las`` is None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .errors import DepnmtError
+from .parse import Sentence
+
+
+@dataclass
+class AttachmentScore:
+    """Counts over a set of sentences."""
+
+    sentences: int = 0
+    words: int = 0
+    heads: int = 0          # words with the gold head
+    labelled: int = 0       # words with the gold head and label
+    has_labels: bool = False    # some predicted label is not the unlabelled "dep"
+
+    @property
+    def uas(self) -> float:
+        return 100.0 * self.heads / self.words if self.words else 0.0
+
+    @property
+    def las(self) -> float | None:
+        if not self.has_labels:
+            return None
+        return 100.0 * self.labelled / self.words if self.words else 0.0
+
+
+def _label(deprel: str, universal: bool) -> str:
+    deprel = deprel.lower()
+    return deprel.split(":")[0] if universal else deprel
+
+
+def attachment_score(pred: Iterable[Sentence], gold: Iterable[Sentence], pred_name: str = "pred",
+                     gold_name: str = "gold", punct: bool = True,
+                     universal_labels: bool = True) -> AttachmentScore:
+    """UAS/LAS counts of ``pred`` against ``gold``, sentence by sentence.
+
+    ``punct=False`` leaves out words whose gold label is ``punct`` (the CoNLL shared tasks'
+    convention for UAS without punctuation). Raises :class:`DepnmtError` naming the sentence
+    (1-based) when the two sides disagree in words or in the number of sentences.
+    """
+    score = AttachmentScore()
+    pred_it, gold_it = iter(pred), iter(gold)
+    for number, g in enumerate(gold_it, start=1):
+        p = next(pred_it, None)
+        if p is None:
+            raise DepnmtError(f"{pred_name}: has {number - 1} sentences, {gold_name} has more")
+        if list(p.words) != list(g.words):
+            at = next((i for i, (a, b) in enumerate(zip(p.words, g.words)) if a != b),
+                      min(len(p.words), len(g.words)))
+            raise DepnmtError(
+                f"{pred_name}: sentence {number} has other words than {gold_name} "
+                f"({len(p.words)} vs {len(g.words)} words; first difference at word {at + 1}: "
+                f"{(p.words[at:at + 1] or ['<end>'])[0]!r} vs {(g.words[at:at + 1] or ['<end>'])[0]!r})")
+        score.sentences += 1
+        score.has_labels = score.has_labels or any(label.lower() not in ("dep", "root") for label in p.deprels)
+        for ph, gh, pl, gl in zip(p.heads, g.heads, p.deprels, g.deprels):
+            if not punct and gl.lower() == "punct":
+                continue
+            score.words += 1
+            if ph == gh:
+                score.heads += 1
+                score.labelled += _label(pl, universal_labels) == _label(gl, universal_labels)
+    if next(pred_it, None) is not None:
+        raise DepnmtError(f"{pred_name}: has more sentences than {gold_name} "
+                          f"({score.sentences})")
+    return score

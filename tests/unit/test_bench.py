@@ -1,0 +1,57 @@
+"""``bench/schemes.py`` runs every scheme of issues 3–5 and reports ratios to abs (tiny sizes:
+this checks the script, not the speed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+
+
+def load_bench():
+    """``bench/schemes.py`` as a module (it is a script, not part of the package)."""
+    if "bench_schemes" not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "bench" / "schemes.py"
+        spec = importlib.util.spec_from_file_location("bench_schemes", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_schemes"] = module          # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules["bench_schemes"]
+
+
+TINY = ["--device", "cpu", "--d-model", "32", "--heads", "4", "--d-ff", "32", "--layers", "2",
+        "--vocab", "50", "--src-len", "12", "--tgt-len", "10", "--batch-size", "3", "--steps", "1",
+        "--rounds", "1", "--decode-len", "3"]
+
+
+def run(args: list[str]) -> list[dict]:
+    result = CliRunner().invoke(load_bench().main, [*TINY, *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output.splitlines()[-1])["rows"]
+
+
+def test_every_scheme_is_benchmarked_against_abs():
+    names = list(load_bench().SYSTEMS)
+    rows = run(["--schemes", ",".join(names), "--no-memory"])
+    assert [r["scheme"] for r in rows] == names
+    assert rows[0]["train_ratio"] == rows[0]["decode_ratio"] == 1.0
+    for r in rows:
+        assert r["train_tok_s"] > 0 and r["decode_sent_s"] > 0 and r["peak_mb"] is None
+    by_name = {r["scheme"]: r for r in rows}
+    assert "dbsa_enc_layer=2" in by_name["dbsa-enc"]["system"]
+    assert "gps_layers=all" in by_name["gps@all"]["system"]
+
+
+def test_peak_memory_grows_with_the_relative_terms():
+    rows = {r["scheme"]: r for r in run(["--schemes", "abs,dep+rel"])}
+    assert rows["abs"]["peak_ratio"] == 1.0 and rows["abs"]["peak_mb"] > 0
+    assert rows["dep+rel"]["peak_ratio"] > 1.0            # [B, H, T, T] logits are materialised
+
+
+def test_abs_must_come_first():
+    result = CliRunner().invoke(load_bench().main, ["--schemes", "rel,abs"])
+    assert result.exit_code == 2 and "abs must come first" in result.output
