@@ -14,8 +14,8 @@ only ``dep`` and ``root`` (a DBSA head predicts heads only) have no LAS (``las``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from .errors import DepnmtError
 from .parse import Sentence

@@ -23,8 +23,9 @@ COMMANDS = {
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
+    "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),
     "inspect": ("inspect", "Print the per-pair tree matrices a scheme sees."),
-    "analyze": ("analyze", "Analyse trained models: AWSL of GPS models (syntax weight per layer)."),
+    "analyze": ("analyze", "Analyse models and trees: AWSL of GPS models, UAS against gold trees."),
 }
 
 

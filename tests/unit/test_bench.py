@@ -11,7 +11,6 @@ from pathlib import Path
 from click.testing import CliRunner
 
 
-
 def load_bench():
     """``bench/schemes.py`` as a module (it is a script, not part of the package)."""
     if "bench_schemes" not in sys.modules:
