@@ -1,0 +1,74 @@
+# Shared by the comparison recipes (sourced, not run): the systems of the papers with their
+# `depnmt train` flags, and the train → translate → report loop, each step skipped when done.
+#
+# The caller sets: WORK (work folder with prepare/), DATA (the `depnmt bpe` folder; default
+# $WORK/bpe), OUT (where models/, hyps/ and results.* go; default $WORK), TREES (the parse
+# folder, or empty when no system needs trees), SRC_LANG, TGT_LANG,
+# SYSTEMS (names below), COMMON (array: the flags every system shares — model size and budget),
+# DBSA_LAYER (the 1-based layer of DBSA's parse heads: the papers' 4th of 6), BEAM,
+# and optionally TEST_SRC / TEST_REF (default: $WORK/prepare/test.raw.{src,tgt}).
+
+ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-enc+dec gps gps-all pascal structural"
+
+done_stage() { [ -f "$1/manifest.json" ]; }
+
+# system_flags NAME: sets the array FLAGS to the scheme flags of system NAME.
+system_flags() {
+  case $1 in
+    abs|rel|dep|dep+rel|deplabel|deplabel+rel|pascal|structural)
+                  FLAGS=(--scheme "Transformer_$1") ;;
+    dbsa-enc)     FLAGS=(--scheme "Transformer_abs+DBSA(Enc)" --dbsa-enc-layer "$DBSA_LAYER") ;;
+    dbsa-dec)     FLAGS=(--scheme "Transformer_abs+DBSA(Dec)" --dbsa-dec-layer "$DBSA_LAYER") ;;
+    dbsa-enc+dec) FLAGS=(--scheme "Transformer_abs+DBSA(Enc)+DBSA(Dec)" --dbsa-enc-layer "$DBSA_LAYER"
+                         --dbsa-dec-layer "$DBSA_LAYER") ;;
+    gps)          FLAGS=(--scheme Transformer_gps --gps-layers 0) ;;
+    gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
+    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS)" >&2; return 2 ;;
+  esac
+}
+
+# tree_sides SYSTEMS...: which sides need parse trees (src, tgt or both; empty if none).
+tree_sides() {
+  local src="" tgt="" s
+  for s in "$@"; do
+    case $s in
+      abs|rel) ;;
+      dbsa-dec) tgt=1 ;;
+      dbsa-enc+dec) src=1; tgt=1 ;;
+      *) src=1 ;;
+    esac
+  done
+  if [ -n "$src" ] && [ -n "$tgt" ]; then echo both; elif [ -n "$tgt" ]; then echo tgt
+  elif [ -n "$src" ]; then echo src; fi
+}
+
+# run_system NAME: train (or resume) with the shared budget, then translate the test source.
+run_system() {
+  local name=$1 out=${OUT:-$WORK}
+  local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG"
+  system_flags "$name"
+  mkdir -p "$out/models" "$out/hyps"
+  if ! done_stage "$model"; then
+    local resume=()
+    [ -f "$model/checkpoints/last.pt" ] && resume=(--resume)
+    echo "== $name: train $(date -u +%H:%M:%S)"
+    depnmt train --data "${DATA:-$WORK/bpe}" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
+      "${FLAGS[@]}" "${resume[@]}"
+  fi
+  if [ ! -s "$hyp" ]; then
+    echo "== $name: translate $(date -u +%H:%M:%S)"
+    depnmt translate -m "$model" --beam "$BEAM" -i "${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}" \
+      > "$hyp.tmp"
+    mv "$hyp.tmp" "$hyp"
+  fi
+}
+
+# report_systems SYSTEMS...: the results table against abs and rel (when run) as
+# $OUT/results.{md,json,png}.
+report_systems() {
+  local args=() baselines=() s out=${OUT:-$WORK}
+  for s in "$@"; do args+=(-s "$s" "$out/models/$s" "$out/hyps/$s.$TGT_LANG"); done
+  for s in abs rel; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
+  depnmt report --ref "${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}" --lang "$TGT_LANG" \
+    "${baselines[@]}" -o "$out/results" "${args[@]}"
+}
