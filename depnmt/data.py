@@ -184,8 +184,32 @@ def iterate_batches(examples: Sequence[Example], batcher: TokenBatcher, epoch: i
             yield n, collate([examples[i] for i in idx])
 
 
+def shard_updates(n_batches: int, update_freq: int, start: int = 0, rank: int = 0,
+                  world: int = 1) -> Iterator[tuple[int, list[int]]]:
+    """The batch numbers of each update of an epoch of ``n_batches``, from batch ``start`` on.
+
+    An update takes the next ``update_freq × world`` batches of the epoch's order; rank ``r``
+    gets the ``r``-th, ``(r + world)``-th, … of them, so ``world`` processes see together what
+    one process sees with ``--update-freq`` ``update_freq × world``. A last, incomplete group
+    is dropped (by every rank alike). Yields ``(batches done after the update, batch numbers)``.
+    """
+    size = update_freq * world
+    for first in range(start, n_batches - size + 1, size):
+        yield first + size, list(range(first + rank, first + size, world))
+
+
+def iterate_updates(examples: Sequence[Example], batcher: TokenBatcher, epoch: int,
+                    update_freq: int, start: int = 0, rank: int = 0,
+                    world: int = 1) -> Iterator[tuple[int, list[Batch]]]:
+    """Yield ``(batches done, this rank's batches)`` for each update of ``epoch`` (see
+    :func:`shard_updates`); only this rank's batches are collated."""
+    order = batcher.batches(epoch)
+    for done, numbers in shard_updates(len(order), update_freq, start, rank, world):
+        yield done, [collate([examples[i] for i in order[n]]) for n in numbers]
+
+
 def prefetch(items: Iterator, depth: int = 2) -> Iterator:
-    """Run ``items`` (e.g. :func:`iterate_batches`) in a background thread, ``depth`` ahead, so
+    """Run ``items`` (e.g. :func:`iterate_updates`) in a background thread, ``depth`` ahead, so
     that collating the next batches overlaps the training step (used on CUDA, where the step
     does not need the CPU). Exceptions are re-raised in the consumer."""
     import queue

@@ -14,6 +14,14 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 T = TypeVar("T")
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+_muted = False
+
+
+def mute() -> None:
+    """Silence this process's messages, warnings and progress bars (errors still go out): the
+    ranks other than 0 of a distributed run, so that everything is printed once."""
+    global _muted
+    _muted = console.quiet = True
 
 
 def info(message: str) -> None:
@@ -23,12 +31,14 @@ def info(message: str) -> None:
 
 def warn(message: str) -> None:
     """Print a warning on stderr, prefixed ``warning:``."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    if not _muted:
+        print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def progress_enabled() -> bool:
-    """Progress bars are drawn unless ``DEPNMT_NO_PROGRESS`` is set (tests and CI logs set it)."""
-    return not os.environ.get("DEPNMT_NO_PROGRESS")
+    """Progress bars are drawn unless ``DEPNMT_NO_PROGRESS`` is set (tests and CI logs set it)
+    or this process is muted."""
+    return not os.environ.get("DEPNMT_NO_PROGRESS") and not _muted
 
 
 @contextmanager

@@ -49,17 +49,14 @@ def read_config(model_dir: Path) -> dict[str, Any]:
     return config
 
 
-def copy_vocabs(bpe_dir: Path, model_dir: Path) -> tuple[Vocab, Vocab]:
-    """Copy the bpe stage's vocabularies into the model directory and return them."""
-    vocabs = []
-    for side in ("src", "tgt"):
-        vocab = Vocab.load(bpe_dir / f"vocab.{side}.txt")
+def save_vocabs(model_dir: Path, vocabs: tuple[Vocab, Vocab]) -> None:
+    """Write the (source, target) vocabularies into the model directory."""
+    for side, vocab in zip(("src", "tgt"), vocabs):
         vocab.save(model_dir / f"vocab.{side}.txt")
-        vocabs.append(vocab)
-    return vocabs[0], vocabs[1]
 
 
 def load_vocabs(model_dir: Path) -> tuple[Vocab, Vocab]:
+    """The (source, target) vocabularies of a model directory or of a bpe folder."""
     return Vocab.load(model_dir / "vocab.src.txt"), Vocab.load(model_dir / "vocab.tgt.txt")
 
 

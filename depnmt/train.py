@@ -5,6 +5,12 @@ BLEU), last/best checkpoints, early stopping, a JSONL metrics log and exact resu
 Resumption restores model, optimizer, scheduler, AMP scaler, RNG states and the data order: the
 batch order of an epoch depends only on (seed, epoch), so the checkpoint stores the epoch and how
 many batches of it were consumed, and a resumed run continues with the next batch.
+
+Under ``torchrun`` (:mod:`depnmt.distributed`) every rank builds the same batch order and takes
+its share of each update (:func:`~depnmt.data.shard_updates`): W processes with ``--update-freq
+F`` train exactly like one process with ``--update-freq W·F``. The loss is normalised by the
+target tokens of the whole update (summed over the ranks), so the gradients are the same too.
+Rank 0 validates, prints and writes every file; stop decisions are rank 0's, broadcast.
 """
 
 from __future__ import annotations
@@ -19,16 +25,17 @@ from typing import Any
 
 import torch
 
+from . import distributed as dist
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (Example, TokenBatcher, add_features, attach_trees, example_lengths,
-                   iterate_batches, load_parallel, prefetch)
-from .device import amp_dtype, autocast, grad_scaler, resolve_device
+                   iterate_batches, iterate_updates, load_parallel, prefetch)
+from .device import amp_dtype, autocast, grad_scaler
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
 from .manifest import load_manifest, write_manifest
 from .model.schemes import build_schemes
 from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from .modeldir import checkpoint_dir, copy_vocabs, read_config, write_config
+from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
 from .search import SearchConfig
 from .textio import read_lines
 
@@ -37,8 +44,8 @@ from .textio import read_lines
 class TrainOptions:
     """Optimisation and schedule settings (``depnmt train`` flags)."""
 
-    max_tokens: int = 4096          # padded tokens per batch
-    update_freq: int = 1            # batches accumulated per optimizer step
+    max_tokens: int = 4096          # padded tokens per batch (of each process)
+    update_freq: int = 1            # batches accumulated per optimizer step (by each process)
     lr: float = 7e-4                # peak learning rate, reached after `warmup` steps
     warmup: int = 4000
     label_smoothing: float = 0.1
@@ -87,7 +94,7 @@ class Trainer:
         self.data_dir, self.model_dir, self.opts = data_dir, model_dir, opts
         random.seed(opts.seed)      # before anything random (model initialisation included);
         torch.manual_seed(opts.seed)  # a resumed run then restores the saved RNG states
-        self.device = resolve_device(opts.device)
+        self.device = dist.local_device(opts.device)
         self.amp = amp_dtype(self.device, opts.amp)
         self.ckpt_dir = checkpoint_dir(model_dir)
         self._check_model_dir(resume)
@@ -95,7 +102,7 @@ class Trainer:
         self.prepare_dir = Path(self.bpe["prepare_dir"])
         self.prepare = load_manifest(self.prepare_dir, "prepare", verify=False)
         self.src_lang, self.tgt_lang = self.bpe["src_lang"], self.bpe["tgt_lang"]
-        self.src_vocab, self.tgt_vocab = copy_vocabs(data_dir, model_dir)
+        self.src_vocab, self.tgt_vocab = load_vocabs(data_dir)
         if resume:
             saved = ModelConfig.from_dict(read_config(model_dir)["model"])
             model_cfg = saved_unused_options(model_cfg or saved, saved)
@@ -112,8 +119,11 @@ class Trainer:
         self.train_data = self._load("train", training=True)
         self.dev_data = self._load("dev", training=False)
         self.dev_refs = self._dev_references()
-        self._write_model_dir()
-        self.model = TransformerNMT(self.model_cfg).to(self.device)
+        if dist.is_main():
+            self._write_model_dir()
+        dist.barrier()
+        self.model = TransformerNMT(self.model_cfg).to(self.device)   # alike on every rank
+        dist.seed_rank(opts.seed)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=opts.lr, betas=(0.9, 0.98),
                                           eps=1e-9)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -123,6 +133,7 @@ class Trainer:
         self.batcher = TokenBatcher(example_lengths(self.train_data), opts.max_tokens, opts.seed)
         if resume:
             self._restore()
+        self.net = dist.wrap(self.model, self.device)   # what training runs: DDP or the model
 
     # -- setup -----------------------------------------------------------------------------
     def _check_model_dir(self, resume: bool) -> None:
@@ -196,6 +207,7 @@ class Trainer:
 
     def _write_model_dir(self) -> None:
         from .bpe import Segmenter
+        save_vocabs(self.model_dir, (self.src_vocab, self.tgt_vocab))
         for side in ("src", "tgt"):
             Segmenter.from_dir(self.data_dir, side).save(self.model_dir, side)
         write_config(self.model_dir, {
@@ -212,16 +224,34 @@ class Trainer:
         })
 
     # -- checkpoints -----------------------------------------------------------------------
-    def _state(self) -> dict[str, Any]:
+    def _rng_state(self) -> dict[str, Any]:
         rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        return rng
+
+    def _set_rng_state(self, rng: dict[str, Any]) -> None:
+        random.setstate(rng["python"])
+        torch.set_rng_state(rng["torch"])
+        if self.device.type == "cuda" and "cuda" in rng:
+            torch.cuda.set_rng_state(rng["cuda"], self.device)
+
+    def _state(self, rngs: list[dict]) -> dict[str, Any]:
+        """The checkpoint; ``rngs``: every rank's RNG states (``rng`` is rank 0's, and
+        ``rng_ranks`` holds them all when there are several ranks)."""
         return {"model_config": self.model_cfg.to_dict(), "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "scaler": self.scaler.state_dict(), "progress": asdict(self.progress), "rng": rng}
+                "scaler": self.scaler.state_dict(), "progress": asdict(self.progress),
+                "rng": rngs[0], **({"rng_ranks": rngs} if len(rngs) > 1 else {})}
 
-    def save(self, name: str = "last.pt") -> None:
-        save_checkpoint(self.ckpt_dir / name, self._state())
+    def save(self, *names: str) -> None:
+        """Write the checkpoint to each of ``names`` (default ``last.pt``) in the checkpoint
+        folder. Every rank must call this (the ranks' RNG states are gathered); rank 0 writes."""
+        rngs = dist.gather_objects(self._rng_state())
+        if dist.is_main():
+            state = self._state(rngs)
+            for name in names or ("last.pt",):
+                save_checkpoint(self.ckpt_dir / name, state)
 
     def _restore(self) -> None:
         path = self.ckpt_dir / "last.pt"
@@ -234,41 +264,63 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
-        random.setstate(state["rng"]["python"])
-        torch.set_rng_state(state["rng"]["torch"])
-        if self.device.type == "cuda" and "cuda" in state["rng"]:
-            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
+        # each rank takes the RNG states its rank saved; a rank the saved run did not have (now
+        # more processes) keeps the stream seed_rank gave it
+        saved = state.get("rng_ranks") or [state["rng"]]
+        if dist.rank() < len(saved):
+            self._set_rng_state(saved[dist.rank()])
         info(f"resumed from {path}: step {self.progress.step}, epoch {self.progress.epoch}, "
              f"batch {self.progress.batches_done}")
 
     # -- logging ---------------------------------------------------------------------------
     def log(self, record: dict) -> None:
+        """Append ``record`` to metrics.jsonl (rank 0 only)."""
+        if not dist.is_main():
+            return
         record = {"time": round(self.progress.elapsed, 2), **record}
         with open(self.model_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
     # -- training --------------------------------------------------------------------------
     def train_step(self, batches: list) -> dict[str, float]:
-        """One optimizer update over ``update_freq`` batches; loss normalised per target token."""
+        """One optimizer update over this rank's ``update_freq`` batches; the loss is normalised
+        per target token of the whole update (every rank's batches), so the gradients are those
+        of one process that saw all of them. The returned statistics are over all ranks."""
         self.model.train()
-        tokens = sum(b.n_tokens for b in batches)
-        total_loss = total_nll = 0.0
-        aux_sums: dict[str, float] = {}
-        for batch in batches:
-            batch = batch.to(self.device)
-            with autocast(self.device, self.amp):
-                logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
-            loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.opts.label_smoothing)
-            objective, n = loss, batch.n_tokens
-            # schemes' auxiliary losses (e.g. DBSA, Deguchi et al. Eq. 18): + λ · mean per token
-            for name, aux in self.model.schemes.auxiliary_losses(batch.src_feats,
-                                                                 batch.tgt_feats).items():
-                aux_sums[name] = aux_sums.get(name, 0.0) + float(aux.value.detach()) * n
-                if aux.weight:
-                    objective = objective + aux.weight * aux.value * n
-            self.scaler.scale(objective / tokens).backward()
-            total_loss += float(loss.detach())
-            total_nll += float(nll.detach())
+        tokens, src_tokens = map(int, dist.all_reduce_sum([sum(b.n_tokens for b in batches),
+                                                           sum(b.n_src_tokens for b in batches)]))
+        norm = tokens / dist.world_size()       # DDP averages the ranks' gradients: × W undoes it
+        sums: dict[str, float] = {}
+        for i, batch in enumerate(batches):
+            with dist.sync_gradients(self.net, now=i == len(batches) - 1):
+                for name, value in self._backward(batch.to(self.device), norm).items():
+                    sums[name] = sums.get(name, 0.0) + value
+        names = list(sums)                      # the same order on every rank
+        sums = dict(zip(names, dist.all_reduce_sum([sums[k] for k in names])))
+        self._optimizer_step()
+        return {"loss": sums.pop("loss") / tokens, "nll": sums.pop("nll") / tokens,
+                "tokens": tokens, "src_tokens": src_tokens,
+                "aux": {k: v / tokens for k, v in sums.items()}}
+
+    def _backward(self, batch, norm: float) -> dict[str, float]:
+        """Forward and backward of one batch, the objective divided by ``norm``; returns the
+        batch's summed ``loss``, ``nll`` and auxiliary losses (each its mean × target tokens)."""
+        with autocast(self.device, self.amp):
+            logits = self.net(batch.src, batch.tgt_in, batch.src_feats)
+        loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.opts.label_smoothing)
+        objective, n = loss, batch.n_tokens
+        sums = {"loss": float(loss.detach()), "nll": float(nll.detach())}
+        # schemes' auxiliary losses (e.g. DBSA, Deguchi et al. Eq. 18): + λ · mean per token
+        for name, aux in self.model.schemes.auxiliary_losses(batch.src_feats,
+                                                             batch.tgt_feats).items():
+            sums[name] = float(aux.value.detach()) * n
+            if aux.weight:
+                objective = objective + aux.weight * aux.value * n
+        self.scaler.scale(objective / norm).backward()
+        return sums
+
+    def _optimizer_step(self) -> None:
+        """Clip (``--clip-norm``), step, update the AMP scale and the schedule; count the step."""
         if self.opts.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.opts.clip_norm)
@@ -277,9 +329,6 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.progress.step += 1
-        return {"loss": total_loss / tokens, "nll": total_nll / tokens, "tokens": tokens,
-                "src_tokens": sum(b.n_src_tokens for b in batches),
-                "aux": {k: v / tokens for k, v in aux_sums.items()}}
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -332,8 +381,19 @@ class Trainer:
         return False
 
     def _validate_and_save(self, epoch: int | None = None) -> bool:
-        """Validate, log, save last (and best); returns True when early stopping triggers.
-        ``epoch``: the epoch just completed (end-of-epoch validation), else the current one."""
+        """Validate (rank 0; the other ranks wait), log, save last (and best); returns True on
+        every rank when early stopping triggers. ``epoch``: the epoch just completed (end-of-
+        epoch validation), else the current one."""
+        improved = stop = False
+        if dist.is_main():
+            improved = self._validate_and_log(epoch)
+            stop = bool(self.opts.patience) and \
+                self.progress.bad_validations >= self.opts.patience
+        self.save("last.pt", *(["best.pt"] if improved else []))
+        return dist.broadcast_flag(stop)
+
+    def _validate_and_log(self, epoch: int | None) -> bool:
+        """Validate, record and print the result; returns whether it is the best so far."""
         result = self.validate()
         improved = self._improved(result)
         record = {"event": "valid", "step": self.progress.step,
@@ -342,12 +402,11 @@ class Trainer:
         self.progress.history.append(record)
         self.log(record)
         info("  ".join(f"{k}={v}" for k, v in record.items() if k != "event"))
-        self.save("last.pt")
-        if improved:
-            self.save("best.pt")
-        return bool(self.opts.patience) and self.progress.bad_validations >= self.opts.patience
+        return improved
 
     def _budget_left(self, started: float, base: float) -> bool:
+        """Update the elapsed time; False once ``--max-steps`` or ``--max-minutes`` is spent (rank
+        0's clock decides for every rank)."""
         o, p = self.opts, self.progress
         p.elapsed = base + time.monotonic() - started
         if o.max_steps and p.step >= o.max_steps:
@@ -360,39 +419,20 @@ class Trainer:
         """Train until a budget (epochs, steps, minutes) or early stopping ends the run."""
         o, p = self.opts, self.progress
         started, base = time.monotonic(), p.elapsed
-        n_params = sum(t.numel() for t in self.model.parameters())
-        info(f"training {'+'.join(self.model_cfg.scheme)} on {self.device} ({n_params:,} "
-             f"parameters, {len(self.train_data):,} pairs, {len(self.batcher.batches(1))} "
-             f"batches/epoch)")
-        self.log({"event": "start", "step": p.step, "parameters": n_params,
-                  "device": str(self.device)})
+        self._announce()
         stop, window = False, {"tokens": 0, "src_tokens": 0, "loss": 0.0, "t": time.monotonic()}
         with progress_bar() as bar:
             task = bar.add_task(f"epoch {p.epoch}", total=o.max_steps or None, completed=p.step)
             while not stop and (not o.max_epochs or p.epoch <= o.max_epochs):
-                pending: list = []
-                batches = iterate_batches(self.train_data, self.batcher, p.epoch,
-                                          start=p.batches_done)
-                if self.device.type == "cuda":
-                    batches = prefetch(batches)
-                for n, batch in batches:
-                    pending.append(batch)
-                    if len(pending) < o.update_freq:
-                        continue
-                    stats = self.train_step(pending)
-                    p.batches_done = n + 1
-                    pending = []
-                    for k in ("tokens", "src_tokens"):
-                        window[k] += stats[k]
-                    window["loss"] += stats["loss"] * stats["tokens"]
-                    aux = window.setdefault("aux", {})      # schemes' auxiliary losses
-                    for k, v in stats["aux"].items():
-                        aux[k] = aux.get(k, 0.0) + v * stats["tokens"]
+                for done, batches in self._updates():
+                    stats = self.train_step(batches)
+                    p.batches_done = done
+                    add_to_window(window, stats)
                     bar.update(task, completed=p.step, description=f"epoch {p.epoch} "
                                f"loss {stats['loss']:.3f}")
                     if p.step % o.log_every == 0:
                         self._log_window(window)
-                    budget = self._budget_left(started, base)
+                    budget = self._keep_going(started, base)
                     if o.valid_every and p.step % o.valid_every == 0 or not budget:
                         stop = self._validate_and_save() or not budget
                     elif o.save_every and p.step % o.save_every == 0:
@@ -404,13 +444,43 @@ class Trainer:
                 p.epoch, p.batches_done = p.epoch + 1, 0   # saved progress = next epoch's start
                 if not o.valid_every:
                     stop = self._validate_and_save(epoch=p.epoch - 1)
-                stop = stop or not self._budget_left(started, base)
+                budget = self._keep_going(started, base)
+                stop = stop or not budget
         self._budget_left(started, base)
         self.save("last.pt")
         self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1)})
         return p
 
+    def _announce(self) -> None:
+        """Print and log the start; an error when an epoch is shorter than one update."""
+        o, world = self.opts, dist.world_size()
+        n_batches = len(self.batcher.batches(1))
+        if n_batches < o.update_freq * world:
+            raise DepnmtError(f"an epoch has {n_batches} batches of --max-tokens {o.max_tokens}, "
+                              f"fewer than one update takes ({world} process(es) × --update-freq "
+                              f"{o.update_freq}): lower --max-tokens or --update-freq")
+        n_params = sum(t.numel() for t in self.model.parameters())
+        where = f"{self.device}" + (f" × {world} processes" if world > 1 else "")
+        info(f"training {'+'.join(self.model_cfg.scheme)} on {where} ({n_params:,} parameters, "
+             f"{len(self.train_data):,} pairs, {n_batches} batches/epoch)")
+        self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
+                  "device": str(self.device), "processes": world})
+
+    def _updates(self):
+        """This rank's batches of each remaining update of the current epoch (collated in a
+        background thread on CUDA)."""
+        p = self.progress
+        updates = iterate_updates(self.train_data, self.batcher, p.epoch, self.opts.update_freq,
+                                  start=p.batches_done, rank=dist.rank(),
+                                  world=dist.world_size())
+        return prefetch(updates) if self.device.type == "cuda" else updates
+
+    def _keep_going(self, started: float, base: float) -> bool:
+        """:meth:`_budget_left` as rank 0 sees it, on every rank (so that all stop together)."""
+        return dist.broadcast_flag(self._budget_left(started, base))
+
     def _log_window(self, window: dict) -> None:
+        """Log the window's mean losses and (global) throughput, then start a new window."""
         dt = max(time.monotonic() - window["t"], 1e-9)
         record = {"event": "train", "step": self.progress.step, "epoch": self.progress.epoch,
                   "loss": round(window["loss"] / max(window["tokens"], 1), 4),
@@ -421,6 +491,16 @@ class Trainer:
                        for k, v in window.get("aux", {}).items()})
         self.log(record)
         window.update(tokens=0, src_tokens=0, loss=0.0, aux={}, t=time.monotonic())
+
+
+def add_to_window(window: dict, stats: dict) -> None:
+    """Add one update's :meth:`Trainer.train_step` statistics to the logging window."""
+    for k in ("tokens", "src_tokens"):
+        window[k] += stats[k]
+    window["loss"] += stats["loss"] * stats["tokens"]
+    aux = window.setdefault("aux", {})      # schemes' auxiliary losses
+    for k, v in stats["aux"].items():
+        aux[k] = aux.get(k, 0.0) + v * stats["tokens"]
 
 
 def saved_unused_options(cfg: ModelConfig, saved: ModelConfig) -> ModelConfig:

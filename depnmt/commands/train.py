@@ -18,8 +18,10 @@ ARCH = [  # flag, ModelConfig field, type, default, help
     ("--attention-dropout", "attention_dropout", float, 0.0, "dropout on attention weights"),
 ]
 TRAIN = [  # flag, TrainOptions field, type, default, help
-    ("--max-tokens", "max_tokens", int, 4096, "padded tokens per batch (length-bucketed)"),
-    ("--update-freq", "update_freq", int, 1, "batches accumulated per update (gradient accumulation)"),
+    ("--max-tokens", "max_tokens", int, 4096, ("padded tokens per batch (length-bucketed; per "
+                                               "process under torchrun)")),
+    ("--update-freq", "update_freq", int, 1, ("batches accumulated per update (gradient "
+                                              "accumulation; per process under torchrun)")),
     ("--lr", "lr", float, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),
     ("--warmup", "warmup", int, 4000, "linear warm-up steps, then inverse square root decay"),
     ("--label-smoothing", "label_smoothing", float, 0.1, "label smoothing epsilon"),
@@ -37,7 +39,8 @@ TRAIN = [  # flag, TrainOptions field, type, default, help
     ("--max-len", "max_len", int, 250, "skip training pairs longer than this (subwords); also "
      "the source length limit of translate"),
     ("--seed", "seed", int, 1, "random seed (initialisation, data order)"),
-    ("--device", "device", str, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"),
+    ("--device", "device", str, "auto", ("auto (CUDA when available), cpu, cuda or cuda:N "
+                                          "(under torchrun: cuda = cuda:LOCAL_RANK)")),
     ("--log-every", "log_every", int, 100, "updates between metrics.jsonl lines"),
 ]
 SEARCH = [
@@ -105,12 +108,17 @@ def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str
     --*-terms, and leave out abs to drop the absolute PE.
     Runs on CUDA when available (with AMP), else on the CPU. Ctrl-C or a kill leaves
     MODEL_DIR/checkpoints/last.pt intact; `--resume` continues exactly where it stopped.
+    Runs unchanged under torchrun (one process per GPU, or gloo processes with --device
+    cpu): --max-tokens and --update-freq are per process, rank 0 validates and writes.
 
     \b
     Example (the Multi30k baseline of the README, ~20 minutes on 2 CPU cores):
       depnmt train --data work/bpe -o work/model --scheme abs --layers 3 \\
         --d-model 256 --heads 4 --d-ff 1024 --max-minutes 20
+    On the 4 GPUs of one machine:
+      torchrun --nproc_per_node 4 -m depnmt.cli train --data work/bpe -o work/model ...
     """
+    from .. import distributed
     from ..model.transformer import ModelConfig
     from ..search import SearchConfig
     from ..train import TrainOptions, Trainer, write_train_manifest
@@ -125,10 +133,12 @@ def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str
                             scheme=resolve(scheme), scheme_options=scheme_opts)
     opts = TrainOptions(**{k[6:]: v for k, v in kwargs.items() if k.startswith("train_")}, amp=amp)
     search = SearchConfig(**{k[7:]: v for k, v in kwargs.items() if k.startswith("search_")})
-    trainer = Trainer(data_dir, model_dir, model_cfg, opts, trees_dir=trees_dir, resume=resume,
-                      search=search)
-    trainer.run()
-    write_train_manifest(trainer)
+    with distributed.process_group(opts.device):      # joins torchrun's processes, if any
+        trainer = Trainer(data_dir, model_dir, model_cfg, opts, trees_dir=trees_dir,
+                          resume=resume, search=search)
+        trainer.run()
+        if distributed.is_main():
+            write_train_manifest(trainer)
 
 
 # Each registered scheme contributes its own flags; their values reach ModelConfig.scheme_options.
