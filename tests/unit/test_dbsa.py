@@ -307,6 +307,7 @@ def step_gradients(m: TransformerNMT, batch, weight: float) -> tuple[dict, dict]
         part.weight = weight
     trainer = Trainer.__new__(Trainer)
     trainer.model, trainer.opts, trainer.progress = m, TrainOptions(), Progress()
+    trainer.net = m                                   # no DDP wrapper in one process
     trainer.device, trainer.amp = torch.device("cpu"), None
     trainer.scaler = grad_scaler(trainer.device, None)
     trainer.optimizer = torch.optim.SGD(m.parameters(), lr=0.0)
