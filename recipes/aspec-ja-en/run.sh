@@ -54,7 +54,6 @@ for s in $SYSTEMS; do system_flags "$s"; done          # unknown names fail befo
 COMMON=(--layers 6 --d-model 512 --heads 8 --d-ff 2048 --dropout 0.1 --label-smoothing 0.1
         --lr 7e-4 --warmup 4000 --max-tokens "$MAX_TOKENS" --max-epochs "$EPOCHS" --max-len 250
         --rel-k 2 --dep-l 2 --deplabel-k 2 --beam "$BEAM" --alpha 0.6 --seed 1)
-stop_after() { if [ "$UNTIL" = "$1" ]; then echo "== stopped after $1"; exit 0; fi; }
 
 # extract: checks the ASPEC folder first (a clear error naming the missing files)
 done_stage "$WORK/extract" || python -m depnmt.aspec "$ASPEC" "$WORK/extract" --first "$FIRST"
@@ -68,18 +67,7 @@ stop_after prepare
 
 sides=$(tree_sides $SYSTEMS)
 TREES=${sides:+$WORK/parse}
-if [ -n "$sides" ] && ! done_stage "$TREES"; then
-  shards=${SHARDS:-1}
-  if [ "$shards" -gt 1 ]; then
-    for ((i = 0; i < shards; i++)); do
-      depnmt parse -i "$WORK/prepare" -o "$TREES" --side "$sides" "${parse_flags[@]}" --shard "$i/$shards" &
-    done
-    wait
-    depnmt parse -i "$WORK/prepare" -o "$TREES" --side "$sides" "${parse_flags[@]}" --merge
-  else
-    depnmt parse -i "$WORK/prepare" -o "$TREES" --side "$sides" "${parse_flags[@]}"
-  fi
-fi
+[ -z "$sides" ] || parse_trees "$WORK/prepare" "$TREES" "$sides" "${parse_flags[@]}"
 stop_after parse
 
 case $SETTING in

@@ -12,6 +12,28 @@ ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-en
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
+# stop_after STAGE: exit here when the recipe was run with --until STAGE ($UNTIL).
+stop_after() { if [ "${UNTIL:-}" = "$1" ]; then echo "== stopped after $1"; exit 0; fi; }
+
+# parse_trees PREPARE_DIR OUT_DIR SIDES PARSER_FLAGS...: `depnmt parse` unless done; with
+# SHARDS=N as N parallel shards merged at the end — on a cluster, run each
+# `depnmt parse --shard i/N` on its own node instead, then `depnmt parse --merge`.
+parse_trees() {
+  local prepare=$1 out=$2 sides=$3 i shards=${SHARDS:-1}
+  shift 3
+  done_stage "$out" && return 0
+  if [ "$shards" -gt 1 ]; then
+    local pids=()
+    for ((i = 0; i < shards; i++)); do
+      depnmt parse -i "$prepare" -o "$out" --side "$sides" "$@" --shard "$i/$shards" & pids+=($!)
+    done
+    for i in "${pids[@]}"; do wait "$i"; done
+    depnmt parse -i "$prepare" -o "$out" --side "$sides" "$@" --merge
+  else
+    depnmt parse -i "$prepare" -o "$out" --side "$sides" "$@"
+  fi
+}
+
 # system_flags NAME: sets the array FLAGS to the scheme flags of system NAME.
 system_flags() {
   case $1 in
@@ -43,6 +65,7 @@ tree_sides() {
 }
 
 # run_system NAME: train (or resume) with the shared budget, then translate the test source.
+# TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
 run_system() {
   local name=$1 out=${OUT:-$WORK}
   local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG"
@@ -51,8 +74,10 @@ run_system() {
   if ! done_stage "$model"; then
     local resume=()
     [ -f "$model/checkpoints/last.pt" ] && resume=(--resume)
+    local launch
+    read -r -a launch <<< "${TRAIN_LAUNCH:-depnmt}"
     echo "== $name: train $(date -u +%H:%M:%S)"
-    depnmt train --data "${DATA:-$WORK/bpe}" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
+    "${launch[@]}" train --data "${DATA:-$WORK/bpe}" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
       "${FLAGS[@]}" "${resume[@]}"
   fi
   if [ ! -s "$hyp" ]; then

@@ -106,3 +106,15 @@ def test_compare_recipes_know_every_system():
     for name, flags in lines.items():                   # every preset exists
         if name != "sides":
             resolve(flags.split()[1])
+
+
+def test_wmt_recipe_checks_its_settings_before_downloading(tmp_path):
+    recipe = REPO / "recipes" / "wmt-en-de" / "run.sh"
+    env = {**os.environ, "DEPNMT_WORK": str(tmp_path / "w")}
+    for extra_env, args, message in (({"SETTING": "wmt99"}, [], "SETTING must be wmt16"),
+                                     ({"SYSTEMS": "abs nonsense"}, [], "unknown system"),
+                                     ({}, ["--until"], "usage")):
+        result = subprocess.run(["bash", str(recipe), *args], env={**env, **extra_env},
+                                capture_output=True, text=True, check=False, timeout=60)
+        assert result.returncode == 2 and message in result.stderr
+        assert not (tmp_path / "w" / "download").exists()
