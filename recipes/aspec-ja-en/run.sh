@@ -30,11 +30,7 @@ set -euo pipefail
 usage="usage: bash recipes/aspec-ja-en/run.sh ASPEC_DIR [--until extract|prepare|parse|bpe|train]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 ASPEC=$1; shift
-UNTIL=""
-if [ $# -gt 0 ]; then
-  [ "$1" = --until ] && [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }
-  UNTIL=$2
-fi
+read_until "$usage" "$@"
 SETTING=${SETTING:-omote}
 WORK=${DEPNMT_WORK:-work/aspec-ja-en-$SETTING}
 FIRST=${FIRST:-1500000}

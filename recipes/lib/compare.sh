@@ -12,6 +12,17 @@ ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-en
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
+# read_until USAGE ARGS...: sets UNTIL from "--until STAGE" (the only option); else prints
+# USAGE and exits with status 2.
+read_until() {
+  local usage=$1; shift
+  UNTIL=""
+  if [ $# -gt 0 ]; then
+    { [ "$1" = --until ] && [ $# -eq 2 ]; } || { echo "$usage" >&2; exit 2; }
+    UNTIL=$2
+  fi
+}
+
 # stop_after STAGE: exit here when the recipe was run with --until STAGE ($UNTIL).
 stop_after() { if [ "${UNTIL:-}" = "$1" ]; then echo "== stopped after $1"; exit 0; fi; }
 

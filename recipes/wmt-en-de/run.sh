@@ -27,11 +27,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib/compare.sh"
 usage="usage: bash recipes/wmt-en-de/run.sh [--until download|prepare|parse|bpe|train]"
-UNTIL=""
-if [ $# -gt 0 ]; then
-  [ "$1" = --until ] && [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }
-  UNTIL=$2
-fi
+read_until "$usage" "$@"
 SETTING=${SETTING:-wmt16}
 WORK=${DEPNMT_WORK:-work/wmt-en-de-$SETTING}
 SRC_LANG=en TGT_LANG=de
