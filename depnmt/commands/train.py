@@ -49,6 +49,50 @@ SEARCH = [
 ]
 
 
+# where --resume finds the saved value of a flag left at its default (config.json sections)
+SAVED_SECTIONS = {"arch_": "model", "train_": "training", "search_": "search"}
+
+
+def inherit_saved(params: dict, given: set[str], model_dir: Path) -> dict:
+    """``--resume``: every flag not given on the command line takes the value the model was
+    trained with (its ``config.json``: architecture, scheme and its options, training and
+    search settings), so `depnmt train --data D -o M --resume` continues the run as it was
+    configured; flags that are given (e.g. a larger ``--max-steps``) override it."""
+    from ..modeldir import CONFIG, read_config
+    if not (model_dir / CONFIG).exists():
+        return params                       # the trainer reports the missing checkpoint
+    saved = read_config(model_dir)
+    model = saved["model"]
+    special = {"scheme": "+".join(model["scheme"]),
+               "tie_embeddings": model["tie_decoder_embeddings"],
+               "share_all_embeddings": model["share_all_embeddings"],
+               "amp": saved.get("training", {}).get("amp", params.get("amp")),
+               "layers": None}              # encoder/decoder layers come from arch_*
+    out = dict(params)
+    for name in params:
+        if name in given:
+            continue
+        if name in special:
+            out[name] = special[name]
+        elif name in model.get("scheme_options", {}):
+            out[name] = model["scheme_options"][name]
+        for prefix, section in SAVED_SECTIONS.items():
+            field = name[len(prefix):]
+            if name.startswith(prefix) and field in saved.get(section, {}):
+                out[name] = saved[section][field]
+    if "layers" in given:
+        out["arch_encoder_layers"] = out["arch_decoder_layers"] = params["layers"]
+    return out
+
+
+def given_params(ctx: click.Context) -> set[str]:
+    """Names of the parameters given on the command line (or by environment variables)."""
+    from click.core import ParameterSource
+    return {name for name in ctx.params
+            if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT,
+                                                      ParameterSource.DEFAULT_MAP)}
+
+
 def _options(table, prefix):
     def deco(f):
         for flag, field, typ, default, help_ in reversed(table):
@@ -78,10 +122,12 @@ def _options(table, prefix):
 @click.option("--amp/--no-amp", default=True, help="mixed precision on CUDA (bf16 or fp16)")
 @_options(SEARCH, "search_")
 @click.option("--resume", is_flag=True, help="continue from MODEL_DIR/checkpoints/last.pt "
-              "(optimizer, schedule, RNG and data order included)")
-def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str,
-            layers: int | None, tie_embeddings: bool, share_all_embeddings: bool, amp: bool,
-            resume: bool, **kwargs) -> None:
+              "(optimizer, schedule, RNG and data order included); flags not given take the "
+              "values the model was trained with")
+@click.pass_context
+def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path | None,
+            scheme: str, layers: int | None, tie_embeddings: bool, share_all_embeddings: bool,
+            amp: bool, resume: bool, **kwargs) -> None:
     """Train a Transformer NMT model on a `depnmt bpe` folder.
 
     \b
@@ -107,7 +153,8 @@ def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str
     Transformer_structural = abs+structural, Transformer_gps = abs+gps. Ablations:
     --*-terms, and leave out abs to drop the absolute PE.
     Runs on CUDA when available (with AMP), else on the CPU. Ctrl-C or a kill leaves
-    MODEL_DIR/checkpoints/last.pt intact; `--resume` continues exactly where it stopped.
+    MODEL_DIR/checkpoints/last.pt intact; `--resume` continues exactly where it stopped
+    (flags you leave out take the model's saved values; give e.g. --max-steps to extend).
     Runs unchanged under torchrun (one process per GPU, or gloo processes with --device
     cpu): --max-tokens and --update-freq are per process, rank 0 validates and writes.
 
@@ -121,8 +168,14 @@ def command(data_dir: Path, model_dir: Path, trees_dir: Path | None, scheme: str
     from .. import distributed
     from ..model.transformer import ModelConfig
     from ..search import SearchConfig
-    from ..train import TrainOptions, Trainer, write_train_manifest
+    from ..train import Trainer, TrainOptions, write_train_manifest
 
+    if resume:
+        params = inherit_saved(ctx.params, given_params(ctx), model_dir)
+        scheme, layers, amp = params["scheme"], params["layers"], params["amp"]
+        tie_embeddings, share_all_embeddings = (params["tie_embeddings"],
+                                                params["share_all_embeddings"])
+        kwargs = {k: v for k, v in params.items() if k in kwargs}
     arch = {k[5:]: v for k, v in kwargs.items() if k.startswith("arch_")}
     if layers is not None:
         arch["encoder_layers"] = arch["decoder_layers"] = layers

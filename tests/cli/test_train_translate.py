@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from depnmt.checkpoint import load_checkpoint, save_checkpoint
+from depnmt.checkpoint import load_checkpoint
 
 from .conftest import TINY_MODEL, popen, run_cli, run_subprocess
 
@@ -78,6 +78,24 @@ def test_resume_continues_exactly(tiny_bpe, tmp_path):
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+def test_resume_takes_the_saved_flags(tiny_bpe, tmp_path):
+    """`--resume` with only --data/-o/--max-steps continues a run configured with non-default
+    architecture, scheme, scheme options and training flags, exactly."""
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    common = ["--data", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
+              "--scheme", "Transformer_rel", "--rel-k", "3", "--dropout", "0.2"]
+    assert run_cli(["train", *common, "-o", straight, "--max-steps", "6"]) == 0
+    assert run_cli(["train", *common, "-o", split, "--max-steps", "3"]) == 0
+    assert run_cli(["train", "--data", tiny_bpe, "-o", split, "--resume", "--max-steps", "6"]) == 0
+    a, b = final_weights(straight), final_weights(split)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    config = json.loads((split / "config.json").read_text())
+    assert config["model"]["scheme_options"]["rel_k"] == 3
+    assert config["training"]["max_steps"] == 6 and config["model"]["dropout"] == 0.2
 
 
 def wait_for(predicate, timeout: float = 90.0) -> None:
