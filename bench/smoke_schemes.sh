@@ -44,8 +44,7 @@ run dep-value $M30K en --scheme Transformer_dep --dep-terms value
 run dep-none $M30K en --scheme Transformer_dep --dep-terms none
 run rel-key $M30K en --scheme Transformer_rel --rel-terms key
 run rel-value $M30K en --scheme Transformer_rel --rel-terms value
-run dep+rel-key $M30K en --scheme Transformer_dep+rel --dep-terms key --rel-terms key
-run deplabel+rel-value $M30K en --scheme Transformer_deplabel+rel --deplabel-terms value --rel-terms value
+run deplabel+rel-key $M30K en --scheme Transformer_deplabel+rel --deplabel-terms key --rel-terms key
 run none $M30K en --scheme none
 run rel-noabs $M30K en --scheme rel
 run dep-noabs $M30K en --scheme dep
