@@ -76,6 +76,7 @@ class Setup:
     batch_size: int
     n_batches: int
     decode_len: int
+    treebank: list[Sentence] = field(default_factory=list)   # real trees instead of random ones
 
     def model(self, name: str, examples: list[Example], seed: int = 1) -> TransformerNMT:
         """The system ``name`` with its tree features added to ``examples`` (options a scheme
@@ -109,10 +110,45 @@ def synthetic_side(length: int, index: int, rng: random.Random) -> tuple[list[st
     return subwords, Sentence(words, heads, labels)
 
 
+def treebank_side(length: int, index: int, rng: random.Random, treebank: list[Sentence]
+                  ) -> tuple[list[str], Sentence]:
+    """``length`` subwords over real trees: treebank sentences (consecutive ones that fit, from a
+    random one) joined into one line as ``depnmt parse`` joins them (later roots → ``parataxis`` of the
+    first, ``sent_ids`` kept: GPS masks pairs across them), words split into two pieces until
+    the line has exactly ``length`` subwords."""
+    from depnmt.parse.projection import join_roots
+    start = rng.randrange(len(treebank))
+    words: list[str] = []
+    heads: list[int] = []
+    labels: list[str] = []
+    sent_ids: list[int] = []
+    k = 0
+    while 2 * len(words) < length:      # a word splits into at most two pieces
+        sent = treebank[(start + k) % len(treebank)]
+        if len(words) + len(sent) > length:           # does not fit: try the next one
+            k += 1
+            continue
+        heads += [h + len(words) if h else 0 for h in sent.heads]
+        words += sent.words
+        labels += [d.split(":")[0] for d in sent.deprels]
+        sent_ids += [k] * len(sent)
+        k += 1
+    tree = join_roots(Sentence(words, heads, labels, None, sent_ids))
+    split = set(rng.sample(range(len(words)), length - len(words)))
+    subwords = [p for i in range(len(words))
+                for p in ((f"a{index}@@", "b") if i in split else ("w",))]
+    return subwords, tree
+
+
 def synthetic_example(index: int, setup: Setup, rng: random.Random) -> Example:
-    """``src_len − 1`` source subwords (+ EOS), ``tgt_len − 1`` target subwords, both with trees."""
-    src_subwords, src_tree = synthetic_side(setup.src_len - 1, index, rng)
-    tgt_subwords, tgt_tree = synthetic_side(setup.tgt_len - 1, index, rng)
+    """``src_len − 1`` source subwords (+ EOS), ``tgt_len − 1`` target subwords, both with trees
+    (random ones, or ``setup.treebank``'s)."""
+    if setup.treebank:
+        src_subwords, src_tree = treebank_side(setup.src_len - 1, index, rng, setup.treebank)
+        tgt_subwords, tgt_tree = treebank_side(setup.tgt_len - 1, index, rng, setup.treebank)
+    else:
+        src_subwords, src_tree = synthetic_side(setup.src_len - 1, index, rng)
+        tgt_subwords, tgt_tree = synthetic_side(setup.tgt_len - 1, index, rng)
     src = [rng.randrange(4, setup.vocab) for _ in src_subwords] + [EOS]
     tgt = [rng.randrange(4, setup.vocab) for _ in tgt_subwords]
     return Example(index, src, tgt, src_subwords, src_tree, tgt_subwords=tgt_subwords,
@@ -269,12 +305,17 @@ def markdown(rows: list[dict]) -> str:
 @click.option("--rounds", default=3, help="passes over the batches (medians over all steps)")
 @click.option("--decode-len", default=50, help="greedy decoding steps")
 @click.option("--threads", default=0, help="torch CPU threads (0 = torch's default)")
+@click.option("--trees", "trees_path", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="a CoNLL-U treebank (e.g. ../shared/data/ud/en_ewt-ud-test."
+              "conllu): real trees and labels, consecutive sentences joined per line, instead "
+              "of random trees with uniformly random labels (which make almost every GPS root "
+              "path distinct: its worst case)")
 @click.option("--memory/--no-memory", default=True, help="measure peak memory (one profiled "
               "step per scheme; slow on CPU)")
 @click.option("--markdown/--json", "as_markdown", default=True, help="output format")
 def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers: int, vocab: int,
          src_len: int, tgt_len: int, batch_size: int, steps: int, rounds: int, decode_len: int,
-         threads: int, memory: bool, as_markdown: bool) -> None:
+         threads: int, trees_path: str | None, memory: bool, as_markdown: bool) -> None:
     """Train each scheme on the same batches and compare it with abs."""
     if threads:
         torch.set_num_threads(threads)
@@ -283,13 +324,16 @@ def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers:
     if unknown or names[0] != "abs":
         raise click.BadParameter(f"unknown {unknown}" if unknown else "abs must come first",
                                  param_hint="--schemes")
+    from depnmt.parse import read_conllu
+    treebank = [t for t in read_conllu(trees_path) if len(t)] if trees_path else []
     setup = Setup(resolve_device(device), d_model, heads, d_ff, layers, vocab, src_len, tgt_len,
-                  batch_size, steps, decode_len)
+                  batch_size, steps, decode_len, treebank)
     runs = {name: new_run(setup, name) for name in names}
     measure(setup, runs, rounds, memory)
     rows = summary(runs)
     machine = (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
-               f"{setup.device}, {torch.get_num_threads()} threads")
+               f"{setup.device}, {torch.get_num_threads()} threads, "
+               f"trees: {trees_path or 'random'}")
     if as_markdown:
         print(f"<!-- {machine} -->\n{markdown(rows)}")
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -54,3 +55,20 @@ def test_peak_memory_grows_with_the_relative_terms():
 def test_abs_must_come_first():
     result = CliRunner().invoke(load_bench().main, ["--schemes", "rel,abs"])
     assert result.exit_code == 2 and "abs must come first" in result.output
+
+
+def test_real_trees_from_a_treebank(shared_data):
+    """--trees: lines of whole treebank sentences (joined, sentence ids kept) of exactly
+    --src-len ids; GPS paths then use the treebank's labels."""
+    from depnmt.parse import read_conllu
+    bench = load_bench()
+    treebank = list(read_conllu(shared_data / "ud" / "en_ewt-ud-test.conllu"))[:200]
+    rng = random.Random(0)
+    for _ in range(20):
+        subwords, tree = bench.treebank_side(40, 0, rng, treebank)
+        assert len(subwords) == 40 and len(tree) == sum(not w.endswith("@@") for w in subwords)
+        assert tree.heads.count(0) == 1 and "punct" in tree.deprels
+        assert max(tree.sent_ids) >= 0 and len(tree.sent_ids) == len(tree)
+    rows = run(["--schemes", "abs,gps", "--no-memory", "--trees",
+                str(shared_data / "ud" / "en_ewt-ud-test.conllu")])
+    assert [r["scheme"] for r in rows] == ["abs", "gps"]
