@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,28 @@ def tiny_model(tmp_path_factory, tiny_bpe) -> Path:
     assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "12",
                     "--valid-every", "6"]) == 0
     return model
+
+
+def import_random_trees(tiny_bpe: Path, given: Path, out_name: str, langs: tuple[str, ...],
+                        labels: list[str], seed: int) -> Path:
+    """Random trees (labels drawn from ``labels``; ``root`` on the root) over every split and
+    language of the tiny corpus, written to ``given`` and imported with the conllu backend into
+    ``tiny_bpe.parent / out_name``."""
+    from depnmt.parse import Sentence, write_conllu
+    from depnmt.trees import random_heads
+    prepare = tiny_bpe.parent / "prepare"
+    rng = random.Random(seed)
+    for split in ("train", "dev", "test"):
+        for lang in langs:
+            trees = []
+            for line in (prepare / f"{split}.{lang}").read_text(encoding="utf-8").splitlines():
+                words = line.split()
+                heads = random_heads(len(words), rng)
+                trees.append(Sentence(words, heads, ["root" if h == 0 else rng.choice(labels)
+                                                     for h in heads]))
+            write_conllu(given / f"{split}.{lang}.conllu", trees)
+    out = tiny_bpe.parent / out_name
+    side = "both" if len(langs) == 2 else "src"
+    assert run_cli(["parse", "-i", prepare, "-o", out, "--backend", "conllu", "--conllu-dir",
+                    given, "--side", side]) == 0
+    return out

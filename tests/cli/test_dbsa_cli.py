@@ -4,16 +4,14 @@ parser at all, induced source trees as valid CoNLL-U, and clear errors."""
 from __future__ import annotations
 
 import json
-import random
 import sys
 from pathlib import Path
 
 import pytest
 
-from depnmt.parse import Sentence, read_conllu, write_conllu
-from depnmt.trees import random_heads
+from depnmt.parse import read_conllu
 
-from .conftest import TINY_MODEL, run_cli
+from .conftest import TINY_MODEL, import_random_trees, run_cli
 
 DBSA = ["--scheme", "Transformer_abs+DBSA(Enc)+DBSA(Dec)", "--dbsa-enc-layer", "1",
         "--dbsa-dec-layer", "1"]
@@ -22,22 +20,8 @@ DBSA = ["--scheme", "Transformer_abs+DBSA(Enc)+DBSA(Dec)", "--dbsa-enc-layer", "
 @pytest.fixture(scope="module")
 def tiny_trees(tiny_bpe, tmp_path_factory) -> Path:
     """Random trees over both sides' tokens, imported with the conllu backend."""
-    prepare = tiny_bpe.parent / "prepare"
-    given = tmp_path_factory.mktemp("given")
-    rng = random.Random(0)
-    for split in ("train", "dev", "test"):
-        for lang in ("en", "de"):
-            lines = (prepare / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
-            trees = []
-            for line in lines:
-                words = line.split()
-                heads = random_heads(len(words), rng)
-                trees.append(Sentence(words, heads, ["root" if h == 0 else "dep" for h in heads]))
-            write_conllu(given / f"{split}.{lang}.conllu", trees)
-    out = tiny_bpe.parent / "parse-dbsa"
-    assert run_cli(["parse", "-i", prepare, "-o", out, "--backend", "conllu", "--conllu-dir",
-                    given, "--side", "both"]) == 0
-    return out
+    return import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given"), "parse-dbsa",
+                               ("en", "de"), ["dep"], seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -5,15 +5,13 @@ map to <unk>), translation of pre-parsed input, and `depnmt analyze awsl`."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 
-from depnmt.parse import Sentence, read_conllu, write_conllu
-from depnmt.trees import random_heads
+from depnmt.parse import read_conllu, write_conllu
 
-from .conftest import TINY_MODEL, run_cli
+from .conftest import TINY_MODEL, import_random_trees, run_cli
 
 LABELS = ["nsubj", "obj", "det", "amod", "obl"]
 
@@ -21,21 +19,8 @@ LABELS = ["nsubj", "obj", "det", "amod", "obl"]
 @pytest.fixture(scope="module")
 def src_trees(tiny_bpe, tmp_path_factory) -> Path:
     """Random labelled source trees over the tiny corpus, imported with the conllu backend."""
-    prepare = tiny_bpe.parent / "prepare"
-    given = tmp_path_factory.mktemp("given-gps")
-    rng = random.Random(1)
-    for split in ("train", "dev", "test"):
-        trees = []
-        for line in (prepare / f"{split}.en").read_text(encoding="utf-8").splitlines():
-            words = line.split()
-            heads = random_heads(len(words), rng)
-            trees.append(Sentence(words, heads, ["root" if h == 0 else rng.choice(LABELS)
-                                                 for h in heads]))
-        write_conllu(given / f"{split}.en.conllu", trees)
-    out = tiny_bpe.parent / "parse-gps"
-    assert run_cli(["parse", "-i", prepare, "-o", out, "--backend", "conllu", "--conllu-dir",
-                    given, "--side", "src"]) == 0
-    return out
+    return import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-gps"), "parse-gps",
+                               ("en",), LABELS, seed=1)
 
 
 def train(tiny_bpe, trees, model: Path, *flags) -> None:

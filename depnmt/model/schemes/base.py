@@ -105,9 +105,16 @@ class Scheme:
     needs_source_trees: ClassVar[bool] = False      # the model reads them (train + translate)
     trains_on_source_trees: ClassVar[bool] = False  # only training reads them (supervision)
     needs_target_trees: ClassVar[bool] = False      # training reads them (target_features)
+    defaults: ClassVar[dict[str, Any]] = {}        # option name -> value when not given
 
     def __init__(self, **options: Any):
         self.options = options
+
+    def option(self, name: str) -> Any:
+        """The option's value, or its default when absent or None (so a model saved before an
+        option existed still loads)."""
+        value = self.options.get(name)
+        return self.defaults[name] if value is None else value
 
     @classmethod
     def cli_options(cls) -> list[click.Option]:

@@ -329,10 +329,8 @@ class DBSAModule(SchemeModule):
 class DBSAScheme(Scheme):
     side: ClassVar[str]
     option_names: ClassVar[tuple[str, ...]]
+    defaults = DEFAULTS
 
-    def option(self, name: str) -> Any:
-        value = self.options.get(name)
-        return DEFAULTS[name] if value is None else value
 
     @classmethod
     def cli_options(cls) -> list[click.Option]:

@@ -199,10 +199,8 @@ class GPS(Scheme):
     name = "gps"
     help = "GPS: root-path label sequences through an LSTM, a syntax term in the logits (Eq. 5)"
     needs_source_trees = True
+    defaults = DEFAULTS
 
-    def option(self, name: str) -> Any:
-        value = self.options.get(name)
-        return DEFAULTS.get(name) if value is None else value
 
     @classmethod
     def cli_options(cls) -> list[click.Option]:

@@ -116,10 +116,8 @@ class Pascal(Scheme):
     name = "pascal"
     help = "PASCAL (Bugliarello & Okazaki 2020): heads scaled by a Gaussian on the parent"
     needs_source_trees = True
+    defaults = DEFAULTS
 
-    def option(self, name: str) -> Any:
-        value = self.options.get(name)
-        return DEFAULTS[name] if value is None else value
 
     @classmethod
     def cli_options(cls) -> list[click.Option]:

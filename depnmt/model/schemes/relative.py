@@ -228,10 +228,8 @@ class RelativeScheme(Scheme):
     """Option access with the defaults above (models saved without an option still load)."""
 
     option_names: ClassVar[tuple[str, ...]] = ()
+    defaults = DEFAULTS
 
-    def option(self, name: str) -> Any:
-        value = self.options.get(name)
-        return DEFAULTS[name] if value is None else value
 
     @classmethod
     def cli_options(cls) -> list[click.Option]:

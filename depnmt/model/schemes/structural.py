@@ -101,10 +101,8 @@ class Structural(Scheme):
     help = "Wang et al. (2019) structural positions: tree depth (absolute) and signed tree " \
            "distance (relative), encoder"
     needs_source_trees = True
+    defaults = DEFAULTS
 
-    def option(self, name: str) -> Any:
-        value = self.options.get(name)
-        return DEFAULTS[name] if value is None else value
 
     @classmethod
     def cli_options(cls) -> list[click.Option]:
