@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 # dropout 0: the ranks' random streams differ from the single process's by design
 COMMON = [*TINY_MODEL, "--dropout", "0", "--max-tokens", "150", "--max-steps", "4",
           "--valid-every", "0", "--device", "cpu"]
+LR = float(TINY_MODEL[TINY_MODEL.index("--lr") + 1])
 
 
 def free_port() -> int:
@@ -57,7 +58,11 @@ def test_two_processes_train_like_one_with_double_update_freq(tiny_bpe, tmp_path
     assert a["progress"]["step"] == 4
     assert a["model"].keys() == b["model"].keys()
     for name in b["model"]:
-        assert torch.allclose(a["model"][name], b["model"][name], atol=1e-5), name
+        # A key bias has zero gradient in exact arithmetic (q·(k_j + b) - q·k_j is the same for
+        # every key j, and softmax is shift-invariant), so Adam turns the round-off of the two
+        # reduction orders into steps of up to lr: bound it by 4 updates at the peak lr.
+        atol = 4 * LR if name.endswith("k_proj.bias") else 1e-5
+        assert torch.allclose(a["model"][name], b["model"][name], atol=atol), name
     assert len(a["rng_ranks"]) == 2 and "rng_ranks" not in b
 
     # one writer: every event once, the logged loss and token counts those of the whole update
