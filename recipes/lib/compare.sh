@@ -12,6 +12,11 @@ ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-en
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
+# seeded DIR: DIR for SEED=1 (the default), DIR-seedN for SEED=N — so that runs with other
+# seeds (the noise of one training run is about 1 BLEU at the CPU budgets) sit side by side.
+SEED=${SEED:-1}
+seeded() { if [ "$SEED" = 1 ]; then echo "$1"; else echo "$1-seed$SEED"; fi; }
+
 # read_until USAGE ARGS...: sets UNTIL from "--until STAGE" (the only option); else prints
 # USAGE and exits with status 2.
 read_until() {

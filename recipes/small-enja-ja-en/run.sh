@@ -7,6 +7,7 @@
 #   SYSTEMS="abs dbsa-enc dbsa-dec dbsa-enc+dec" bash recipes/small-enja-ja-en/run.sh
 #   FIRST=50000 STEPS=2000 bash recipes/small-enja-ja-en/run.sh      # the whole corpus
 #   MODE=word bash recipes/small-enja-ja-en/run.sh    # words, no BPE (DBSA paper's Table 3)
+#   SEED=2 bash recipes/small-enja-ja-en/run.sh       # another seed: results in bpe-run-seed2/
 #
 # Budget (the default): the first 20,000 training pairs, 400 updates of ≤ 2,048 tokens per
 # system, 3+3 layers, d_model 192, 4 heads, d_ff 768, greedy decoding (about 10 minutes per
@@ -24,7 +25,7 @@ BEAM=${BEAM:-1}
 DBSA_LAYER=${DBSA_LAYER:-2}          # the 4th of 6 layers in the paper; 2 of 3 here
 COMMON=(--layers 3 --d-model 192 --heads 4 --d-ff 768 --lr 1e-3 --warmup $((STEPS / 2))
         --max-tokens 2048 --max-steps "$STEPS" --valid-every "$STEPS" --valid-max-sentences 200
-        --log-every 20 --seed 1)
+        --log-every 20 --seed "$SEED")
 for s in $SYSTEMS; do system_flags "$s"; done          # unknown names fail before any work
 
 done_stage "$WORK/prepare" || depnmt prepare --corpus small_parallel_enja --src-lang ja \
@@ -36,9 +37,9 @@ elif ! done_stage "$TREES"; then
   depnmt parse -i "$WORK/prepare" -o "$TREES" --side both --backend spacy
 fi
 case $MODE in
-  word) DATA=$WORK/words OUT=$WORK/word      # Table 3 "w/o BPE": words seen < 5 times -> <unk>
+  word) DATA=$WORK/words OUT=$(seeded "$WORK/word")      # Table 3 "w/o BPE": words seen < 5 times -> <unk>
         done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --mode word --min-freq 5 ;;
-  bpe)  DATA=$WORK/bpe OUT=$WORK/bpe-run
+  bpe)  DATA=$WORK/bpe OUT=$(seeded "$WORK/bpe-run")
         COMMON+=(--share-all-embeddings)
         done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --merges 4000 --joint ;;
   *) echo "error: MODE must be bpe or word, not '$MODE'" >&2; exit 2 ;;

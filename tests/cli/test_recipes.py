@@ -93,6 +93,7 @@ def test_compare_recipes_know_every_system():
         DBSA_LAYER=2
         for s in $ALL_SYSTEMS; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
         echo "sides: $(tree_sides abs rel) / $(tree_sides abs gps) / $(tree_sides dbsa-dec) / $(tree_sides dep dbsa-dec)"
+        echo "seeded: $(seeded out/compare) / $(SEED=3 seeded out/compare)"
         system_flags nonsense
     """
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
@@ -102,9 +103,10 @@ def test_compare_recipes_know_every_system():
                                      "--dbsa-enc-layer 2 --dbsa-dec-layer 2")
     assert lines["gps-all"] == "--scheme Transformer_gps --gps-layers all"
     assert lines["sides"] == " / src / tgt / both"
+    assert lines["seeded"] == "out/compare / out/compare-seed3"    # other seeds side by side
     from depnmt.model.schemes.registry import resolve
     for name, flags in lines.items():                   # every preset exists
-        if name != "sides":
+        if name not in ("sides", "seeded"):
             resolve(flags.split()[1])
 
 
