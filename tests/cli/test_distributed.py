@@ -58,9 +58,10 @@ def test_two_processes_train_like_one_with_double_update_freq(tiny_bpe, tmp_path
     assert a["progress"]["step"] == 4
     assert a["model"].keys() == b["model"].keys()
     for name in b["model"]:
-        # A key bias has zero gradient in exact arithmetic (q·(k_j + b) - q·k_j is the same for
-        # every key j, and softmax is shift-invariant), so Adam turns the round-off of the two
-        # reduction orders into steps of up to lr: bound it by 4 updates at the peak lr.
+        # In this abs model a key bias has zero gradient in exact arithmetic (q·(k_j + b) - q·k_j
+        # is the same for every key j, and softmax is shift-invariant), so Adam turns the
+        # round-off of the two reduction orders into steps of up to lr: bound it by 4 updates
+        # at the peak lr.
         atol = 4 * LR if name.endswith("k_proj.bias") else 1e-5
         assert torch.allclose(a["model"][name], b["model"][name], atol=atol), name
     assert len(a["rng_ranks"]) == 2 and "rng_ranks" not in b
