@@ -13,7 +13,7 @@ ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-en
 done_stage() { [ -f "$1/manifest.json" ]; }
 
 # seeded DIR: DIR for SEED=1 (the default), DIR-seedN for SEED=N — so that runs with other
-# seeds (the noise of one training run is about 1 BLEU at the CPU budgets) sit side by side.
+# seeds sit side by side (at the CPU budgets one run's BLEU noise exceeds most scheme differences).
 SEED=${SEED:-1}
 seeded() { if [ "$SEED" = 1 ]; then echo "$1"; else echo "$1-seed$SEED"; fi; }
 
