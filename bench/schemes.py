@@ -113,21 +113,25 @@ def synthetic_side(length: int, index: int, rng: random.Random) -> tuple[list[st
 def treebank_side(length: int, index: int, rng: random.Random, treebank: list[Sentence]
                   ) -> tuple[list[str], Sentence]:
     """``length`` subwords over real trees: treebank sentences (consecutive ones that fit, from a
-    random one) joined into one line as ``depnmt parse`` joins them (later roots → ``parataxis`` of the
-    first, ``sent_ids`` kept: GPS masks pairs across them), words split into two pieces until
-    the line has exactly ``length`` subwords."""
+    random one) joined into one line as ``depnmt parse`` joins them (later roots →
+    ``parataxis`` of the first, ``sent_ids`` kept: GPS masks pairs across them), words split
+    into two pieces until the line has exactly ``length`` subwords."""
     from depnmt.parse.projection import join_roots
     start = rng.randrange(len(treebank))
     words: list[str] = []
     heads: list[int] = []
     labels: list[str] = []
     sent_ids: list[int] = []
-    k = 0
+    k = misses = 0
     while 2 * len(words) < length:      # a word splits into at most two pieces
         sent = treebank[(start + k) % len(treebank)]
         if len(words) + len(sent) > length:           # does not fit: try the next one
-            k += 1
+            k, misses = k + 1, misses + 1
+            if misses > len(treebank):
+                raise click.UsageError(f"--trees: no sentence of the treebank has at most "
+                                       f"{length - len(words)} words (line length {length})")
             continue
+        misses = 0
         heads += [h + len(words) if h else 0 for h in sent.heads]
         words += sent.words
         labels += [d.split(":")[0] for d in sent.deprels]

@@ -9,6 +9,8 @@ import random
 import sys
 from pathlib import Path
 
+import click
+import pytest
 from click.testing import CliRunner
 
 
@@ -63,12 +65,25 @@ def test_real_trees_from_a_treebank(shared_data):
     from depnmt.parse import read_conllu
     bench = load_bench()
     treebank = list(read_conllu(shared_data / "ud" / "en_ewt-ud-test.conllu"))[:200]
+    by_words = {tuple(t.words): t for t in treebank}
     rng = random.Random(0)
+    joined = 0
     for _ in range(20):
         subwords, tree = bench.treebank_side(40, 0, rng, treebank)
         assert len(subwords) == 40 and len(tree) == sum(not w.endswith("@@") for w in subwords)
         assert tree.heads.count(0) == 1 and "punct" in tree.deprels
-        assert max(tree.sent_ids) >= 0 and len(tree.sent_ids) == len(tree)
+        blocks = sorted(set(tree.sent_ids))
+        joined += len(blocks) > 1
+        root = tree.heads.index(0) + 1
+        for n, sid in enumerate(blocks):       # each block is a whole treebank sentence ...
+            at = [i for i, s in enumerate(tree.sent_ids) if s == sid]
+            gold = by_words[tuple(tree.words[i] for i in at)]
+            for i, h in zip(at, gold.heads):   # ... its heads shifted; a later root -> the first
+                expected = root if (h == 0 and n) else (h and h + at[0])
+                assert tree.heads[i] == expected
+    assert joined > 0
+    with pytest.raises(click.UsageError, match="no sentence of the treebank"):
+        bench.treebank_side(4, 0, rng, [t for t in treebank if len(t) > 4][:5])
     rows = run(["--schemes", "abs,gps", "--no-memory", "--trees",
                 str(shared_data / "ud" / "en_ewt-ud-test.conllu")])
     assert [r["scheme"] for r in rows] == ["abs", "gps"]

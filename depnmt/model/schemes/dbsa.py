@@ -331,7 +331,6 @@ class DBSAScheme(Scheme):
     option_names: ClassVar[tuple[str, ...]]
     defaults = DEFAULTS
 
-
     @classmethod
     def cli_options(cls) -> list[click.Option]:
         return [OPTIONS[n] for n in cls.option_names]

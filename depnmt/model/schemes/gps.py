@@ -201,7 +201,6 @@ class GPS(Scheme):
     needs_source_trees = True
     defaults = DEFAULTS
 
-
     @classmethod
     def cli_options(cls) -> list[click.Option]:
         return [

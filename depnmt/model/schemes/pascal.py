@@ -118,7 +118,6 @@ class Pascal(Scheme):
     needs_source_trees = True
     defaults = DEFAULTS
 
-
     @classmethod
     def cli_options(cls) -> list[click.Option]:
         return [

@@ -225,11 +225,11 @@ class ConcatModule(SchemeModule):
 # -- schemes ----------------------------------------------------------------------------------
 
 class RelativeScheme(Scheme):
-    """Option access with the defaults above (models saved without an option still load)."""
+    """The relative schemes: each declares its ``option_names`` (flags from ``OPTIONS``) and
+    reads them with the defaults above."""
 
     option_names: ClassVar[tuple[str, ...]] = ()
     defaults = DEFAULTS
-
 
     @classmethod
     def cli_options(cls) -> list[click.Option]:

@@ -103,7 +103,6 @@ class Structural(Scheme):
     needs_source_trees = True
     defaults = DEFAULTS
 
-
     @classmethod
     def cli_options(cls) -> list[click.Option]:
         return [
