@@ -124,19 +124,22 @@ def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: V
     return examples, dropped
 
 
-def attach_trees(examples: list[Example], trees: list, conllu_path: Path,
-                 side: str = "src") -> None:
-    """Attach word-level trees (one per line of the corpus) to examples by line index, as
-    ``src_tree`` or (``side="tgt"``) ``tgt_tree``."""
+def attach_trees(examples: list[Example], conllu_path: Path, side: str = "src") -> None:
+    """Attach the word-level trees of ``conllu_path`` (one per line of the corpus) to examples
+    by line index, as ``src_tree`` or (``side="tgt"``) ``tgt_tree``."""
     from .bpe import merge_subwords
+    from .parse.conllu import read_conllu_numbered
+    numbered = list(read_conllu_numbered(conllu_path))
     for ex in examples:
-        if ex.index >= len(trees):
-            raise InputError(conllu_path, None, f"has {len(trees)} trees but the text has more lines")
-        tree = trees[ex.index]
+        if ex.index >= len(numbered):
+            raise InputError(conllu_path, None, f"has {len(numbered)} trees but the text has more "
+                                                f"lines")
+        lineno, tree = numbered[ex.index]
         words = merge_subwords(ex.src_subwords if side == "src" else ex.tgt_subwords)
         if list(tree.words) != words:
-            raise InputError(conllu_path, None, f"tree {ex.index + 1} has words {tree.words[:8]}… "
-                             f"but text line {ex.index + 1} has {words[:8]}…")
+            raise InputError(conllu_path, lineno, f"tree {ex.index + 1} has words "
+                                                  f"{tree.words[:8]}… but text line "
+                                                  f"{ex.index + 1} has {words[:8]}…")
         setattr(ex, f"{side}_tree", tree)
 
 

@@ -133,8 +133,12 @@ def write_lines(path: str | Path, lines: Iterable[str]) -> int:
     return n
 
 
+def stdin_bytes() -> IO[bytes]:
+    """Standard input as a binary stream (messages name it ``<stdin>``)."""
+    import sys
+    return getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode())
+
+
 def stdin_lines() -> Iterator[str]:
     """Lines of standard input, decoded like files (invalid bytes replaced with a warning)."""
-    import sys
-    stream = getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode())
-    return iter_lines("<stdin>", stream=stream)
+    return iter_lines("<stdin>", stream=stdin_bytes())

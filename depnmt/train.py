@@ -189,9 +189,7 @@ class Trainer:
                  f"subwords skipped")
         for side, lang in (("src", self.src_lang), ("tgt", self.tgt_lang)):
             if side in self.tree_parsers:
-                from .parse import read_conllu
-                conllu = self.trees_dir / f"{split}.{lang}.conllu"
-                attach_trees(examples, list(read_conllu(conllu)), conllu, side)
+                attach_trees(examples, self.trees_dir / f"{split}.{lang}.conllu", side)
         if training:   # e.g. GPS's label vocabulary, recorded in config.json for translate
             for scheme in self.schemes:
                 learned = scheme.learn_options(examples)

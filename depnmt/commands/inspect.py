@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -40,13 +38,14 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     """
     from ..bpe import Segmenter
     from ..inspect import format_matrix, format_paths, pair_cells
+    from ..parse.conllu import read_conllu_input
     from ..textio import iter_lines
 
     segmenter = None
     if bpe_codes is not None:
         segmenter = Segmenter("\n".join(iter_lines(bpe_codes)) + "\n", source=bpe_codes)
     blocks = []
-    for tree in _read_trees(input_path):
+    for tree in read_conllu_input(input_path):
         tokens = segmenter.segment(tree.words) if segmenter else list(tree.words)
         if scheme == "path":                       # GPS: token<TAB>root>…>label lines
             blocks.append(format_paths(tree, tokens))
@@ -55,14 +54,3 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
                                                        subword_tree, chain_head)))
     sys.stdout.write("\n".join(blocks))
 
-
-def _read_trees(path: Path | None) -> list:
-    """The trees of ``path``, or of standard input (copied to a temporary file first)."""
-    from ..parse import read_conllu
-    if path is not None:
-        return list(read_conllu(path))
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "stdin.conllu"
-        with copy.open("wb") as fh:
-            shutil.copyfileobj(sys.stdin.buffer, fh)
-        return list(read_conllu(copy))

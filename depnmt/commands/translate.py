@@ -50,8 +50,8 @@ def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, i
     out = sys.stdout
     induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":
-        from ..parse import read_conllu
-        trees = list(read_conllu(input_path or "/dev/stdin"))
+        from ..parse.conllu import read_conllu_input
+        trees = read_conllu_input(input_path)
         for line in translator.translate_words([list(t.words) for t in trees], trees,
                                                trees_out=induced):
             out.write(line + "\n")

@@ -15,21 +15,43 @@ correspondence survives a round trip; standard readers (stanza, the ``conllu`` p
 accept the file and simply see no sentence there. A comment-only block without a ``# text``
 comment (e.g. a file header) is skipped; one with a non-empty ``# text`` is an error.
 
-**What the reader accepts** (anything else raises :class:`~depnmt.errors.InputError` naming the
-file and the offending line): exactly 10 tab-separated columns; word ids 1, 2, ..., n in order;
-multiword-token ranges (``1-2``) and empty nodes (``1.1``) are skipped, so a sentence holds the
-syntactic words (``zum`` in German becomes ``zu dem``); HEAD an integer in 0..n; exactly one
-word with HEAD 0; no cycles (every word reaches the root).
+**What the reader accepts** -- the structural rules of the UD format
+(https://universaldependencies.org/format.html); anything else raises
+:class:`~depnmt.errors.InputError` naming the user's file (``<stdin>`` for standard input) and
+the offending line. Every path that reads trees (``parse --backend conllu`` and ``--merge``,
+``train``, ``translate --input-format conllu``, ``inspect``, ``analyze``, ``bench/``) reads
+them here.
+
+* Lines end with LF, CRLF or a lone CR (mixed too); a UTF-8 byte order mark is ignored. A NUL
+  byte anywhere is an error; so is a line of only whitespace (a sentence ends with an *empty*
+  line). Several empty lines in a row separate like one.
+* Every block, the last one included, ends with an empty line: a file that ends inside a
+  sentence is what a cut-off copy looks like, so it is an error, not a shorter sentence.
+* Comments (``#`` lines) only before a sentence's first token line.
+* Token lines have exactly 10 tab-separated columns, none empty (``_`` is the empty value),
+  none beginning or ending with whitespace, and whitespace inside only FORM, LEMMA and MISC.
+* IDs are ASCII digits without sign or leading zero: words ``1, 2, ..., n`` in order;
+  multiword-token ranges ``a-b`` right before word ``a``, ``a <= b <= n``, not overlapping;
+  empty nodes ``i.j`` right after word ``i`` (``0.j`` before word 1), ``j = 1, 2, ...``.
+  Ranges and empty nodes are checked and then **skipped deliberately**: a sentence holds the
+  syntactic words of the basic tree (German ``zum`` becomes ``zu dem``), and empty nodes
+  belong to the enhanced graph, which depnmt does not use. Anything else in the ID column
+  (``3-``, ``1.``, ``01``, ``+2``, Arabic-Indic digits) is an error, never skipped.
+* HEAD is ``0`` or a word's ID (same digit rules), in 0..n; exactly one word has HEAD 0 (a
+  tree read here is never repaired: the ``parataxis`` join of ``parse`` applies to a parser's
+  output only); every word reaches the root (no cycles).
+* MISC ``SentIdx=k`` (same digit rules) on all words of a sentence or on none.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import IO, Iterable, Iterator
 
 from ..errors import DepnmtError, InputError
-from ..textio import atomic_open, iter_lines
+from ..textio import atomic_open, decode_line, open_bytes, stdin_bytes
 
 N_COLUMNS = 10
 SENT_IDX = "SentIdx"
@@ -118,42 +140,114 @@ def find_cycle(heads: list[int]) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # Reading
 
+COLUMNS = ("ID", "FORM", "LEMMA", "UPOS", "XPOS", "FEATS", "HEAD", "DEPREL", "DEPS", "MISC")
+SPACES_ALLOWED = ("FORM", "LEMMA", "MISC")     # UD: the other columns hold no whitespace
+WORD_ID = re.compile(r"[1-9][0-9]*")            # [0-9], not \d: ASCII digits only
+RANGE_ID = re.compile(r"([1-9][0-9]*)-([1-9][0-9]*)")
+EMPTY_NODE_ID = re.compile(r"(0|[1-9][0-9]*)\.([1-9][0-9]*)")
+NUMBER = re.compile(r"0|[1-9][0-9]*")          # HEAD, SentIdx: no sign, no leading zero
+WHITESPACE = re.compile(r"\s")
+
+
+def show(value: str, limit: int = 40) -> str:
+    """A field quoted for a one-line message (control characters escaped, long values cut)."""
+    cut = value[:limit] + ("…" if len(value) > limit else "")
+    return f"'{cut}'" if cut.isprintable() else repr(cut)
+
+
+def conllu_lines(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[str]:
+    """The lines of a CoNLL-U file (plain or .gz), each ended by LF, CRLF or a lone CR.
+
+    Line k is line k as an editor shows it, whichever ending the file uses (mixed endings too);
+    a last line without an ending is kept. Decoded as :func:`depnmt.textio.iter_lines` does
+    (invalid UTF-8 replaced, one warning). ``stream``: an open binary stream (stdin) that
+    ``path`` names in messages.
+    """
+    state: dict = {}
+    lineno = 0
+    fh = stream if stream is not None else open_bytes(path)
+    try:
+        for raw in fh:                   # pieces ended by LF (a lone-CR file is a single piece)
+            if raw.endswith(b"\n"):
+                pieces = raw[:-2 if raw.endswith(b"\r\n") else -1].split(b"\r")
+            else:                        # end of file: a last lone CR ends the last line
+                pieces = raw.split(b"\r")
+                if not pieces[-1]:
+                    pieces.pop()
+            for piece in pieces:
+                lineno += 1
+                yield decode_line(piece, path, lineno, state)
+    finally:
+        if stream is None:
+            fh.close()
+
+
 @dataclass
 class _Block:
-    """The raw lines of one CoNLL-U block."""
+    """The raw lines of one CoNLL-U block: the value of its ``# text`` comment and its token
+    lines (words, multiword ranges, empty nodes) with their line numbers."""
 
     first_line: int
     text: str | None
-    rows: list[tuple[int, list[str]]]
+    rows: list[tuple[int, str]]
 
 
-def _blocks(path: str | Path) -> Iterator[_Block]:
-    """Split a CoNLL-U file into blocks of comments and word rows."""
-    block = _Block(0, None, [])
-    for lineno, line in enumerate(iter_lines(path), start=1):
-        if not line.strip():
-            if block.first_line:
+def _blocks(path: str | Path, lines: Iterable[str]) -> Iterator[_Block]:
+    """Split CoNLL-U lines into blocks, each ended by an empty line."""
+    block: _Block | None = None
+    lineno = 0
+    for lineno, line in enumerate(lines, start=1):
+        if lineno == 1 and line.startswith("\ufeff"):
+            line = line[1:]                       # a byte order mark is not content
+        if "\0" in line:
+            raise InputError(path, lineno, "NUL byte (a binary or damaged file?)")
+        if not line:
+            if block is not None:
                 yield block
-            block = _Block(0, None, [])
-            continue
-        if not block.first_line:
-            block.first_line = lineno
-        if line.startswith("#"):
+            block = None
+        elif not line.strip():
+            raise InputError(path, lineno, "line of only whitespace; sentences are separated by "
+                                           "an empty line")
+        elif line.startswith("#"):
+            if block is None:
+                block = _Block(lineno, None, [])
+            elif block.rows:
+                raise InputError(path, lineno, "comment after a word line (comments go before "
+                                               "the first word line of a sentence)")
             key, sep, value = line[1:].partition("=")
             if sep and key.strip() == "text":
                 block.text = value.strip()
         else:
-            block.rows.append((lineno, line.split("\t")))
-    if block.first_line:
-        yield block
+            block = block or _Block(lineno, None, [])
+            block.rows.append((lineno, line))
+    if block is not None:
+        raise InputError(path, lineno, "the file ends inside a sentence: every sentence must be "
+                                       "followed by an empty line (was the file cut short?)")
 
 
-def _int_field(path: str | Path, lineno: int, value: str, column: str) -> int:
-    """Parse an integer column or raise an InputError naming the line."""
-    try:
-        return int(value)
-    except ValueError:
-        raise InputError(path, lineno, f"{column} '{value}' is not an integer") from None
+def _columns(path: str | Path, lineno: int, line: str) -> list[str]:
+    """The 10 fields of a token line: none empty, none with whitespace at either end, and
+    whitespace inside only FORM, LEMMA and MISC."""
+    cols = line.split("\t")
+    if len(cols) != N_COLUMNS:
+        raise InputError(path, lineno, f"expected {N_COLUMNS} tab-separated columns, found "
+                                       f"{len(cols)}")
+    for name, value in zip(COLUMNS, cols):
+        if not value:
+            raise InputError(path, lineno, f"empty {name} column (write _ for a missing value)")
+        if value[0].isspace() or value[-1].isspace():
+            raise InputError(path, lineno, f"{name} {show(value)} begins or ends with whitespace")
+        if name not in SPACES_ALLOWED and WHITESPACE.search(value):
+            raise InputError(path, lineno, f"{name} {show(value)} contains whitespace")
+    return cols
+
+
+def _number(path: str | Path, lineno: int, value: str, column: str) -> int:
+    """A HEAD-like column: 0 or a positive number in ASCII digits (no sign, no leading zero)."""
+    if not NUMBER.fullmatch(value):
+        raise InputError(path, lineno, f"{column} {show(value)} is not a number 0, 1, 2, ... "
+                                       f"(ASCII digits, no sign, no leading zero)")
+    return int(value)
 
 
 def _misc_sent_idx(path: str | Path, lineno: int, misc: str) -> int | None:
@@ -161,8 +255,53 @@ def _misc_sent_idx(path: str | Path, lineno: int, misc: str) -> int | None:
     for item in misc.split("|"):
         key, sep, value = item.partition("=")
         if sep and key == SENT_IDX:
-            return _int_field(path, lineno, value, f"MISC {SENT_IDX}")
+            return _number(path, lineno, value, f"MISC {SENT_IDX}")
     return None
+
+
+@dataclass
+class _Tokens:
+    """Where a block's token lines are: words read so far, multiword ranges and empty nodes."""
+
+    n_words: int = 0
+    range_end: int = 0             # last word covered by the last multiword range
+    range_line: int = 0            # the line of that range
+    open_range: str | None = None  # a range line read, its first word not yet
+    empty_node: tuple[int, int] = (0, 0)  # last empty node i.j
+
+
+def _check_token_id(path: str | Path, lineno: int, wid: str, seen: _Tokens) -> bool:
+    """Check one ID against the lines before it; True for a word, False for a multiword range
+    or an empty node (read, checked and skipped)."""
+    expected = seen.n_words + 1
+    if WORD_ID.fullmatch(wid):
+        if int(wid) != expected:
+            raise InputError(path, lineno, f"word ID {wid} where {expected} was expected "
+                                           f"(IDs must be 1, 2, 3, ... in order)")
+        seen.n_words, seen.open_range = expected, None
+        return True
+    if seen.open_range is not None:
+        raise InputError(path, lineno, f"ID {show(wid)} right after the multiword range "
+                                       f"{seen.open_range}, which must be followed by its first "
+                                       f"word")
+    if match := RANGE_ID.fullmatch(wid):
+        first, last = int(match[1]), int(match[2])
+        if first != expected or first <= seen.range_end or last < first:
+            raise InputError(path, lineno, f"multiword range {wid} here must start at word "
+                                           f"{expected}, end at or after it and not overlap the "
+                                           f"range before it")
+        seen.range_end, seen.range_line, seen.open_range = last, lineno, wid
+        return False
+    if match := EMPTY_NODE_ID.fullmatch(wid):
+        node = (int(match[1]), int(match[2]))
+        after = seen.empty_node[1] if seen.empty_node[0] == seen.n_words else 0
+        if node != (seen.n_words, after + 1):
+            raise InputError(path, lineno, f"empty node {wid} where {seen.n_words}.{after + 1} "
+                                           f"was expected (i.j follows word i; j = 1, 2, ...)")
+        seen.empty_node = node
+        return False
+    raise InputError(path, lineno, f"ID {show(wid)} is not a word (1, 2, ...), a multiword range "
+                                   f"(a-b) or an empty node (i.j)")
 
 
 def _block_sentence(path: str | Path, block: _Block) -> Sentence | None:
@@ -173,23 +312,24 @@ def _block_sentence(path: str | Path, block: _Block) -> Sentence | None:
     upos: list[str] = []
     sent_ids: list[int | None] = []
     lines: list[int] = []
-    for lineno, cols in block.rows:
-        if len(cols) != N_COLUMNS:
-            raise InputError(path, lineno, f"expected {N_COLUMNS} tab-separated columns, found "
-                                           f"{len(cols)}")
-        wid = cols[0]
-        if "-" in wid or "." in wid:
+    seen = _Tokens()
+    for lineno, line in block.rows:
+        cols = _columns(path, lineno, line)
+        if not _check_token_id(path, lineno, cols[0], seen):
             continue  # multiword-token range or empty node: not a word of the basic tree
-        if _int_field(path, lineno, wid, "ID") != len(words) + 1:
-            raise InputError(path, lineno, f"word ID {wid} where {len(words) + 1} was expected "
-                                           f"(IDs must be 1, 2, 3, ... in order)")
         words.append(cols[1])
         upos.append(cols[3])
-        heads.append(_int_field(path, lineno, cols[6], "HEAD"))
+        heads.append(_number(path, lineno, cols[6], "HEAD"))
         deprels.append(cols[7])
         sent_ids.append(_misc_sent_idx(path, lineno, cols[9]))
         lines.append(lineno)
+    if seen.range_end > len(words):  # ranges are ordered: only the last one can
+        raise InputError(path, seen.range_line, f"multiword range ends after the last word "
+                                                f"({len(words)}) of the sentence")
     if not words:
+        if block.rows:
+            raise InputError(path, block.rows[0][0], "sentence has multiword ranges or empty "
+                                                     "nodes but no word lines")
         if block.text is None:
             return None
         if block.text:
@@ -219,18 +359,30 @@ def _optional_sent_ids(path: str | Path, lines: list[int],
     return sent_ids  # type: ignore[return-value]
 
 
-def read_conllu_numbered(path: str | Path) -> Iterator[tuple[int, Sentence]]:
+def read_conllu_numbered(path: str | Path,
+                         stream: IO[bytes] | None = None) -> Iterator[tuple[int, Sentence]]:
     """Like :func:`read_conllu`, yielding ``(first line of the block, sentence)`` pairs."""
-    for block in _blocks(path):
+    for block in _blocks(path, conllu_lines(path, stream)):
         sentence = _block_sentence(path, block)
         if sentence is not None:
             yield block.first_line, sentence
 
 
-def read_conllu(path: str | Path) -> Iterator[Sentence]:
-    """Yield the validated trees of a CoNLL-U file (plain or .gz), one per block."""
-    for _, sentence in read_conllu_numbered(path):
+def read_conllu(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[Sentence]:
+    """Yield the validated trees of a CoNLL-U file (plain or .gz), one per block.
+
+    ``stream``: read this open binary stream instead (e.g. standard input), ``path`` naming it
+    in messages (``<stdin>``). The rules are in this module's docstring.
+    """
+    for _, sentence in read_conllu_numbered(path, stream):
         yield sentence
+
+
+def read_conllu_input(path: Path | None) -> list[Sentence]:
+    """All trees of ``path``, or of standard input (named ``<stdin>`` in messages) when None."""
+    if path is not None:
+        return list(read_conllu(path))
+    return list(read_conllu("<stdin>", stdin_bytes()))
 
 
 # ---------------------------------------------------------------------------------------------
