@@ -234,7 +234,8 @@ def _columns(path: str | Path, lineno: int, line: str) -> list[str]:
                                        f"{len(cols)}")
     for name, value in zip(COLUMNS, cols):
         if not value:
-            raise InputError(path, lineno, f"empty {name} column (write _ for a missing value)")
+            hint = "" if name in ("ID", "HEAD") else " (write _ for a missing value)"
+            raise InputError(path, lineno, f"empty {name} column{hint}")
         if value[0].isspace() or value[-1].isspace():
             raise InputError(path, lineno, f"{name} {show(value)} begins or ends with whitespace")
         if name not in SPACES_ALLOWED and WHITESPACE.search(value):

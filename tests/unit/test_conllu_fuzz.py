@@ -76,3 +76,24 @@ def test_unmutated_sentences_are_valid_and_the_mutations_mostly_not():
 ])
 def test_oracle_and_reader_agree_on_edge_cases(data):
     check(data)
+
+
+@pytest.mark.skipif(not SENTENCES, reason="../shared/data/ud not present")
+def test_bench_script_reports_the_counts(tmp_path):
+    """``bench/fuzz_conllu.py`` (a script, loaded from its path) on a few cases."""
+    import importlib.util
+
+    from click.testing import CliRunner
+    from tests.conftest import REPO
+    spec = importlib.util.spec_from_file_location("bench_fuzz_conllu",
+                                                  REPO / "bench" / "fuzz_conllu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = CliRunner().invoke(bench.main, ["--cases", "40", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    counts = dict(line.split(": ", 1) for line in result.output.splitlines()
+                  if line.startswith(("cases", "accepted", "rejected", "invalid", "exception")))
+    assert counts["exception"] == "0 (must be 0)" and counts["invalid accepted"] == "0 (must be 0)"
+    accepted = int(counts["accepted (valid per the oracle, same trees)"])
+    rejected = int(counts["rejected with a one-line FILE:LINE error (invalid per the oracle)"])
+    assert accepted + rejected == 40 and accepted and rejected
