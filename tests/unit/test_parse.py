@@ -378,6 +378,10 @@ CYCLE = ("1\tA\t_\t_\t_\t_\t2\tdep\t_\t_\n2\tcat\t_\t_\t_\t_\t1\tdep\t_\t_\n"
     ("# text = A dog .\n1\tA\t_\t_\t_\t_\t2\tdep\t_\t_\n2\tdog\t_\t_\t_\t_\t0\troot\t_\t_\n"
      "3\t.\t_\t_\t_\t_\t2\tpunct\t_\t_\n\n", 1, "word 2 is 'dog' but token 2"),
     ("1\tA\t_\t_\t_\t_\t0\troot\t_\n\n", 1, "10 tab-separated columns"),
+    ("# text = A cat .\n" + CYCLE.replace("\t2\tdep", "\t+2\tdep").replace("\t1\tdep", "\t3\tdep"),
+     2, "HEAD '+2' is not a number"),
+    ("# text = A cat .\n" + CYCLE.replace("2\tdep", "3\tdep").rstrip("\n"), 4,
+     "the file ends inside a sentence"),
 ])
 def test_conllu_backend_errors_name_file_and_line(prepare_dir, tmp_path, capsys, text, line,
                                                   fragment):
@@ -391,6 +395,19 @@ def test_conllu_backend_errors_name_file_and_line(prepare_dir, tmp_path, capsys,
     assert len(err.strip().splitlines()) == 1
     if "tree has" in fragment or "word 2" in fragment:
         assert f"{prepare_dir / 'dev.en'}:1" in err
+
+
+def test_conllu_backend_reads_lone_cr_files(prepare_dir, tmp_path, capsys):
+    """A file with lone-CR line endings used to be read as one comment: zero trees."""
+    given = tmp_path / "given"
+    write_conllu(given / "train.en.conllu", good_trees(EN_LINES))
+    path = given / "train.en.conllu"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r"))
+    out = tmp_path / "o"
+    status, err = run_cli(["parse", "-i", str(prepare_dir), "-o", str(out), "--backend", "conllu",
+                           "--conllu-dir", str(given), "--splits", "train"], capsys)
+    assert status == 0, err
+    assert list(read_conllu(out / "train.en.conllu")) == good_trees(EN_LINES)
 
 
 def test_checked_trees_counts_against_the_text(prepare_dir, tmp_path):
