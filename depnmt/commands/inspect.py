@@ -40,7 +40,7 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     """
     from ..bpe import Segmenter
     from ..inspect import format_matrix, format_paths, pair_cells
-    from ..textio import iter_lines
+    from ..textio import iter_lines, write_stdout
 
     segmenter = None
     if bpe_codes is not None:
@@ -53,7 +53,7 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
             continue
         blocks.append(format_matrix(tokens, pair_cells(scheme, tree.heads, tokens, clip,
                                                        subword_tree, chain_head)))
-    sys.stdout.write("\n".join(blocks))
+    write_stdout("\n".join(blocks))
 
 
 def _read_trees(path: Path | None) -> list:

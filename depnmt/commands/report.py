@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -44,16 +43,15 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     """
     from ..log import info
     from ..report import System, markdown, plot, results
-    from ..textio import atomic_open, read_lines
+    from ..textio import atomic_open, read_lines, write_stdout
 
     ref_lines = [read_lines(path) for path in refs]
     chosen = list(baselines) or [systems[0][0]]
     records = results([System(*s) for s in systems], ref_lines, refs, chosen, tokenize, lang,
                       n_samples, seed)
     table = markdown(records, chosen)
-    sys.stdout.write(table)
+    write_stdout(table)
     if prefix is not None:
-        prefix.parent.mkdir(parents=True, exist_ok=True)
         with atomic_open(prefix.with_name(prefix.name + ".md")) as fh:
             fh.write(table)
         with atomic_open(prefix.with_name(prefix.name + ".json")) as fh:

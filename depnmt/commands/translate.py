@@ -42,25 +42,23 @@ def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, i
     Exactly one output line per input line: empty lines stay empty, over-long lines are
     truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
     """
-    from ..textio import iter_lines, stdin_lines
+    from ..textio import iter_lines, stdin_lines, write_stdout
     from ..translate import Translator
 
     translator = Translator.from_model_dir(model_dir, checkpoint, device, beam=beam, alpha=alpha,
                                            max_len_a=max_len_a, max_len_b=max_len_b)
-    out = sys.stdout
     induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":
         from ..parse import read_conllu
         trees = list(read_conllu(input_path or "/dev/stdin"))
         for line in translator.translate_words([list(t.words) for t in trees], trees,
                                                trees_out=induced):
-            out.write(line + "\n")
+            write_stdout(line + "\n")
     else:
         lines = iter_lines(input_path) if input_path else stdin_lines()
         for line in translator.translate_lines(lines, trees_out=induced):
-            out.write(line + "\n")
-            out.flush() if out.isatty() else None
-    out.flush()
+            write_stdout(line + "\n", flush=sys.stdout.isatty())
+    write_stdout("", flush=True)
     if induced is not None:
         from ..parse import write_conllu
         write_conllu(induced_trees, induced)

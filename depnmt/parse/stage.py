@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import DepnmtError, InputError
 from ..log import info, progress_bar
 from ..manifest import load_manifest, write_manifest
-from ..textio import atomic_open, count_lines, iter_lines
+from ..textio import atomic_open, count_lines, iter_lines, make_dir
 from . import Parser, make_parser
 from .conllu import Sentence, read_conllu_numbered, write_conllu
 
@@ -253,7 +253,7 @@ def run_parse(opts: ParseOptions) -> dict:
     check_folders(opts.prepare_dir, opts.out_dir)
     manifest = load_manifest(opts.prepare_dir, "prepare")
     jobs = plan_jobs(opts.prepare_dir, opts.out_dir, manifest, opts.sides, opts.splits)
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(opts.out_dir)
     run = import_trees if opts.backend == "conllu" else parse_files
     settings, descriptions = run(opts, jobs)
     record = {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
