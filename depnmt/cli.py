@@ -110,7 +110,7 @@ def describe_os_error(exc: OSError) -> str:
     reason = exc.strerror or str(exc) or type(exc).__name__
     files = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
     if files:
-        return ": ".join(files + [reason])
+        return f"{' -> '.join(files)}: {reason}"
     return reason if exc.errno is None else f"{reason} (errno {exc.errno}, no file named)"
 
 

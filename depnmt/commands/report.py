@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..score import DEFAULT_SAMPLES, DEFAULT_SEED, TOKENIZERS
+from .options import SEED
 
 
 @click.command("report", context_settings={"show_default": True})
@@ -26,7 +27,7 @@ from ..score import DEFAULT_SAMPLES, DEFAULT_SEED, TOKENIZERS
 @click.option("-l", "--lang", default=None, metavar="LANG", help="target language")
 @click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=DEFAULT_SAMPLES,
               help="paired bootstrap resamples (0 disables the p-values)")
-@click.option("--seed", type=int, default=DEFAULT_SEED, help="bootstrap random seed")
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, help="bootstrap random seed")
 @click.option("-o", "--out", "prefix", type=click.Path(path_type=Path), default=None,
               help="also write OUT.md, OUT.json and OUT.png (BLEU and chrF bars)")
 def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],

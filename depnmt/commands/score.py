@@ -13,6 +13,7 @@ from .. import score as sc
 from ..errors import DepnmtError
 from ..log import info, track
 from ..textio import STDOUT, atomic_open, naming, read_lines
+from .options import SEED
 
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 
@@ -32,7 +33,7 @@ METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 @click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=sc.DEFAULT_SAMPLES,
               show_default=True,
               help="Paired bootstrap resamples of each system vs the first (0 disables).")
-@click.option("--seed", type=int, default=sc.DEFAULT_SEED, show_default=True,
+@click.option("--seed", type=SEED, default=sc.DEFAULT_SEED, show_default=True,
               help="Random seed of the bootstrap resampling.")
 @click.option("--src", type=click.Path(dir_okay=False), default=None,
               help="Source file: also report BLEU by source length (whitespace-separated words).")

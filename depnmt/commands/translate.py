@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from .options import AMOUNT, COUNT, POSITIVE
+
 DEFAULT_MODEL_DIR = "model"
 
 
@@ -22,10 +24,11 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("--input-format", type=click.Choice(["text", "conllu"]), default="text",
               help="text: raw sentences; conllu: pre-parsed sentences (their words and trees "
                    "are used as they are)")
-@click.option("--beam", type=int, default=None, help="beam size (1 = greedy); default: the model's")
-@click.option("--alpha", type=float, default=None, help="GNMT length penalty alpha")
-@click.option("--max-len-a", type=float, default=None, help="max output length = a·|src| + b")
-@click.option("--max-len-b", type=int, default=None, help="max output length = a·|src| + b")
+@click.option("--beam", type=POSITIVE, default=None,
+              help="beam size (1 = greedy); default: the model's")
+@click.option("--alpha", type=AMOUNT, default=None, help="GNMT length penalty alpha")
+@click.option("--max-len-a", type=AMOUNT, default=None, help="max output length = a·|src| + b")
+@click.option("--max-len-b", type=COUNT, default=None, help="max output length = a·|src| + b")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
 @click.option("--induced-trees", type=click.Path(path_type=Path, dir_okay=False),
               help="also write the source trees the model's encoder parse head induces (DBSA(Enc) "

@@ -71,7 +71,7 @@ def line_tokens(line: str) -> list[str]:
 
 def parse_shard(spec: str) -> tuple[int, int]:
     """``"i/N"`` -> ``(i, N)`` with 0 <= i < N."""
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec)
+    match = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", spec)
     if not match or not int(match[1]) < int(match[2]):
         raise DepnmtError(f"--shard '{spec}': expected i/N with 0 <= i < N, e.g. 0/4")
     return int(match[1]), int(match[2])
