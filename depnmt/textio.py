@@ -214,6 +214,13 @@ def _umask() -> int:
     return mask
 
 
+def append_line(path: str | Path, line: str) -> None:
+    """Append ``line`` and a newline to a log file (not atomic: a log grows); an error names
+    ``path``."""
+    with naming(path), open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
 def write_lines(path: str | Path, lines: Iterable[str]) -> int:
     """Atomically write ``lines`` (one per line, ``\\n``-terminated); return how many were written."""
     n = 0

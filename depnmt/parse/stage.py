@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import DepnmtError, InputError
 from ..log import info, progress_bar
 from ..manifest import load_manifest, write_manifest
-from ..textio import atomic_open, count_lines, iter_lines, make_dir
+from ..textio import atomic_open, count_lines, iter_lines, make_dir, read_json
 from . import Parser, make_parser
 from .conllu import Sentence, read_conllu_numbered, write_conllu
 
@@ -339,7 +339,7 @@ def find_shards(out_dir: Path) -> list[dict]:
     if missing:
         raise DepnmtError(f"{out_dir}: missing shard(s) {', '.join(missing)}; run `depnmt parse "
                           f"--shard {missing[0]}` (same options) and merge again")
-    records = [json.loads(paths[i].read_text(encoding="utf-8")) for i in range(count)]
+    records = [read_json(paths[i], f"{paths[i]}: missing") for i in range(count)]
     for i, record in enumerate(records[1:], start=1):
         for key in ("parser", "sides", "splits", "prepare_dir"):
             if record.get(key) != records[0].get(key):
