@@ -199,6 +199,17 @@ def test_wrong_type_in_config_json_is_one_error(tiny_model, tmp_path, capsys):
                      r'config.json: "model.d_model" should be an integer, found "32"')
 
 
+def test_malformed_metrics_line_is_one_error(tiny_model, tiny_bpe, tmp_path, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    lines = (model / "metrics.jsonl").read_text().splitlines()
+    (model / "metrics.jsonl").write_text("\n".join(lines[:2] + ['{"event": "train", '] +
+                                                   lines[2:]) + "\n")
+    ref = tiny_bpe.parent / "prepare" / "test.raw.de"
+    assert run_cli(["report", "--ref", ref, "-s", "a", model, ref]) == 2
+    assert_one_error(capsys.readouterr().err, rf"^error: {model}/metrics.jsonl:3: not valid JSON")
+
+
 def fail_with(monkeypatch, exc: BaseException, tmp_path: Path) -> list:
     """``depnmt prepare`` arguments whose run raises ``exc`` inside the stage."""
     import depnmt.commands.prepare as command
