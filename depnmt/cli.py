@@ -15,7 +15,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import DepnmtError
+from .errors import DepnmtError, reason
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
 COMMANDS = {
@@ -107,11 +107,11 @@ def fail(message: str) -> None:
 
 def describe_os_error(exc: OSError) -> str:
     """``FILE: reason`` for an OSError that names its file, else its reason alone."""
-    reason = exc.strerror or str(exc) or type(exc).__name__
+    what = reason(exc)
     files = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
     if files:
-        return f"{' -> '.join(files)}: {reason}"
-    return reason if exc.errno is None else f"{reason} (errno {exc.errno}, no file named)"
+        return f"{' -> '.join(files)}: {what}"
+    return what if exc.errno is None else f"{what} (errno {exc.errno}, no file named)"
 
 
 def _drop_stdout() -> None:

@@ -25,5 +25,9 @@ def os_error(path: str | Path, action: str, exc: BaseException, line: int | None
     ``action`` ("read", "write", "create the folder") on ``path``, e.g.
     ``out/train.en: cannot write: No space left on device``. Disk full (ENOSPC) and a file size
     limit (EFBIG, ``ulimit -f``) take this same path."""
-    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return InputError(path, line, f"cannot {action}: {reason}")
+    return InputError(path, line, f"cannot {action}: {reason(exc)}")
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, without the errno and file name (``No space left on device``)."""
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

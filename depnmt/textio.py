@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from .errors import DepnmtError, InputError, os_error
+from .errors import DepnmtError, InputError, os_error, reason
 from .log import warn
 
 # what reading a (possibly gzipped) file can raise besides OSError: a truncated stream
@@ -27,11 +27,45 @@ from .log import warn
 READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
+class ReadError(InputError):
+    """A file could not be read (see :func:`read_error`); ``cause`` is what reading raised."""
+
+    def __init__(self, path: str | Path, line: int | None, message: str, cause: BaseException):
+        super().__init__(path, line, message)
+        self.cause = cause
+
+
+class _CheckedGzip(io.RawIOBase):
+    """The decompressed bytes of a ``.gz`` file, read in blocks; malformed, corrupt or
+    truncated data raises a :class:`ReadError` naming the file, whoever reads it
+    (:func:`iter_lines` adds the line)."""
+
+    def __init__(self, path: Path):
+        self.path, self.gz = path, gzip.GzipFile(path, "rb")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            return self.gz.readinto(buffer)
+        except READ_ERRORS as exc:
+            raise read_error(self.path, None, exc) from None
+
+    def close(self) -> None:
+        if not self.closed:
+            self.gz.close()
+        super().close()
+
+
 def open_bytes(path: str | Path) -> IO[bytes]:
-    """Open ``path`` for binary reading, transparently decompressing ``.gz``."""
+    """Open ``path`` for binary reading, transparently decompressing ``.gz``; a ``.gz`` that is
+    not gzip, corrupt or truncated raises a :class:`ReadError` naming it when read."""
     path = Path(path)
     try:
-        return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+        if path.suffix == ".gz":
+            return io.BufferedReader(_CheckedGzip(path), buffer_size=1 << 16)
+        return open(path, "rb")
     except FileNotFoundError:
         raise DepnmtError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -40,16 +74,19 @@ def open_bytes(path: str | Path) -> IO[bytes]:
         raise os_error(path, "read", exc) from None
 
 
-def read_error(path: str | Path, line: int | None, exc: BaseException) -> InputError:
-    """The error for ``exc`` (one of :data:`READ_ERRORS`) raised while reading ``line`` of
-    ``path``: the lines before it were read."""
+def read_error(path: str | Path, line: int | None, exc: BaseException) -> ReadError:
+    """The error for ``exc`` (one of :data:`READ_ERRORS`, or a :class:`ReadError` to locate)
+    raised while reading ``line`` of ``path``: the lines before it were read."""
+    exc = exc.cause if isinstance(exc, ReadError) else exc
     if isinstance(exc, EOFError):
-        return InputError(path, line, "compressed data ends early (the file is truncated)")
-    if isinstance(exc, gzip.BadGzipFile) and str(exc).startswith("Not a gzipped file"):
-        return InputError(path, None, "not a gzip file (its name ends in .gz)")
-    if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
-        return InputError(path, line, f"corrupt gzip data ({exc})")
-    return os_error(path, "read", exc, line)
+        message = "compressed data ends early (the file is truncated)"
+    elif isinstance(exc, gzip.BadGzipFile) and str(exc).startswith("Not a gzipped file"):
+        line, message = None, "not a gzip file (its name ends in .gz)"
+    elif isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        message = f"corrupt gzip data ({exc})"
+    else:
+        message = f"cannot read: {reason(exc)}"
+    return ReadError(path, line, message, exc)
 
 
 def decode_line(raw: bytes, path: str | Path, lineno: int, state: dict) -> str:
@@ -80,7 +117,7 @@ def iter_lines(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[st
                 if raw.endswith(b"\r"):
                     raw = raw[:-1]
             yield decode_line(raw, path, lineno, state)
-    except READ_ERRORS as exc:
+    except (ReadError, *READ_ERRORS) as exc:
         raise read_error(path, lineno + 1, exc) from None
     finally:
         if stream is None:

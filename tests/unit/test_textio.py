@@ -39,6 +39,17 @@ def test_truncated_gzip_names_file_and_line(tmp_path):
         count_lines(path)
 
 
+def test_any_reader_of_a_truncated_gzip_gets_the_error(tmp_path):
+    """Readers with their own line splitting (the CoNLL-U reader) use open_bytes directly."""
+    data = gz_lines(20000)
+    path = tmp_path / "cut.conllu.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with textio.open_bytes(path) as fh, \
+            pytest.raises(DepnmtError, match=r"cut.conllu.gz: compressed data ends early"):
+        for _ in fh:
+            pass
+
+
 @pytest.mark.parametrize("damage", ["deflate", "crc"])
 def test_corrupt_gzip_names_the_file(tmp_path, damage):
     data = gz_lines(20000)
