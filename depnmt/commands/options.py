@@ -8,5 +8,6 @@ import click
 POSITIVE = click.IntRange(min=1)
 COUNT = click.IntRange(min=0)                       # 0 usually means "off" or "no limit"
 AMOUNT = click.FloatRange(min=0)
-DROPOUT = click.FloatRange(0, 1, max_open=True)     # 1 would zero every activation
+RATE = click.FloatRange(min=0, min_open=True)       # a learning rate
+DROPOUT = click.FloatRange(0, 1, max_open=True)     # dropout, label smoothing: 1 leaves nothing
 SEED = click.IntRange(0, 2**32 - 1)                 # what every random generator accepts

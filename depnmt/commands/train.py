@@ -7,11 +7,10 @@ from pathlib import Path
 import click
 
 from ..model.schemes.registry import PRESETS, all_cli_options, resolve
-from .options import AMOUNT, COUNT, DROPOUT, POSITIVE, SEED
+from .options import AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED
 
 ARCH = [  # flag, ModelConfig field, type, default, help
-    ("--d-model", "d_model", POSITIVE, 512, "model (embedding) dimension d_model (a multiple "
-     "of --heads)"),
+    ("--d-model", "d_model", POSITIVE, 512, "model (embedding) dimension d_model"),
     ("--heads", "n_heads", POSITIVE, 8, "attention heads"),
     ("--d-ff", "d_ff", POSITIVE, 2048, "feed-forward inner dimension"),
     ("--encoder-layers", "encoder_layers", POSITIVE, 6, "encoder layers"),
@@ -20,33 +19,26 @@ ARCH = [  # flag, ModelConfig field, type, default, help
     ("--attention-dropout", "attention_dropout", DROPOUT, 0.0, "dropout on attention weights"),
 ]
 TRAIN = [  # flag, TrainOptions field, type, default, help
-    ("--max-tokens", "max_tokens", POSITIVE, 4096, ("padded tokens per batch (length-bucketed; "
-                                                    "per process under torchrun)")),
+    ("--max-tokens", "max_tokens", POSITIVE, 4096, ("padded tokens per batch (length-bucketed; per "
+                                               "process under torchrun)")),
     ("--update-freq", "update_freq", POSITIVE, 1, ("batches accumulated per update (gradient "
-                                                   "accumulation; per process under torchrun)")),
-    ("--lr", "lr", click.FloatRange(min=0, min_open=True), 7e-4,
-     "peak learning rate (Adam 0.9/0.98/1e-9)"),
-    ("--warmup", "warmup", COUNT, 4000, "linear warm-up steps, then inverse square root decay "
-     "(0: none)"),
-    ("--label-smoothing", "label_smoothing", click.FloatRange(0, 1, max_open=True), 0.1,
-     "label smoothing epsilon"),
+                                              "accumulation; per process under torchrun)")),
+    ("--lr", "lr", RATE, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),
+    ("--warmup", "warmup", COUNT, 4000, "linear warm-up steps, then inverse square root decay"),
+    ("--label-smoothing", "label_smoothing", DROPOUT, 0.1, "label smoothing epsilon"),
     ("--clip-norm", "clip_norm", AMOUNT, 0.0, "gradient norm clipping (0 = off)"),
     ("--max-epochs", "max_epochs", COUNT, 0, "stop after this many epochs (0 = no limit)"),
     ("--max-steps", "max_steps", COUNT, 0, "stop after this many updates (0 = no limit)"),
-    ("--max-minutes", "max_minutes", AMOUNT, 0.0, "stop after this wall-clock budget (0 = no "
-     "limit)"),
+    ("--max-minutes", "max_minutes", AMOUNT, 0.0, "stop after this wall-clock budget (0 = no limit)"),
     ("--valid-every", "valid_every", COUNT, 0, "validate every N updates (0 = every epoch)"),
-    ("--save-every", "save_every", COUNT, 0, "also save last.pt every N updates (0 = at "
-     "validation)"),
-    ("--patience", "patience", COUNT, 0, "early stopping: validations without improvement (0 = "
-     "off)"),
+    ("--save-every", "save_every", COUNT, 0, "also save last.pt every N updates (0 = at validation)"),
+    ("--patience", "patience", COUNT, 0, "early stopping: validations without improvement (0 = off)"),
     ("--early-stop-metric", "early_stop_metric", click.Choice(["bleu", "loss"]), "bleu",
      "dev metric for best.pt and early stopping"),
     ("--valid-beam", "valid_beam", POSITIVE, 1, "beam size for dev BLEU (1 = greedy, fastest)"),
-    ("--valid-max-sentences", "valid_max_sentences", COUNT, 0, "dev sentences decoded for BLEU "
-     "(0 = all)"),
-    ("--max-len", "max_len", POSITIVE, 250, "skip training pairs longer than this (subwords); "
-     "also the source length limit of translate"),
+    ("--valid-max-sentences", "valid_max_sentences", COUNT, 0, "dev sentences decoded for BLEU (0 = all)"),
+    ("--max-len", "max_len", POSITIVE, 250, "skip training pairs longer than this (subwords); also "
+     "the source length limit of translate"),
     ("--seed", "seed", SEED, 1, "random seed (initialisation, data order)"),
     ("--device", "device", str, "auto", ("auto (CUDA when available), cpu, cuda or cuda:N "
                                           "(under torchrun: cuda = cuda:LOCAL_RANK)")),
