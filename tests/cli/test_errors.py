@@ -4,14 +4,17 @@ earlier outputs intact.
 
 The full disk is a file size limit (`resource.setrlimit(RLIMIT_FSIZE)`) in a subprocess with
 SIGXFSZ ignored, so writes past it fail with EFBIG ("File too large"); ENOSPC ("No space left
-on device") takes the same path (tests/unit/test_textio.py writes through /dev/full). Root
-writes into read-only folders, so unwritable outputs are paths under a regular file (ENOTDIR)
-and unreadable inputs a patched `open` raising EACCES.
+on device") takes the same path (tests/unit/test_textio.py writes through /dev/full).
+Permissions: read-only folders and unreadable files (chmod) in a subprocess that, when the
+tests run as root, drops the capabilities that let root ignore them (CAP_DAC_OVERRIDE,
+CAP_DAC_READ_SEARCH); in-process, outputs under a regular file (ENOTDIR) and a patched `open`
+raising EACCES.
 """
 
 from __future__ import annotations
 
 import builtins
+import ctypes
 import errno
 import gzip
 import io
@@ -39,6 +42,26 @@ def run_limited(args: list, limit: int = LIMIT, **kwargs) -> subprocess.Complete
     return subprocess.run([sys.executable, "-m", "depnmt.cli", *map(str, args)],
                           env={**os.environ, "DEPNMT_NO_PROGRESS": "1"}, capture_output=True,
                           text=True, preexec_fn=limit_files, **kwargs)
+
+
+PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2
+
+
+def run_unprivileged(args: list) -> subprocess.CompletedProcess:
+    """``depnmt ARGS`` in a subprocess bound by file permissions even when the tests run as root
+    (skips where the capabilities cannot be dropped)."""
+    def drop_root_powers():
+        if os.geteuid() == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+                if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+    try:
+        return subprocess.run([sys.executable, "-m", "depnmt.cli", *map(str, args)],
+                              env={**os.environ, "DEPNMT_NO_PROGRESS": "1"}, capture_output=True,
+                              text=True, preexec_fn=drop_root_powers)
+    except subprocess.SubprocessError as exc:
+        pytest.skip(f"cannot drop root's file permission capabilities: {exc}")
 
 
 def assert_one_error(stderr: str, pattern: str) -> None:
@@ -125,6 +148,38 @@ def test_output_folder_under_a_file_is_one_error(stage, tiny_bpe, tiny_model, gi
     assert run_cli(stage_args(stage, tiny_bpe, tiny_model, given_trees, out)) == 2
     assert_one_error(capsys.readouterr().err,
                      rf"^error: {out}: cannot create the folder: Not a directory$")
+
+
+@pytest.mark.parametrize("stage", ["prepare", "parse", "bpe", "train"])
+def test_read_only_output_folder_is_one_error(stage, tiny_bpe, tiny_model, given_trees,
+                                              tmp_path):
+    out = tmp_path / "out"
+    args = stage_args(stage, tiny_bpe, tiny_model, given_trees, out)
+    if stage == "train":
+        out.mkdir()
+    else:                                        # a first complete run, then a failing one
+        assert run_cli(args) == 0
+    before = snapshot(out)
+    out.chmod(0o555)
+    try:
+        proc = run_unprivileged(args)
+    finally:
+        out.chmod(0o755)
+    assert proc.returncode == 2, proc.stderr
+    assert_one_error(proc.stderr, rf"^error: {out}/\S+: cannot write: Permission denied$")
+    assert snapshot(out) == before and temporaries(out) == []
+
+
+@pytest.mark.parametrize("name", ["vocab.src.txt", "codes.joint"])
+def test_unreadable_model_file_really(name, tiny_model, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    (model / name).chmod(0)
+    src = tmp_path / "in.txt"
+    src.write_text("A dog.\n")
+    proc = run_unprivileged(["translate", "-m", model, "-i", src])
+    assert proc.returncode == 2, proc.stderr
+    assert_one_error(proc.stderr, rf"^error: {model / name}: cannot read: Permission denied$")
 
 
 def deny(monkeypatch, name: str) -> None:
