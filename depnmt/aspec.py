@@ -24,7 +24,7 @@ import click
 from .errors import DepnmtError
 from .log import info, warn
 from .manifest import write_manifest
-from .textio import atomic_open, iter_lines
+from .textio import atomic_open, iter_lines, make_dir
 
 TRAIN_FILES = ("train/train-1.txt", "train/train-2.txt")
 EVAL_FILES = {"dev": "dev/dev.txt", "test": "test/test.txt"}
@@ -77,7 +77,7 @@ def extract(aspec: Path, out_dir: Path, first: int = FIRST) -> dict[str, int]:
     """Write ``{train,dev,test}.{ja,en}`` (train: the first ``first`` pairs of train-1 then
     train-2) and a manifest; returns the line count of each split."""
     folder = find_aspec_je(aspec)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir)
 
     def train_pairs() -> Iterator[tuple[str, str]]:
         for name in TRAIN_FILES:

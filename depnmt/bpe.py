@@ -63,7 +63,7 @@ from subword_nmt import apply_bpe, learn_bpe
 from .errors import DepnmtError, InputError
 from .log import info, progress_bar, track, warn
 from .manifest import load_manifest, write_manifest
-from .textio import atomic_open, count_lines, iter_lines, write_lines
+from .textio import atomic_open, count_lines, iter_lines, make_dir, read_json, write_lines
 from .vocab import Vocab
 
 SEPARATOR = "@@"
@@ -323,13 +323,8 @@ def codes_name(joint: bool, side: str) -> str:
 def read_config(directory: Path) -> dict:
     """The ``bpe.json`` of a bpe or model folder, checked for its format."""
     path = directory / CONFIG_FILE
-    if not path.exists():
-        raise DepnmtError(f"{directory}: no {CONFIG_FILE} found; expected a folder written by "
-                          f"`depnmt bpe` or `depnmt train`")
-    try:
-        config = json.loads("\n".join(iter_lines(path)))
-    except json.JSONDecodeError as exc:
-        raise DepnmtError(f"{path}: unreadable ({exc})") from None
+    config = read_json(path, f"{directory}: no {CONFIG_FILE} found; expected a folder written "
+                             f"by `depnmt bpe` or `depnmt train`")
     if config.get("format") != CONFIG_FORMAT or config.get("separator") != SEPARATOR \
             or config.get("escape") != ESCAPE or not isinstance(config.get("sides"), dict):
         raise DepnmtError(f"{path}: not a segmenter config this version of depnmt understands")
@@ -461,7 +456,7 @@ def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
         if not train_counts[side]:
             raise DepnmtError(f"{path}: no tokens to learn from")
     segmenters = build_segmenters(train_counts, opts)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir)
     outputs, subword_counts = [], {}
     for side, lang in langs.items():
         for split in splits:

@@ -8,12 +8,14 @@ status 2 — never a traceback.
 from __future__ import annotations
 
 import importlib
+import io
+import os
 import sys
 
 import click
 
 from . import __version__
-from .errors import DepnmtError
+from .errors import DepnmtError, reason
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
 COMMANDS = {
@@ -64,13 +66,19 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI, turning user errors into one-line messages."""
+    """Console-script entry point: run the CLI, turning user errors into one-line messages.
+
+    A :class:`~depnmt.errors.DepnmtError` or an ``OSError`` (no space, permission, ...) that no
+    stage named more precisely is printed as one ``error: ...`` line, exit status 2. Other
+    exceptions are bugs and keep their traceback.
+    """
     try:
         cli.main(args=argv, prog_name="depnmt", standalone_mode=False)
     except DepnmtError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except click.exceptions.Abort:
+        fail(str(exc))
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, EOFError):     # click turns every EOFError into Abort
+            raise exc.__cause__ from None           # (meant for prompts; we have none): a bug
         print("aborted", file=sys.stderr)
         sys.exit(130)
     except click.ClickException as exc:
@@ -80,11 +88,43 @@ def main(argv: list[str] | None = None) -> None:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
+        _drop_stdout()
         sys.exit(141)
+    except OSError as exc:
+        fail(describe_os_error(exc))
     except SystemExit:
         raise
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def fail(message: str) -> None:
+    """Print ``error: MESSAGE`` and exit with status 2 (output not yet flushed is dropped)."""
+    print(f"error: {message}", file=sys.stderr)
+    _drop_stdout()
+    sys.exit(2)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``FILE: reason`` for an OSError that names its file, else its reason alone."""
+    what = reason(exc)
+    files = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
+    if files:
+        return f"{' -> '.join(files)}: {what}"
+    return what if exc.errno is None else f"{what} (errno {exc.errno}, no file named)"
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null if what it buffers cannot be written (a full disk or
+    a closed pipe), so that the interpreter's final flush adds no second message."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass
 
 
 if __name__ == "__main__":

@@ -17,3 +17,17 @@ class InputError(DepnmtError):
         self.line = line
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
+
+
+def os_error(path: str | Path, action: str, exc: BaseException, line: int | None = None
+             ) -> InputError:
+    """The one-line error for an ``OSError`` (or a decompression error) met while doing
+    ``action`` ("read", "write", "create the folder") on ``path``, e.g.
+    ``out/train.en: cannot write: No space left on device``. Disk full (ENOSPC) and a file size
+    limit (EFBIG, ``ulimit -f``) take this same path."""
+    return InputError(path, line, f"cannot {action}: {reason(exc)}")
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, without the errno and file name (``No space left on device``)."""
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

@@ -25,13 +25,30 @@ from .vocab import Vocab
 CONFIG = "config.json"
 CONFIG_FORMAT = 1
 
+# What translate, `train --resume` and report read from config.json, with the JSON types they
+# need (a test checks the model and search fields against ModelConfig and SearchConfig).
+NUMBER = (int, float)
+MODEL_FIELDS = {"src_vocab_size": int, "tgt_vocab_size": int, "d_model": int, "n_heads": int,
+                "d_ff": int, "encoder_layers": int, "decoder_layers": int, "dropout": NUMBER,
+                "attention_dropout": NUMBER, "tie_decoder_embeddings": bool,
+                "share_all_embeddings": bool, "scheme": list, "scheme_options": dict}
+SEARCH_FIELDS = {"beam": int, "alpha": NUMBER, "max_len_a": NUMBER, "max_len_b": int}
+SECTIONS = {  # section -> (its fields and their types, required?)
+    "model": (MODEL_FIELDS, True),
+    "tokenizers": ({"src": dict, "tgt": dict}, True),
+    "parser": ({"src": (dict, type(None))}, True),
+    "search": (SEARCH_FIELDS, False),
+    "training": ({}, False),
+}
+TYPE_NAMES = {int: "an integer", NUMBER: "a number", bool: "true or false", list: "a list",
+              dict: "an object", (dict, type(None)): "an object or null"}
+
 
 def checkpoint_dir(model_dir: Path) -> Path:
     return model_dir / "checkpoints"
 
 
 def write_config(model_dir: Path, config: dict[str, Any]) -> None:
-    model_dir.mkdir(parents=True, exist_ok=True)
     with atomic_open(model_dir / CONFIG) as fh:
         json.dump({"config_format": CONFIG_FORMAT, "depnmt_version": __version__, **config}, fh,
                   indent=2, ensure_ascii=False)
@@ -46,7 +63,40 @@ def read_config(model_dir: Path) -> dict[str, Any]:
     if config.get("config_format") != CONFIG_FORMAT:
         raise DepnmtError(f"{path}: model config format {config.get('config_format')} (depnmt "
                           f"{config.get('depnmt_version')}) is not readable by depnmt {__version__}")
+    check_config(path, config)
     return config
+
+
+def check_config(path: Path, config: dict[str, Any]) -> None:
+    """Error naming ``path`` and the key when a part of :data:`SECTIONS` is missing or has the
+    wrong JSON type (a hand-edited or foreign file), instead of a traceback later."""
+    for section, (fields, required) in SECTIONS.items():
+        value = config.get(section, _MISSING)
+        if value is _MISSING and not required:
+            continue
+        _check_type(path, section, value, dict)
+        for key, types in fields.items():
+            if required or key in value:
+                _check_type(path, f"{section}.{key}", value.get(key, _MISSING), types)
+    unknown = sorted(set(config.get("search", {})) - set(SEARCH_FIELDS))
+    if unknown:
+        raise DepnmtError(f"{path}: unknown search setting(s) {', '.join(unknown)}")
+    if not all(isinstance(name, str) for name in config["model"]["scheme"]):
+        raise DepnmtError(f"{path}: \"model.scheme\" should be a list of scheme names")
+
+
+_MISSING = object()
+
+
+def _check_type(path: Path, key: str, value: Any, types: type | tuple[type, ...]) -> None:
+    hint = f"(not a {CONFIG} written by `depnmt train`?)"
+    if value is _MISSING:
+        raise DepnmtError(f"{path}: no \"{key}\" {hint}")
+    allowed = types if isinstance(types, tuple) else (types,)
+    if not isinstance(value, allowed) or isinstance(value, bool) and bool not in allowed:
+        name = TYPE_NAMES.get(types) or TYPE_NAMES[allowed[0]]
+        raise DepnmtError(f"{path}: \"{key}\" should be {name}, found "
+                          f"{json.dumps(value)[:40]} {hint}")
 
 
 def save_vocabs(model_dir: Path, vocabs: tuple[Vocab, Vocab]) -> None:

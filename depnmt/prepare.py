@@ -30,7 +30,7 @@ from typing import Iterator
 from .errors import DepnmtError
 from .log import info, track, warn
 from .manifest import write_manifest
-from .textio import atomic_open, count_lines, iter_lines
+from .textio import atomic_open, count_lines, iter_lines, make_dir
 from .tokenize import Tokenizer, default_kind, make_tokenizer
 
 SPLITS = ("train", "dev", "test")
@@ -190,7 +190,7 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
         raise DepnmtError(f"source and target language are both '{settings.src_lang}'; output "
                           f"file names would collide")
     sources = plan_splits(files, settings)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir)
     counts = {s.name: process_split(s, out_dir, tokenizers, settings) for s in sources}
     inputs = {f"{split}.{side}": str(Path(path).resolve()) for split, pair in files.items()
               for side, path in zip(("src", "tgt"), pair)}

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import score as sc
-from .errors import DepnmtError
-from .textio import read_json, read_lines
+from .errors import DepnmtError, InputError
+from .modeldir import read_config
+from .textio import atomic_open, iter_lines, read_lines
 
 
 @dataclass
@@ -30,12 +31,11 @@ class System:
 def training_summary(model_dir: Path) -> dict:
     """What ``depnmt train`` logged: scheme, parameters, updates, seconds, mean target tokens/s
     over the logged windows, best dev BLEU and the last dev UAS values (DBSA)."""
-    config = read_json(model_dir / "config.json",
-                       f"{model_dir}: no config.json; not a model directory of `depnmt train`")
+    config = read_config(model_dir)
     metrics = model_dir / "metrics.jsonl"
     if not metrics.exists():
         raise DepnmtError(f"{metrics}: missing; is {model_dir} a trained model directory?")
-    records = [json.loads(line) for line in read_lines(metrics) if line.strip()]
+    records = read_records(metrics)
     start = next((r for r in records if r["event"] == "start"), {})
     train = [r for r in records if r["event"] == "train"]
     valid = [r for r in records if r["event"] == "valid"]
@@ -54,6 +54,22 @@ def training_summary(model_dir: Path) -> dict:
     if valid:
         summary.update({k: v for k, v in valid[-1].items() if k.startswith("dev_uas")})
     return summary
+
+
+def read_records(path: Path) -> list[dict]:
+    """The records of a ``metrics.jsonl``: one JSON object with an ``event`` per line."""
+    records = []
+    for lineno, line in enumerate(iter_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, lineno, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("event"), str):
+            raise InputError(path, lineno, "expected a JSON object with an \"event\"")
+        records.append(record)
+    return records
 
 
 def results(systems: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Sequence[str],
@@ -137,5 +153,6 @@ def plot(records: Sequence[dict], path: Path) -> None:
         for i, v in enumerate(values):
             ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
     plt.close(fig)

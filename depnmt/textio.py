@@ -2,6 +2,10 @@
 
 * Invalid UTF-8 is replaced (U+FFFD), never fatal; one warning names the file and first bad line.
 * Writes are atomic: data goes to a temporary file in the same folder, then ``os.replace``.
+* Every ``OSError`` (no space, file size limit, permission, not a directory, ...) and every
+  malformed or truncated ``.gz`` becomes a :class:`~depnmt.errors.DepnmtError` naming the
+  user's file (and the line being read), never the temporary file; a failed write leaves the
+  old file in place and no temporary file behind.
 """
 
 from __future__ import annotations
@@ -10,24 +14,79 @@ import gzip
 import io
 import os
 import tempfile
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from .errors import DepnmtError
+from .errors import DepnmtError, InputError, os_error, reason
 from .log import warn
+
+# what reading a (possibly gzipped) file can raise besides OSError: a truncated stream
+# (EOFError) and corrupt deflate data (zlib.error)
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+class ReadError(InputError):
+    """A file could not be read (see :func:`read_error`); ``cause`` is what reading raised."""
+
+    def __init__(self, path: str | Path, line: int | None, message: str, cause: BaseException):
+        super().__init__(path, line, message)
+        self.cause = cause
+
+
+class _CheckedGzip(io.RawIOBase):
+    """The decompressed bytes of a ``.gz`` file, read in blocks; malformed, corrupt or
+    truncated data raises a :class:`ReadError` naming the file, whoever reads it
+    (:func:`iter_lines` adds the line)."""
+
+    def __init__(self, path: Path):
+        self.path, self.gz = path, gzip.GzipFile(path, "rb")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            return self.gz.readinto(buffer)
+        except READ_ERRORS as exc:
+            raise read_error(self.path, None, exc) from None
+
+    def close(self) -> None:
+        if not self.closed:
+            self.gz.close()
+        super().close()
 
 
 def open_bytes(path: str | Path) -> IO[bytes]:
-    """Open ``path`` for binary reading, transparently decompressing ``.gz``."""
+    """Open ``path`` for binary reading, transparently decompressing ``.gz``; a ``.gz`` that is
+    not gzip, corrupt or truncated raises a :class:`ReadError` naming it when read."""
     path = Path(path)
-    if not path.exists():
-        raise DepnmtError(f"{path}: no such file")
-    if path.is_dir():
-        raise DepnmtError(f"{path}: is a folder, a file was expected")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+    try:
+        if path.suffix == ".gz":
+            return io.BufferedReader(_CheckedGzip(path), buffer_size=1 << 16)
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise DepnmtError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DepnmtError(f"{path}: is a folder, a file was expected") from None
+    except OSError as exc:
+        raise os_error(path, "read", exc) from None
+
+
+def read_error(path: str | Path, line: int | None, exc: BaseException) -> ReadError:
+    """The error for ``exc`` (one of :data:`READ_ERRORS`, or a :class:`ReadError` to locate)
+    raised while reading ``line`` of ``path``: the lines before it were read."""
+    exc = exc.cause if isinstance(exc, ReadError) else exc
+    if isinstance(exc, EOFError):
+        message = "compressed data ends early (the file is truncated)"
+    elif isinstance(exc, gzip.BadGzipFile) and str(exc).startswith("Not a gzipped file"):
+        line, message = None, "not a gzip file (its name ends in .gz)"
+    elif isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        message = f"corrupt gzip data ({exc})"
+    else:
+        message = f"cannot read: {reason(exc)}"
+    return ReadError(path, line, message, exc)
 
 
 def decode_line(raw: bytes, path: str | Path, lineno: int, state: dict) -> str:
@@ -50,6 +109,7 @@ def iter_lines(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[st
     """
     state: dict = {}
     fh = stream if stream is not None else open_bytes(path)
+    lineno = 0
     try:
         for lineno, raw in enumerate(fh, start=1):
             if raw.endswith(b"\n"):
@@ -57,6 +117,8 @@ def iter_lines(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[st
                 if raw.endswith(b"\r"):
                     raw = raw[:-1]
             yield decode_line(raw, path, lineno, state)
+    except (ReadError, *READ_ERRORS) as exc:
+        raise read_error(path, lineno + 1, exc) from None
     finally:
         if stream is None:
             fh.close()
@@ -72,30 +134,87 @@ def count_lines(path: str | Path) -> int:
     n = 0
     last = b"\n"
     with open_bytes(path) as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            n += block.count(b"\n")
-            last = block[-1:]
+        try:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                n += block.count(b"\n")
+                last = block[-1:]
+        except READ_ERRORS as exc:    # somewhere in the block after line n: name no line
+            raise read_error(path, None, exc) from None
     return n + (0 if last == b"\n" else 1)
+
+
+class _NamedWriter(io.FileIO):
+    """The raw temporary file of :func:`atomic_open`: a failed write (no space, file size
+    limit, I/O error) names the file the user asked for."""
+
+    def __init__(self, fd: int, target: Path):
+        super().__init__(fd, "wb")
+        self.target = target
+
+    def write(self, data) -> int:
+        with naming(self.target):
+            return super().write(data)
+
+
+def make_dir(path: str | Path) -> Path:
+    """``mkdir -p path``, with an error naming the folder when it cannot be made."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise DepnmtError(f"{path}: exists and is not a folder") from None
+    except OSError as exc:
+        raise os_error(exc.filename or path, "create the folder", exc) from None
+    return path
+
+
+@contextmanager
+def naming(path: str | Path, action: str = "write") -> Iterator[None]:
+    """Turn an ``OSError`` inside the block into the error for ``action`` on ``path``."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise            # standard output's reader went away: exit 141 quietly (depnmt.cli)
+    except OSError as exc:
+        raise os_error(path, action, exc) from None
+
+
+STDOUT = "<stdout>"
+
+
+def write_stdout(text: str, flush: bool = False) -> None:
+    """Write ``text`` to standard output; a failure (a full disk under ``> FILE``) is an error
+    naming ``<stdout>``."""
+    import sys
+    with naming(STDOUT):
+        sys.stdout.write(text)
+        if flush:
+            sys.stdout.flush()
 
 
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file next to ``path``; on success it atomically replaces ``path``.
 
-    A crash (even SIGKILL) leaves either the old file or the new one, never a partial file.
+    A crash (even SIGKILL) leaves either the old file or the new one, never a partial file. A
+    failed write, flush, ``fsync`` or rename raises an error naming ``path``; the temporary
+    file is removed and the old ``path`` is left as it was.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    make_dir(path.parent)
+    with naming(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        binary = "b" in mode
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8",
-                                                                         "newline": "\n"})) as fh:
+        buffered = io.BufferedWriter(_NamedWriter(fd, path))
+        with (buffered if "b" in mode else
+              io.TextIOWrapper(buffered, encoding="utf-8", newline="\n")) as fh:
             yield fh
             fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, path)
+            with naming(path):
+                os.fsync(fh.fileno())
+        with naming(path):
+            os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give the usual permissions
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -105,21 +224,38 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
 
 
 def read_json(path: str | Path, missing: str) -> dict:
-    """Parse a JSON file; ``missing`` is the error message when it does not exist."""
+    """Parse a file holding one JSON object; ``missing`` is the error message when it does not
+    exist. Anything else (unreadable, not UTF-8, not JSON, not an object) is an error naming
+    the file (and the line, for a JSON syntax error)."""
     import json
     path = Path(path)
     if not path.exists():
         raise DepnmtError(missing)
+    with naming(path, "read"):
+        data = path.read_bytes()
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DepnmtError(f"{path}: unreadable JSON ({exc})") from None
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno})"
+                         ) from None
+    if not isinstance(value, dict):
+        raise InputError(path, None, f"expected a JSON object, found {type(value).__name__}")
+    return value
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def append_line(path: str | Path, line: str) -> None:
+    """Append ``line`` and a newline to a log file (not atomic: a log grows); an error names
+    ``path``."""
+    with naming(path), open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def write_lines(path: str | Path, lines: Iterable[str]) -> int:

@@ -37,7 +37,7 @@ from .model.schemes import build_schemes
 from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
 from .search import SearchConfig
-from .textio import read_lines
+from .textio import append_line, read_lines
 
 
 @dataclass
@@ -276,8 +276,7 @@ class Trainer:
         if not dist.is_main():
             return
         record = {"time": round(self.progress.elapsed, 2), **record}
-        with open(self.model_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_line(self.model_dir / "metrics.jsonl", json.dumps(record))
 
     # -- training --------------------------------------------------------------------------
     def train_step(self, batches: list) -> dict[str, float]:

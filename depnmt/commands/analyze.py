@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -50,7 +49,7 @@ def awsl_command(model_dirs: tuple[Path, ...], src_path: Path, input_format: str
     from ..analyze import awsl, format_table, plot
     from ..errors import DepnmtError
     from ..log import info
-    from ..textio import atomic_open
+    from ..textio import atomic_open, write_stdout
     from ..translate import Translator
 
     if checkpoint is not None and len(model_dirs) > 1:
@@ -64,8 +63,7 @@ def awsl_command(model_dirs: tuple[Path, ...], src_path: Path, input_format: str
         results.append((model_dir.name, awsl(translator.model, examples)))
         info(f"{model_dir}: {len(examples)} sentences")
     table = format_table(results)
-    sys.stdout.write(table)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
+    write_stdout(table)
     with atomic_open(prefix.with_name(prefix.name + ".tsv")) as fh:
         fh.write(table)
     plot(results, prefix.with_name(prefix.name + ".png"))
@@ -120,6 +118,7 @@ def uas_command(predicted: tuple[Path, ...], gold_path: Path, backend: str | Non
     from ..attachment import attachment_score
     from ..errors import DepnmtError
     from ..parse import make_parser, read_conllu
+    from ..textio import write_stdout
 
     if not predicted and backend is None:
         raise DepnmtError("nothing to score: give PREDICTED CoNLL-U files and/or --backend")
@@ -136,4 +135,4 @@ def uas_command(predicted: tuple[Path, ...], gold_path: Path, backend: str | Non
     out = ["trees\tsentences\twords\tUAS\tLAS"]
     out += [f"{name}\t{s.sentences}\t{s.words}\t{s.uas:.2f}\t"
             f"{'-' if s.las is None else f'{s.las:.2f}'}" for name, s in rows]
-    sys.stdout.write("\n".join(out) + "\n")
+    write_stdout("\n".join(out) + "\n")

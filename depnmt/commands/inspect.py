@@ -39,7 +39,7 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     from ..bpe import Segmenter
     from ..inspect import format_matrix, format_paths, pair_cells
     from ..parse.conllu import read_conllu_input
-    from ..textio import iter_lines
+    from ..textio import iter_lines, write_stdout
 
     segmenter = None
     if bpe_codes is not None:
@@ -52,5 +52,5 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
             continue
         blocks.append(format_matrix(tokens, pair_cells(scheme, tree.heads, tokens, clip,
                                                        subword_tree, chain_head)))
-    sys.stdout.write("\n".join(blocks))
+    write_stdout("\n".join(blocks))
 

@@ -103,6 +103,9 @@ def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, 
           --dev-src dev.ja --dev-tgt dev.en --test-src test.ja --test-tgt test.en \\
           --first 1500000 --max-len 50 -o work/prepare
     """
+    if max_len and min_len > max_len:
+        raise click.UsageError(f"--min-len {min_len} is above --max-len {max_len}: every pair "
+                               f"would be dropped")
     files = collect_files((train_src, train_tgt), (dev_src, dev_tgt), (test_src, test_tgt))
     inputs_extra, corpus_tokenizer = {}, None
     if corpus:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
 from ..score import DEFAULT_SAMPLES, DEFAULT_SEED, TOKENIZERS
+from .options import SEED
 
 
 @click.command("report", context_settings={"show_default": True})
@@ -27,7 +27,7 @@ from ..score import DEFAULT_SAMPLES, DEFAULT_SEED, TOKENIZERS
 @click.option("-l", "--lang", default=None, metavar="LANG", help="target language")
 @click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=DEFAULT_SAMPLES,
               help="paired bootstrap resamples (0 disables the p-values)")
-@click.option("--seed", type=int, default=DEFAULT_SEED, help="bootstrap random seed")
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, help="bootstrap random seed")
 @click.option("-o", "--out", "prefix", type=click.Path(path_type=Path), default=None,
               help="also write OUT.md, OUT.json and OUT.png (BLEU and chrF bars)")
 def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
@@ -44,16 +44,15 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     """
     from ..log import info
     from ..report import System, markdown, plot, results
-    from ..textio import atomic_open, read_lines
+    from ..textio import atomic_open, read_lines, write_stdout
 
     ref_lines = [read_lines(path) for path in refs]
     chosen = list(baselines) or [systems[0][0]]
     records = results([System(*s) for s in systems], ref_lines, refs, chosen, tokenize, lang,
                       n_samples, seed)
     table = markdown(records, chosen)
-    sys.stdout.write(table)
+    write_stdout(table)
     if prefix is not None:
-        prefix.parent.mkdir(parents=True, exist_ok=True)
         with atomic_open(prefix.with_name(prefix.name + ".md")) as fh:
             fh.write(table)
         with atomic_open(prefix.with_name(prefix.name + ".json")) as fh:

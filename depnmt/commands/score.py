@@ -12,7 +12,8 @@ import click
 from .. import score as sc
 from ..errors import DepnmtError
 from ..log import info, track
-from ..textio import atomic_open, read_lines
+from ..textio import STDOUT, atomic_open, naming, read_lines
+from .options import SEED
 
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 
@@ -32,7 +33,7 @@ METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 @click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=sc.DEFAULT_SAMPLES,
               show_default=True,
               help="Paired bootstrap resamples of each system vs the first (0 disables).")
-@click.option("--seed", type=int, default=sc.DEFAULT_SEED, show_default=True,
+@click.option("--seed", type=SEED, default=sc.DEFAULT_SEED, show_default=True,
               help="Random seed of the bootstrap resampling.")
 @click.option("--src", type=click.Path(dir_okay=False), default=None,
               help="Source file: also report BLEU by source length (whitespace-separated words).")
@@ -70,11 +71,12 @@ def command(refs: tuple[str, ...], tokenize: str | None, lang: str | None, metri
     bucket_ids = sc.assign_buckets(src_lines, bounds) if src_lines is not None else None
     records = sc.evaluate(track(systems, "scoring"), ref_lines, metrics, n_samples=n_samples,
                           seed=seed, buckets=bucket_ids, bounds=bounds)
-    if as_json:
-        for record in records:
-            click.echo(json.dumps(record, ensure_ascii=False))
-    else:
-        print_report(records, chrf_word_order, n_samples, seed)
+    with naming(STDOUT):
+        if as_json:
+            for record in records:
+                click.echo(json.dumps(record, ensure_ascii=False))
+        else:
+            print_report(records, chrf_word_order, n_samples, seed)
     if bucket_plot:
         plot_bucket_deltas(records, bucket_plot)
         info(f"wrote {bucket_plot}")

@@ -7,45 +7,46 @@ from pathlib import Path
 import click
 
 from ..model.schemes.registry import PRESETS, all_cli_options, resolve
+from .options import AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED
 
 ARCH = [  # flag, ModelConfig field, type, default, help
-    ("--d-model", "d_model", int, 512, "model (embedding) dimension d_model"),
-    ("--heads", "n_heads", int, 8, "attention heads"),
-    ("--d-ff", "d_ff", int, 2048, "feed-forward inner dimension"),
-    ("--encoder-layers", "encoder_layers", int, 6, "encoder layers"),
-    ("--decoder-layers", "decoder_layers", int, 6, "decoder layers"),
-    ("--dropout", "dropout", float, 0.1, "dropout on embeddings, sublayer outputs and FFN"),
-    ("--attention-dropout", "attention_dropout", float, 0.0, "dropout on attention weights"),
+    ("--d-model", "d_model", POSITIVE, 512, "model (embedding) dimension d_model"),
+    ("--heads", "n_heads", POSITIVE, 8, "attention heads"),
+    ("--d-ff", "d_ff", POSITIVE, 2048, "feed-forward inner dimension"),
+    ("--encoder-layers", "encoder_layers", POSITIVE, 6, "encoder layers"),
+    ("--decoder-layers", "decoder_layers", POSITIVE, 6, "decoder layers"),
+    ("--dropout", "dropout", DROPOUT, 0.1, "dropout on embeddings, sublayer outputs and FFN"),
+    ("--attention-dropout", "attention_dropout", DROPOUT, 0.0, "dropout on attention weights"),
 ]
 TRAIN = [  # flag, TrainOptions field, type, default, help
-    ("--max-tokens", "max_tokens", int, 4096, ("padded tokens per batch (length-bucketed; per "
+    ("--max-tokens", "max_tokens", POSITIVE, 4096, ("padded tokens per batch (length-bucketed; per "
                                                "process under torchrun)")),
-    ("--update-freq", "update_freq", int, 1, ("batches accumulated per update (gradient "
+    ("--update-freq", "update_freq", POSITIVE, 1, ("batches accumulated per update (gradient "
                                               "accumulation; per process under torchrun)")),
-    ("--lr", "lr", float, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),
-    ("--warmup", "warmup", int, 4000, "linear warm-up steps, then inverse square root decay"),
-    ("--label-smoothing", "label_smoothing", float, 0.1, "label smoothing epsilon"),
-    ("--clip-norm", "clip_norm", float, 0.0, "gradient norm clipping (0 = off)"),
-    ("--max-epochs", "max_epochs", int, 0, "stop after this many epochs (0 = no limit)"),
-    ("--max-steps", "max_steps", int, 0, "stop after this many updates (0 = no limit)"),
-    ("--max-minutes", "max_minutes", float, 0.0, "stop after this wall-clock budget (0 = no limit)"),
-    ("--valid-every", "valid_every", int, 0, "validate every N updates (0 = every epoch)"),
-    ("--save-every", "save_every", int, 0, "also save last.pt every N updates (0 = at validation)"),
-    ("--patience", "patience", int, 0, "early stopping: validations without improvement (0 = off)"),
+    ("--lr", "lr", RATE, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),
+    ("--warmup", "warmup", COUNT, 4000, "linear warm-up steps, then inverse square root decay"),
+    ("--label-smoothing", "label_smoothing", DROPOUT, 0.1, "label smoothing epsilon"),
+    ("--clip-norm", "clip_norm", AMOUNT, 0.0, "gradient norm clipping (0 = off)"),
+    ("--max-epochs", "max_epochs", COUNT, 0, "stop after this many epochs (0 = no limit)"),
+    ("--max-steps", "max_steps", COUNT, 0, "stop after this many updates (0 = no limit)"),
+    ("--max-minutes", "max_minutes", AMOUNT, 0.0, "stop after this wall-clock budget (0 = no limit)"),
+    ("--valid-every", "valid_every", COUNT, 0, "validate every N updates (0 = every epoch)"),
+    ("--save-every", "save_every", COUNT, 0, "also save last.pt every N updates (0 = at validation)"),
+    ("--patience", "patience", COUNT, 0, "early stopping: validations without improvement (0 = off)"),
     ("--early-stop-metric", "early_stop_metric", click.Choice(["bleu", "loss"]), "bleu",
      "dev metric for best.pt and early stopping"),
-    ("--valid-beam", "valid_beam", int, 1, "beam size for dev BLEU (1 = greedy, fastest)"),
-    ("--valid-max-sentences", "valid_max_sentences", int, 0, "dev sentences decoded for BLEU (0 = all)"),
-    ("--max-len", "max_len", int, 250, "skip training pairs longer than this (subwords); also "
+    ("--valid-beam", "valid_beam", POSITIVE, 1, "beam size for dev BLEU (1 = greedy, fastest)"),
+    ("--valid-max-sentences", "valid_max_sentences", COUNT, 0, "dev sentences decoded for BLEU (0 = all)"),
+    ("--max-len", "max_len", POSITIVE, 250, "skip training pairs longer than this (subwords); also "
      "the source length limit of translate"),
-    ("--seed", "seed", int, 1, "random seed (initialisation, data order)"),
+    ("--seed", "seed", SEED, 1, "random seed (initialisation, data order)"),
     ("--device", "device", str, "auto", ("auto (CUDA when available), cpu, cuda or cuda:N "
                                           "(under torchrun: cuda = cuda:LOCAL_RANK)")),
-    ("--log-every", "log_every", int, 100, "updates between metrics.jsonl lines"),
+    ("--log-every", "log_every", POSITIVE, 100, "updates between metrics.jsonl lines"),
 ]
 SEARCH = [
-    ("--beam", "beam", int, 4, "default beam size of translate (1 = greedy)"),
-    ("--alpha", "alpha", float, 0.6, "default GNMT length penalty alpha of translate"),
+    ("--beam", "beam", POSITIVE, 4, "default beam size of translate (1 = greedy)"),
+    ("--alpha", "alpha", AMOUNT, 0.6, "default GNMT length penalty alpha of translate"),
 ]
 
 
@@ -113,7 +114,7 @@ def _options(table, prefix):
               help="positional scheme: a preset (" + ", ".join(PRESETS) + ") or components "
                    "joined by '+', e.g. abs, none")
 @_options(ARCH, "arch_")
-@click.option("--layers", type=int, default=None, help="shortcut: encoder and decoder layers")
+@click.option("--layers", type=POSITIVE, default=None, help="shortcut: encoder and decoder layers")
 @click.option("--tie-embeddings/--no-tie-embeddings", default=True,
               help="share the decoder's input embedding and output projection")
 @click.option("--share-all-embeddings", is_flag=True,
@@ -179,6 +180,9 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     arch = {k[5:]: v for k, v in kwargs.items() if k.startswith("arch_")}
     if layers is not None:
         arch["encoder_layers"] = arch["decoder_layers"] = layers
+    if arch["d_model"] % arch["n_heads"]:
+        raise click.UsageError(f"--d-model {arch['d_model']} is not a multiple of --heads "
+                               f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
     scheme_opts = {k: v for k, v in kwargs.items()
                    if not k.startswith(("arch_", "train_", "search_"))}
     model_cfg = ModelConfig(0, 0, **arch, tie_decoder_embeddings=tie_embeddings,

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from .options import AMOUNT, COUNT, POSITIVE
+
 DEFAULT_MODEL_DIR = "model"
 
 
@@ -22,10 +24,11 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("--input-format", type=click.Choice(["text", "conllu"]), default="text",
               help="text: raw sentences; conllu: pre-parsed sentences (their words and trees "
                    "are used as they are)")
-@click.option("--beam", type=int, default=None, help="beam size (1 = greedy); default: the model's")
-@click.option("--alpha", type=float, default=None, help="GNMT length penalty alpha")
-@click.option("--max-len-a", type=float, default=None, help="max output length = a·|src| + b")
-@click.option("--max-len-b", type=int, default=None, help="max output length = a·|src| + b")
+@click.option("--beam", type=POSITIVE, default=None,
+              help="beam size (1 = greedy); default: the model's")
+@click.option("--alpha", type=AMOUNT, default=None, help="GNMT length penalty alpha")
+@click.option("--max-len-a", type=AMOUNT, default=None, help="max output length = a·|src| + b")
+@click.option("--max-len-b", type=COUNT, default=None, help="max output length = a·|src| + b")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
 @click.option("--induced-trees", type=click.Path(path_type=Path, dir_okay=False),
               help="also write the source trees the model's encoder parse head induces (DBSA(Enc) "
@@ -42,25 +45,23 @@ def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, i
     Exactly one output line per input line: empty lines stay empty, over-long lines are
     truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
     """
-    from ..textio import iter_lines, stdin_lines
+    from ..textio import iter_lines, stdin_lines, write_stdout
     from ..translate import Translator
 
     translator = Translator.from_model_dir(model_dir, checkpoint, device, beam=beam, alpha=alpha,
                                            max_len_a=max_len_a, max_len_b=max_len_b)
-    out = sys.stdout
     induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":
         from ..parse.conllu import read_conllu_input
         trees = read_conllu_input(input_path)
         for line in translator.translate_words([list(t.words) for t in trees], trees,
                                                trees_out=induced):
-            out.write(line + "\n")
+            write_stdout(line + "\n")
     else:
         lines = iter_lines(input_path) if input_path else stdin_lines()
         for line in translator.translate_lines(lines, trees_out=induced):
-            out.write(line + "\n")
-            out.flush() if out.isatty() else None
-    out.flush()
+            write_stdout(line + "\n", flush=sys.stdout.isatty())
+    write_stdout("", flush=True)
     if induced is not None:
         from ..parse import write_conllu
         write_conllu(induced_trees, induced)

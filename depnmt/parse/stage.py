@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import DepnmtError, InputError
 from ..log import info, progress_bar
 from ..manifest import load_manifest, write_manifest
-from ..textio import atomic_open, count_lines, iter_lines
+from ..textio import atomic_open, count_lines, iter_lines, make_dir, read_json
 from . import Parser, make_parser
 from .conllu import Sentence, read_conllu_numbered, write_conllu
 
@@ -71,7 +71,7 @@ def line_tokens(line: str) -> list[str]:
 
 def parse_shard(spec: str) -> tuple[int, int]:
     """``"i/N"`` -> ``(i, N)`` with 0 <= i < N."""
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec)
+    match = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", spec)
     if not match or not int(match[1]) < int(match[2]):
         raise DepnmtError(f"--shard '{spec}': expected i/N with 0 <= i < N, e.g. 0/4")
     return int(match[1]), int(match[2])
@@ -253,7 +253,7 @@ def run_parse(opts: ParseOptions) -> dict:
     check_folders(opts.prepare_dir, opts.out_dir)
     manifest = load_manifest(opts.prepare_dir, "prepare")
     jobs = plan_jobs(opts.prepare_dir, opts.out_dir, manifest, opts.sides, opts.splits)
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(opts.out_dir)
     run = import_trees if opts.backend == "conllu" else parse_files
     settings, descriptions = run(opts, jobs)
     record = {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
@@ -339,7 +339,7 @@ def find_shards(out_dir: Path) -> list[dict]:
     if missing:
         raise DepnmtError(f"{out_dir}: missing shard(s) {', '.join(missing)}; run `depnmt parse "
                           f"--shard {missing[0]}` (same options) and merge again")
-    records = [json.loads(paths[i].read_text(encoding="utf-8")) for i in range(count)]
+    records = [read_json(paths[i], f"{paths[i]}: missing") for i in range(count)]
     for i, record in enumerate(records[1:], start=1):
         for key in ("parser", "sides", "splits", "prepare_dir"):
             if record.get(key) != records[0].get(key):

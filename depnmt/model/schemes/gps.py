@@ -42,6 +42,7 @@ layer; the label embeddings and the LSTM are shared by all layers (s_i is one em
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -61,20 +62,29 @@ SPECIAL_LABELS = ("<pad>", "<unk>")
 DEFAULTS: dict[str, Any] = {"gps_layers": "0", "gps_dim": None}
 
 
-def parse_layers(spec: str, n_layers: int) -> list[int]:
-    """``"0"``, ``"0,2"`` or ``"all"`` -> sorted 0-based encoder layers (DepnmtError if out of
-    range)."""
+LAYER_LIST = re.compile(r"\s*(all|[0-9]+(\s*,\s*[0-9]+)*)\s*")
+LAYER_LIST_FORMAT = "'all' or 0-based layer numbers joined by ',' (e.g. 0 or 0,1,2)"
+
+
+def check_layer_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """click callback of ``--gps-layers`` / ``--pascal-layers``: the format (the layer count is
+    checked against the model by :meth:`Scheme.check`)."""
+    if value is not None and not LAYER_LIST.fullmatch(str(value)):
+        raise click.BadParameter(f"'{value}': expected {LAYER_LIST_FORMAT}")
+    return value
+
+
+def parse_layers(spec: str, n_layers: int, flag: str = "layer list") -> list[int]:
+    """``"0"``, ``"0,2"`` or ``"all"`` -> sorted 0-based encoder layers (DepnmtError naming
+    ``flag`` if malformed or out of range)."""
     spec = str(spec).strip()
+    if not LAYER_LIST.fullmatch(spec):
+        raise DepnmtError(f"{flag} '{spec}' must be {LAYER_LIST_FORMAT}")
     if spec == "all":
         return list(range(n_layers))
-    try:
-        layers = sorted({int(part) for part in spec.split(",") if part.strip()})
-    except ValueError:
-        raise DepnmtError(f"layer list '{spec}' must be 'all' or 0-based layer numbers joined "
-                          f"by ',' (e.g. 0 or 0,1,2)") from None
-    bad = [layer for layer in layers if not 0 <= layer < n_layers]
-    if bad or not layers:
-        raise DepnmtError(f"layer list '{spec}': layers are numbered 0..{n_layers - 1} (0 = the "
+    layers = sorted({int(part) for part in spec.split(",")})
+    if any(layer >= n_layers for layer in layers):
+        raise DepnmtError(f"{flag} '{spec}': layers are numbered 0..{n_layers - 1} (0 = the "
                           f"bottom encoder layer) for a {n_layers}-layer encoder")
     return layers
 
@@ -205,6 +215,7 @@ class GPS(Scheme):
     def cli_options(cls) -> list[click.Option]:
         return [
             click.Option(["--gps-layers"], default=DEFAULTS["gps_layers"], show_default=True,
+                         callback=check_layer_list,
                          help="gps: encoder layers with the syntax term, 0-based as in the GPS "
                               "paper's Table 3 (0 = bottom): e.g. 0, 0,1,2 or all"),
             click.Option(["--gps-dim"], type=click.IntRange(min=1), default=None,
@@ -243,7 +254,7 @@ class GPS(Scheme):
         return {"gps_paths": paths, "gps_sentence": sentence}
 
     def check(self, dims: ModelDims) -> None:
-        parse_layers(self.option("gps_layers"), dims.encoder_layers)
+        parse_layers(self.option("gps_layers"), dims.encoder_layers, "--gps-layers")
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return GPSModule(dims, len(self.labels()) + len(SPECIAL_LABELS),

@@ -51,7 +51,7 @@ from ...errors import DepnmtError
 from ...trees import sentence_heads
 from ..attention import AttentionTerms
 from .base import ModelDims, Scheme, SchemeModule
-from .gps import parse_layers
+from .gps import check_layer_list, parse_layers
 from .registry import register
 
 PARENT_RULES = ("mean", "first")
@@ -122,7 +122,7 @@ class Pascal(Scheme):
     def cli_options(cls) -> list[click.Option]:
         return [
             click.Option(["--pascal-layers"], default=DEFAULTS["pascal_layers"],
-                         show_default=True,
+                         show_default=True, callback=check_layer_list,
                          help="pascal: 0-based encoder layers with parent-scaled heads (0 = "
                               "bottom), e.g. 0, 0,1 or all"),
             click.Option(["--pascal-heads"], type=click.IntRange(min=1), default=None,
@@ -145,7 +145,7 @@ class Pascal(Scheme):
         return self.option("pascal_heads") or dims.n_heads
 
     def check(self, dims: ModelDims) -> None:
-        parse_layers(self.option("pascal_layers"), dims.encoder_layers)
+        parse_layers(self.option("pascal_layers"), dims.encoder_layers, "--pascal-layers")
         if self.heads(dims) > dims.n_heads:
             raise DepnmtError(f"--pascal-heads {self.heads(dims)} exceeds the {dims.n_heads} "
                               f"attention heads")

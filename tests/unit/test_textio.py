@@ -1,0 +1,160 @@
+"""depnmt.textio: every OSError and malformed .gz becomes one error naming the file; a failed
+atomic write leaves the old file and no temporary file."""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from depnmt import textio
+from depnmt.errors import DepnmtError
+from depnmt.textio import atomic_open, count_lines, read_json, read_lines, write_lines
+
+
+def gz_lines(n: int) -> bytes:
+    return gzip.compress("".join(f"line {i} of some text\n" for i in range(n)).encode())
+
+
+def test_not_gzip_names_the_file(tmp_path):
+    path = tmp_path / "train.en.gz"
+    path.write_bytes(b"plain text, not gzip\n")
+    for read in (read_lines, count_lines):
+        with pytest.raises(DepnmtError, match=r"train.en.gz: not a gzip file"):
+            read(path)
+
+
+def test_truncated_gzip_names_file_and_line(tmp_path):
+    data = gz_lines(20000)
+    path = tmp_path / "cut.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DepnmtError, match=r"cut.gz:(\d+): compressed data ends early") as info:
+        read_lines(path)
+    assert 1 < int(info.value.line) < 20000           # the lines before it were read
+    with pytest.raises(DepnmtError, match=r"cut.gz: compressed data ends early"):
+        count_lines(path)
+
+
+def test_any_reader_of_a_truncated_gzip_gets_the_error(tmp_path):
+    """Readers with their own line splitting (the CoNLL-U reader) use open_bytes directly."""
+    data = gz_lines(20000)
+    path = tmp_path / "cut.conllu.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with textio.open_bytes(path) as fh, \
+            pytest.raises(DepnmtError, match=r"cut.conllu.gz: compressed data ends early"):
+        for _ in fh:
+            pass
+
+
+@pytest.mark.parametrize("damage", ["deflate", "crc"])
+def test_corrupt_gzip_names_the_file(tmp_path, damage):
+    data = gz_lines(20000)
+    if damage == "deflate":
+        data = data[:30] + b"\xff" * 20 + data[50:]
+    else:
+        data = data[:-8] + b"\0" * 8                    # CRC32 and size of the trailer
+    path = tmp_path / "bad.gz"
+    path.write_bytes(data)
+    with pytest.raises(DepnmtError, match=r"bad.gz:\d+: corrupt gzip data"):
+        read_lines(path)
+
+
+def fail_open(monkeypatch, suffix: str, err: int = errno.EACCES) -> None:
+    """``open`` of a path ending in ``suffix`` raises like an unreadable or unwritable file
+    (chmod does not stop root, who may run the tests)."""
+    real = builtins.open
+
+    def fake(file, *args, **kwargs):
+        if str(file).endswith(suffix):
+            raise OSError(err, os.strerror(err), str(file))
+        return real(file, *args, **kwargs)
+    monkeypatch.setattr(builtins, "open", fake)
+
+
+def test_unreadable_file_names_it(tmp_path, monkeypatch):
+    path = tmp_path / "vocab.src.txt"
+    path.write_text("a\t1\n")
+    fail_open(monkeypatch, "vocab.src.txt")
+    with pytest.raises(DepnmtError, match=r"vocab.src.txt: cannot read: Permission denied"):
+        read_lines(path)
+
+
+def test_path_under_a_file_is_not_a_directory(tmp_path):
+    (tmp_path / "file").write_text("x\n")
+    with pytest.raises(DepnmtError, match=r"file/x: cannot read: Not a directory"):
+        read_lines(tmp_path / "file" / "x")
+    with pytest.raises(DepnmtError, match=r"file/out: cannot create the folder: Not a "
+                                          r"directory"):
+        write_lines(tmp_path / "file" / "out" / "a.txt", ["x"])
+    with pytest.raises(DepnmtError, match=r"file: exists and is not a folder"):
+        textio.make_dir(tmp_path / "file")
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+@pytest.mark.parametrize("step", ["write", "fsync", "replace"])
+def test_failed_write_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatch, step):
+    """No space left at any step of an atomic write: the error names the file, the old
+    contents stay, the temporary file is removed. The write step writes the temporary file
+    through /dev/full (ENOSPC from the kernel); a file size limit: tests/cli/test_errors.py."""
+    path = tmp_path / "out.txt"
+    write_lines(path, ["old"])
+    if step == "write":
+        if not Path("/dev/full").exists():
+            pytest.skip("no /dev/full")
+        real = textio.tempfile.mkstemp
+
+        def full_mkstemp(*args, **kwargs):
+            fd, name = real(*args, **kwargs)
+            full = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full, fd)
+            os.close(full)
+            return fd, name
+        monkeypatch.setattr(textio.tempfile, "mkstemp", full_mkstemp)
+    else:
+        def no_space(*args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        monkeypatch.setattr(os, step, no_space)
+    with pytest.raises(DepnmtError, match=r"out.txt: cannot write: No space left on device"):
+        write_lines(path, ["new"] * 100000)
+    assert read_lines(path) == ["old"]
+    assert leftovers(tmp_path) == []
+
+
+def test_unwritable_folder_names_the_file(tmp_path, monkeypatch):
+    def denied(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp_path))
+    monkeypatch.setattr(textio.tempfile, "mkstemp", denied)
+    with pytest.raises(DepnmtError, match=r"out.txt: cannot write: Permission denied"):
+        with atomic_open(tmp_path / "out.txt") as fh:
+            fh.write("x")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_folder_really(tmp_path):
+    folder = tmp_path / "ro"
+    write_lines(folder / "out.txt", ["old"])
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(DepnmtError, match=r"out.txt: cannot write: Permission denied"):
+            write_lines(folder / "out.txt", ["new"])
+        assert read_lines(folder / "out.txt") == ["old"]
+    finally:
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("text, message", [
+    (b'{"a": 1,\n "b": }', r"x.json:2: not valid JSON"),
+    (b"[1, 2]", r"x.json: expected a JSON object, found list"),
+    (b"\xff\xfe{}", r"x.json: not UTF-8 text"),
+])
+def test_read_json_errors_name_the_file(tmp_path, text, message):
+    (tmp_path / "x.json").write_bytes(text)
+    with pytest.raises(DepnmtError, match=message):
+        read_json(tmp_path / "x.json", "missing")
