@@ -24,6 +24,7 @@ COMMANDS = {
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),
+    "plot": ("plot", "Training curves of several runs: dev loss and BLEU vs updates and time."),
     "inspect": ("inspect", "Print the per-pair tree matrices a scheme sees."),
     "analyze": ("analyze", "Analyse models and trees: AWSL of GPS models, UAS against gold trees."),
 }

@@ -8,13 +8,13 @@ e.g. ``abs`` and ``rel``. Written as Markdown, JSON and a PNG bar chart by ``dep
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import score as sc
 from .errors import DepnmtError
+from .modeldir import read_metrics
 from .textio import read_json, read_lines
 
 
@@ -32,10 +32,7 @@ def training_summary(model_dir: Path) -> dict:
     over the logged windows, best dev BLEU and the last dev UAS values (DBSA)."""
     config = read_json(model_dir / "config.json",
                        f"{model_dir}: no config.json; not a model directory of `depnmt train`")
-    metrics = model_dir / "metrics.jsonl"
-    if not metrics.exists():
-        raise DepnmtError(f"{metrics}: missing; is {model_dir} a trained model directory?")
-    records = [json.loads(line) for line in read_lines(metrics) if line.strip()]
+    records = read_metrics(model_dir)
     start = next((r for r in records if r["event"] == "start"), {})
     train = [r for r in records if r["event"] == "train"]
     valid = [r for r in records if r["event"] == "valid"]

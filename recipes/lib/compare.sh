@@ -105,11 +105,12 @@ run_system() {
 }
 
 # report_systems SYSTEMS...: the results table against abs and rel (when run) as
-# $OUT/results.{md,json,png}.
+# $OUT/results.{md,json,png}, and the dev loss/BLEU curves of the systems as $OUT/curves.png.
 report_systems() {
   local args=() baselines=() s out=${OUT:-$WORK}
   for s in "$@"; do args+=(-s "$s" "$out/models/$s" "$out/hyps/$s.$TGT_LANG"); done
   for s in abs rel; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
   depnmt report --ref "${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}" --lang "$TGT_LANG" \
     "${baselines[@]}" -o "$out/results" "${args[@]}"
+  depnmt plot -o "$out/curves.png" "${@/#/-m$out/models/}"    # -mDIR per system: dev curves
 }
