@@ -77,13 +77,16 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
 
 
 def _draw(scheme: str, pictures: list, png: Path, sentence: int | None) -> None:
-    """One PNG per sentence (see depnmt/treefigure.py)."""
+    """One PNG per sentence (see depnmt/treefigure.py); an empty sentence gets none (a warning)."""
     from ..figures import save_png
-    from ..log import info
+    from ..log import info, warn
     from ..treefigure import png_paths, sentence_figure
 
     for k, ((tree, tokens, cells, paths), path) in enumerate(
             zip(pictures, png_paths(png, len(pictures))), 1):
+        if not tokens:
+            warn(f"sentence {sentence or k} is empty: no {path}")
+            continue
         save_png(sentence_figure(scheme, tree, tokens, cells, paths,
                                  title=f"sentence {sentence or k}"), path)
         info(f"wrote {path}")

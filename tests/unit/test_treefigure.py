@@ -86,6 +86,14 @@ def test_inspect_png_writes_one_picture_per_sentence(tmp_path):
     assert result.stdout.count("\n") == 7
 
 
+def test_an_empty_sentence_gets_no_picture_and_a_warning(tmp_path):
+    result = invoke("--scheme", "dep", "--png", str(tmp_path / "t.png"),
+                    stdin="# text =\n\n" + CONLLU)
+    assert result.exit_code == 0, result.output
+    assert f"warning: sentence 1 is empty: no {tmp_path / 't-1.png'}" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["t-2.png"]
+
+
 def test_sentence_out_of_range_is_an_error(tmp_path):
     result = invoke("--scheme", "dep", "--sentence", "3", "--png", str(tmp_path / "x.png"))
     assert result.exit_code != 0 and "--sentence 3: the input has 1 tree(s)" in str(
