@@ -21,12 +21,14 @@ from .errors import DepnmtError, reason
 COMMANDS = {
     "prepare": ("prepare", "Read, normalise, tokenize and filter a parallel corpus into train/dev/test."),
     "parse": ("parse", "Dependency-parse tokenized text into CoNLL-U (stanza, spaCy/GiNZA or given trees)."),
+    "models": ("models", "Download stanza's parser models (only when asked; parse never downloads)."),
     "bpe": ("bpe", "Learn and apply subword-nmt BPE (or word-level vocabularies)."),
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),
-    "inspect": ("inspect", "Print the per-pair tree matrices a scheme sees."),
+    "plot": ("plot", "Training curves of several runs: dev loss and BLEU vs updates and time."),
+    "inspect": ("inspect", "Print (or draw: --png) the per-pair tree matrices a scheme sees."),
     "analyze": ("analyze", "Analyse models and trees: AWSL of GPS models, UAS against gold trees."),
 }
 

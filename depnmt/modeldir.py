@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import DepnmtError
-from .textio import atomic_open, read_json
+from .errors import DepnmtError, InputError
+from .textio import atomic_open, iter_lines, read_json
 from .vocab import Vocab
 
 CONFIG = "config.json"
@@ -117,3 +117,23 @@ def default_checkpoint(model_dir: Path) -> Path:
         if (ckpt / name).exists():
             return ckpt / name
     raise DepnmtError(f"{model_dir}: no checkpoint in {ckpt} (training has not saved one yet)")
+
+
+def read_metrics(model_dir: Path) -> list[dict[str, Any]]:
+    """The records of ``metrics.jsonl`` in order (a line that is not a JSON object is an
+    error naming the line)."""
+    path = model_dir / "metrics.jsonl"
+    if not path.exists():
+        raise DepnmtError(f"{path}: missing; is {model_dir} a trained model directory?")
+    records = []
+    for lineno, line in enumerate(iter_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, lineno, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("event"), str):
+            raise InputError(path, lineno, "not a metrics record (a JSON object with \"event\")")
+        records.append(record)
+    return records

@@ -8,15 +8,14 @@ e.g. ``abs`` and ``rel``. Written as Markdown, JSON and a PNG bar chart by ``dep
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import score as sc
-from .errors import DepnmtError, InputError
-from .modeldir import read_config
-from .textio import atomic_open, iter_lines, read_lines
+from .errors import DepnmtError
+from .modeldir import read_config, read_metrics
+from .textio import atomic_open, read_lines
 
 
 @dataclass
@@ -32,10 +31,7 @@ def training_summary(model_dir: Path) -> dict:
     """What ``depnmt train`` logged: scheme, parameters, updates, seconds, mean target tokens/s
     over the logged windows, best dev BLEU and the last dev UAS values (DBSA)."""
     config = read_config(model_dir)
-    metrics = model_dir / "metrics.jsonl"
-    if not metrics.exists():
-        raise DepnmtError(f"{metrics}: missing; is {model_dir} a trained model directory?")
-    records = read_records(metrics)
+    records = read_metrics(model_dir)
     start = next((r for r in records if r["event"] == "start"), {})
     train = [r for r in records if r["event"] == "train"]
     valid = [r for r in records if r["event"] == "valid"]
@@ -54,22 +50,6 @@ def training_summary(model_dir: Path) -> dict:
     if valid:
         summary.update({k: v for k, v in valid[-1].items() if k.startswith("dev_uas")})
     return summary
-
-
-def read_records(path: Path) -> list[dict]:
-    """The records of a ``metrics.jsonl``: one JSON object with an ``event`` per line."""
-    records = []
-    for lineno, line in enumerate(iter_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, lineno, f"not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("event"), str):
-            raise InputError(path, lineno, "expected a JSON object with an \"event\"")
-        records.append(record)
-    return records
 
 
 def results(systems: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Sequence[str],

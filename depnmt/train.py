@@ -88,6 +88,8 @@ def inverse_sqrt(step: int, warmup: int) -> float:
 class Trainer:
     """Owns the data, model, optimizer and model directory of one training run."""
 
+    board = None        # a depnmt.board.TensorBoardLog with --tensorboard: gets every record
+
     def __init__(self, data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
                  opts: TrainOptions, trees_dir: Path | None = None, resume: bool = False,
                  search: SearchConfig | None = None):
@@ -277,6 +279,8 @@ class Trainer:
             return
         record = {"time": round(self.progress.elapsed, 2), **record}
         append_line(self.model_dir / "metrics.jsonl", json.dumps(record))
+        if self.board is not None:
+            self.board.write(record)
 
     # -- training --------------------------------------------------------------------------
     def train_step(self, batches: list) -> dict[str, float]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -26,8 +25,14 @@ from ..trees import CHAIN_HEADS, SUBWORD_RULES
               help="chain rule: a word's arc lands on the head word's last or first piece")
 @click.option("-i", "--input", "input_path", type=click.Path(exists=True, dir_okay=False,
               path_type=Path), help="CoNLL-U file to read instead of standard input")
+@click.option("--sentence", type=click.IntRange(min=1), default=None, metavar="N",
+              help="only the N-th tree of the input (1-based)")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="also draw each sentence: its tree as arcs over the words and "
+              "the matrix as a labelled heatmap (FILE-1.png, FILE-2.png, … for several)")
 def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree: str,
-            chain_head: str, input_path: Path | None) -> None:
+            chain_head: str, input_path: Path | None, sentence: int | None,
+            png: Path | None) -> None:
     """Print, for each tree of a CoNLL-U file, the per-pair matrix SCHEME uses.
 
     \b
@@ -35,8 +40,13 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
       depnmt inspect --scheme dep < trees.conllu
     First a row of a tab then the tokens, then one row per token (the token, then one cell per
     column, tab-separated); a blank line between sentences.
+
+    \b
+    The picture of a sentence (arcs over the words, the matrix as a heatmap):
+      depnmt inspect --scheme dep --sentence 3 --png tree.png < trees.conllu
     """
     from ..bpe import Segmenter
+    from ..errors import DepnmtError
     from ..inspect import format_matrix, format_paths, pair_cells
     from ..parse.conllu import read_conllu_input
     from ..textio import iter_lines, write_stdout
@@ -44,13 +54,38 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     segmenter = None
     if bpe_codes is not None:
         segmenter = Segmenter("\n".join(iter_lines(bpe_codes)) + "\n", source=bpe_codes)
-    blocks = []
-    for tree in read_conllu_input(input_path):
+    trees = list(read_conllu_input(input_path))
+    if sentence is not None:
+        if sentence > len(trees):
+            raise DepnmtError(f"--sentence {sentence}: the input has {len(trees)} tree(s)")
+        trees = trees[sentence - 1:sentence]
+    blocks, pictures = [], []
+    for tree in trees:
         tokens = segmenter.segment(tree.words) if segmenter else list(tree.words)
         if scheme == "path":                       # GPS: token<TAB>root>…>label lines
             blocks.append(format_paths(tree, tokens))
+            pictures.append((tree, tokens, None, blocks[-1].splitlines()))
             continue
-        blocks.append(format_matrix(tokens, pair_cells(scheme, tree.heads, tokens, clip,
-                                                       subword_tree, chain_head)))
+        cells = pair_cells(scheme, tree.heads, tokens, clip, subword_tree, chain_head)
+        blocks.append(format_matrix(tokens, cells))
+        pictures.append((tree, tokens, cells, None))
     write_stdout("\n".join(blocks))
+    if png is not None:
+        _draw(scheme, pictures, png, sentence)
+
+
+def _draw(scheme: str, pictures: list, png: Path, sentence: int | None) -> None:
+    """One PNG per sentence (see depnmt/treefigure.py); an empty sentence gets none (a warning)."""
+    from ..figures import save_png
+    from ..log import info, warn
+    from ..treefigure import png_paths, sentence_figure
+
+    for k, ((tree, tokens, cells, paths), path) in enumerate(
+            zip(pictures, png_paths(png, len(pictures))), 1):
+        if not tokens:
+            warn(f"sentence {sentence or k} is empty: no {path}")
+            continue
+        save_png(sentence_figure(scheme, tree, tokens, cells, paths,
+                                 title=f"sentence {sentence or k}"), path)
+        info(f"wrote {path}")
 

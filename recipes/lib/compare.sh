@@ -38,6 +38,7 @@ parse_trees() {
   local prepare=$1 out=$2 sides=$3 i shards=${SHARDS:-1}
   shift 3
   done_stage "$out" && return 0
+  fetch_stanza_models "$sides" "$@"
   if [ "$shards" -gt 1 ]; then
     local pids=()
     for ((i = 0; i < shards; i++)); do
@@ -48,6 +49,23 @@ parse_trees() {
   else
     depnmt parse -i "$prepare" -o "$out" --side "$sides" "$@"
   fi
+}
+
+# fetch_stanza_models SIDES PARSER_FLAGS...: when the flags select stanza (`depnmt parse`'s
+# default backend), fetch its models for the languages of SIDES (src: $SRC_LANG, tgt: $TGT_LANG,
+# both) into the folder parse reads (--stanza-dir when given) — `depnmt models download`, which
+# keeps files already there, so a re-run works offline; `parse` itself never downloads.
+fetch_stanza_models() {
+  local sides=$1 prev="" a langs=() dir=()
+  shift
+  for a in "$@"; do
+    if [ "$prev" = --backend ] && [ "$a" != stanza ]; then return 0; fi
+    [ "$prev" = --stanza-dir ] && dir=(--stanza-dir "$a")
+    prev=$a
+  done
+  [ "$sides" = tgt ] || langs+=("$SRC_LANG")
+  [ "$sides" = src ] || langs+=("$TGT_LANG")
+  depnmt models download "${langs[@]}" "${dir[@]}"
 }
 
 # system_flags NAME: sets the array FLAGS to the scheme flags of system NAME.
@@ -105,11 +123,12 @@ run_system() {
 }
 
 # report_systems SYSTEMS...: the results table against abs and rel (when run) as
-# $OUT/results.{md,json,png}.
+# $OUT/results.{md,json,png}, and the dev loss/BLEU curves of the systems as $OUT/curves.png.
 report_systems() {
   local args=() baselines=() s out=${OUT:-$WORK}
   for s in "$@"; do args+=(-s "$s" "$out/models/$s" "$out/hyps/$s.$TGT_LANG"); done
   for s in abs rel; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
   depnmt report --ref "${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}" --lang "$TGT_LANG" \
     "${baselines[@]}" -o "$out/results" "${args[@]}"
+  depnmt plot -o "$out/curves.png" "${@/#/-m$out/models/}"    # -mDIR per system: dev curves
 }

@@ -12,8 +12,9 @@
 # Budget (the default): 400 updates of ≤ 2,048 tokens for every system, 3+3 layers, d_model
 # 192, 4 heads, d_ff 768, greedy decoding: 6–7 minutes per system on 2 CPU cores (all 11: ≈ 77 min).
 # DBSA(Dec) needs target (German) trees: there is no offline German parser here, so it is not
-# in the default list; with stanza's English and German models installed, add it with SYSTEMS
-# and PARSE_BOTH="--backend stanza" (both sides are then parsed into $WORK/parse-both).
+# in the default list; add it with SYSTEMS (both sides are then parsed into $WORK/parse-both
+# with PARSE_BOTH, default "--backend stanza", after `depnmt models download en de` fetched
+# stanza's models: needs internet once).
 # Re-running skips what is done (stage manifests, finished
 # models, written hypotheses) and resumes an interrupted training.
 set -euo pipefail
@@ -35,7 +36,7 @@ case $(tree_sides $SYSTEMS) in
        done_stage "$TREES" || depnmt parse -i "$WORK/prepare" -o "$TREES" --side src --backend spacy ;;
   tgt|both) TREES=$WORK/parse-both
        read -r -a parse_both <<< "${PARSE_BOTH:---backend stanza}"
-       done_stage "$TREES" || depnmt parse -i "$WORK/prepare" -o "$TREES" --side both "${parse_both[@]}" ;;
+       parse_trees "$WORK/prepare" "$TREES" both "${parse_both[@]}" ;;   # fetches stanza's models
   *) TREES="" ;;
 esac
 done_stage "$WORK/bpe" || depnmt bpe -i "$WORK/prepare" -o "$WORK/bpe" --merges 8000 --joint

@@ -18,8 +18,9 @@
 # Not reproduced: the paper also drops WMT16 pairs whose source is not English (a language-ID
 # filter following Bugliarello & Okazaki 2020); filter train.en/train.de yourself before
 # `prepare` if you need it. Parser: PARSE (default "--backend stanza", as close to the paper's
-# Stanford CoreNLP as is installable; stanza downloads its English models on first use with
-# `python -c "import stanza; stanza.download('en')"`). SHARDS=N parses in N parallel shards;
+# Stanford CoreNLP as is installable; the parse stage first fetches stanza's English models with
+# `depnmt models download en`, into $STANZA_RESOURCES_DIR or stanza's default folder, or the
+# PARSE flags' --stanza-dir). SHARDS=N parses in N parallel shards;
 # on a cluster run each `depnmt parse --shard i/N` on its own node, then `--merge`.
 # Batches: MAX_TOKENS per process (default 4096) × UPDATE_FREQ (default 2); with torchrun set
 # TRAIN_LAUNCH="torchrun --nproc_per_node 4 -m depnmt.cli" (see the README) and UPDATE_FREQ=1.

@@ -220,8 +220,8 @@ def test_bad_settings():
 # ---------------------------------------------------------------------------------------------
 # stanza backend (no models are installed: the error, and the conversion on a built Document)
 
-STANZA_MESSAGE = ("stanza models for 'en' not found in {d}; download them once with: python -c "
-                  "\"import stanza; stanza.download('en', model_dir='{d}')\"")
+STANZA_MESSAGE = ("stanza models for 'en' not found in {d}; download them once (needs internet) "
+                  "with: depnmt models download en --stanza-dir {d}")
 
 
 def test_stanza_missing_models_message(tmp_path, monkeypatch):
