@@ -21,6 +21,7 @@ COMMANDS = {
     "parse": ("parse", "Dependency-parse tokenized text into CoNLL-U (stanza, spaCy/GiNZA or given trees)."),
     "bpe": ("bpe", "Learn and apply subword-nmt BPE (or word-level vocabularies)."),
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
+    "average": ("average", "Average the last or best checkpoints of a run (train --keep-last N)."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),

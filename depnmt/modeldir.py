@@ -67,3 +67,24 @@ def default_checkpoint(model_dir: Path) -> Path:
         if (ckpt / name).exists():
             return ckpt / name
     raise DepnmtError(f"{model_dir}: no checkpoint in {ckpt} (training has not saved one yet)")
+
+
+RESERVED_CHECKPOINTS = ("last", "best")    # written by train; `average -o` must not take them
+
+
+def named_checkpoint(model_dir: Path, name: str) -> Path:
+    """``translate --checkpoint NAME``: ``MODEL_DIR/checkpoints/NAME.pt`` (``best``, ``last``,
+    a ``stepN`` snapshot of ``--keep-last`` or an average's name), or NAME itself when it is a
+    path (it contains a ``/`` or names an existing ``.pt`` file)."""
+    given = Path(name)
+    if "/" in name or (name.endswith(".pt") and given.is_file()):
+        if not given.is_file():
+            raise DepnmtError(f"{given}: no such checkpoint file")
+        return given
+    ckpt = checkpoint_dir(model_dir)
+    path = ckpt / (name if name.endswith(".pt") else f"{name}.pt")
+    if not path.is_file():
+        names = sorted(p.stem for p in ckpt.glob("*.pt")) if ckpt.is_dir() else []
+        raise DepnmtError(f"{model_dir}: no checkpoint named {name!r} in {ckpt} (there are: "
+                          f"{', '.join(names) or 'none'})")
+    return path
