@@ -6,7 +6,7 @@ MODEL_DIR/config.json        model architecture, scheme, languages, tokenizer an
 MODEL_DIR/vocab.src.txt      vocabularies (copied from the bpe stage)
 MODEL_DIR/vocab.tgt.txt
 MODEL_DIR/<segmenter files>  BPE codes etc. (``Segmenter.save``)
-MODEL_DIR/checkpoints/last.pt, best.pt
+MODEL_DIR/checkpoints/last.pt, best.pt, step{N}.pt (train --keep-last), NAME.pt (depnmt average)
 MODEL_DIR/metrics.jsonl      one JSON object per log line / validation
 ```
 """
