@@ -7,7 +7,8 @@ the test set (the paired bootstrap of :mod:`depnmt.score`) cannot see that noise
 ask for ≥ 3 independent runs per system, the mean and standard deviation over them, and a test
 that shuffles hypotheses between the systems *and* between the runs. This module implements that
 test exactly as MultEval does it (``multeval/significance/StratifiedApproximateRandomizationTest
-.java`` of github.com/jhclark/multeval, the reference implementation of the paper):
+.java`` of github.com/jhclark/multeval at commit bd93ed1, the reference implementation of the
+paper; names in parentheses below are its own):
 
 Layout
     Each system has ``N`` runs over the same ``n`` test sentences; ``stats[r, i]`` holds the

@@ -123,13 +123,12 @@ run_system() {
     "${launch[@]}" train --data "${DATA:-$WORK/bpe}" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
       "${FLAGS[@]}" --seed "$SEED" "${resume[@]}"
   fi
-  if [ "${AVERAGE:-0}" -gt 0 ]; then
+  local kept
+  kept=$(find "$model/checkpoints" -name 'step*.pt' | wc -l)
+  if [ "${AVERAGE:-0}" -gt 0 ] && [ "$kept" -gt 0 ]; then     # (no snapshots: best.pt)
     ckpt=(--checkpoint average)
-    if [ ! -f "$model/checkpoints/average.pt" ]; then
-      local kept
-      kept=$(find "$model/checkpoints" -name 'step*.pt' | wc -l)
+    [ -f "$model/checkpoints/average.pt" ] ||
       depnmt average -m "$model" --last $((kept < AVERAGE ? kept : AVERAGE)) -o average
-    fi
   fi
   if [ ! -s "$hyp" ]; then
     echo "== $name (seed $SEED): translate $(date -u +%H:%M:%S)"
