@@ -143,24 +143,46 @@ def pooled_score(metric: Metric, stats: np.ndarray) -> float:
     return metric._compute_score_from_stats(summed.tolist()).score
 
 
-def shuffle_counts(runs: int, n: int, count: int, rng: np.random.Generator
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` MultEval shufflings as count matrices ``[count, 2·runs·n]`` for X and Y.
+def draw_shuffles(runs: int, n: int, count: int, rng: np.random.Generator
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` MultEval shufflings: ``swap [count, runs, n]`` (0/1 coins) and ``perm [count,
+    runs, n]`` (for every shuffle and sentence, a uniform permutation of the runs)."""
+    swap = rng.integers(0, 2, size=(count, runs, n), dtype=np.int8)
+    base = np.broadcast_to(np.arange(runs)[None, :, None], (count, runs, n))
+    perm = rng.permuted(base, axis=1) if runs > 1 else np.zeros((count, 1, n), dtype=np.int64)
+    return swap, perm
 
-    Column ``s·runs·n + r·n + i`` says how often pseudo-system X (Y) takes the hypothesis of
-    system ``s`` (0 = A, 1 = B), run ``r``, sentence ``i`` (module docstring: ``swap``, ``perm``
-    and its inverse per sentence)."""
-    swap = rng.integers(0, 2, size=(count, runs, n))
-    perm = np.argsort(rng.random((count, runs, n)), axis=1)     # a uniform permutation per (k, i)
-    inv = np.argsort(perm, axis=1)                                # its inverse
-    sentence = np.arange(n)[None, None, :]
-    offsets = (np.arange(count) * 2 * runs * n)[:, None, None]
-    cells = 2 * runs * n
-    x_index = offsets + swap * runs * n + perm * n + sentence
-    y_index = offsets + (1 - swap) * runs * n + inv * n + sentence
-    x = np.bincount(x_index.ravel(), minlength=count * cells).reshape(count, cells)
-    y = np.bincount(y_index.ravel(), minlength=count * cells).reshape(count, cells)
-    return x.astype(np.float64), y.astype(np.float64)
+
+def literal_sums(a: np.ndarray, b: np.ndarray, swap: np.ndarray, perm: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """One shuffle as MultEval's ``sumStats`` loops over its rows: the summed statistics of
+    pseudo-systems X and Y. ``a``, ``b``: ``[runs, n, d]``; ``swap``, ``perm``: ``[runs, n]``.
+    The reference for :func:`shuffled_sums` (a test checks that they agree)."""
+    runs, n, _ = a.shape
+    inv = np.argsort(perm, axis=0)
+    x, y = np.zeros(a.shape[-1]), np.zeros(a.shape[-1])
+    for r in range(runs):
+        for i in range(n):
+            x += (b if swap[r, i] else a)[perm[r, i], i]          # at(iRow, a, b, false)
+            y += (a if swap[r, i] else b)[inv[r, i], i]           # at(iRow, a, b, true)
+    return x, y
+
+
+def shuffled_sums(a: np.ndarray, b: np.ndarray, swap: np.ndarray, perm: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`literal_sums` for a batch of shuffles (``swap``, ``perm``: ``[count, runs, n]``),
+    by algebra instead of loops. With ``D = B − A`` and ``perm`` a permutation of the runs of
+    each sentence, ``X = Σ_{r,i} A[perm_ri, i] + swap_ri·D[perm_ri, i] = ΣA + Σ_{j,i}
+    swap[inv_ji, i]·D[j, i]`` and likewise ``Y = ΣB − Σ_{j,i} swap[perm_ji, i]·D[j, i]``:
+    two ``[count, runs·n] @ [runs·n, d]`` products. Returns ``[count, d]`` each."""
+    count, runs, n = swap.shape
+    inv = np.empty_like(perm)
+    np.put_along_axis(inv, perm, np.broadcast_to(np.arange(runs)[None, :, None], perm.shape),
+                      axis=1)
+    d = (b - a).reshape(runs * n, -1)
+    wx = np.take_along_axis(swap, inv, axis=1).reshape(count, -1).astype(np.float64)
+    wy = np.take_along_axis(swap, perm, axis=1).reshape(count, -1).astype(np.float64)
+    return a.sum(axis=(0, 1)) + wx @ d, b.sum(axis=(0, 1)) - wy @ d
 
 
 def stratified_approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray,
@@ -180,14 +202,13 @@ def stratified_approximate_randomization(metric: Metric, stats_a: np.ndarray, st
         raise DepnmtError("approximate randomization needs at least one shuffle")
     runs, n, _ = a.shape
     observed = abs(pooled_score(metric, a) - pooled_score(metric, b))
-    both = np.concatenate([a.reshape(runs * n, -1), b.reshape(runs * n, -1)])   # [2·runs·n, d]
     rng = np.random.default_rng(seed)
     chunk = max(1, min(shuffles, _CHUNK_CELLS // (runs * n)))
     tolerance = 1e-9 * max(1.0, observed)
     extreme = 0
     for start in range(0, shuffles, chunk):
-        x, y = shuffle_counts(runs, n, min(chunk, shuffles - start), rng)
-        for sx, sy in zip(x @ both, y @ both):
+        swap, perm = draw_shuffles(runs, n, min(chunk, shuffles - start), rng)
+        for sx, sy in zip(*shuffled_sums(a, b, swap, perm)):
             diff = abs(metric._compute_score_from_stats(sx.tolist()).score
                        - metric._compute_score_from_stats(sy.tolist()).score)
             if diff > observed + tolerance or (count_ties and diff >= observed - tolerance):

@@ -94,20 +94,30 @@ def test_runs_of_the_same_noise_give_a_large_p():
 
 
 def test_shuffles_follow_multeval():
-    """One shuffle: X takes B's hypothesis where swap is set, at the permuted run; Y takes the
-    other system's at the inverse permutation; every sentence keeps N hypotheses on each side,
-    and with two runs X and Y split the 2N hypotheses of a sentence exactly."""
+    """The batched sums equal MultEval's row loop (X takes B where swap is set, at the permuted
+    run; Y the other system at the inverse permutation); with two runs X and Y split the 2N
+    hypotheses of a sentence, with three a 3-cycle can give both the same one (as MultEval)."""
     rng = np.random.default_rng(0)
-    for runs in (1, 2, 3):
-        x, y = sig.shuffle_counts(runs, 5, 50, rng)
-        per_sentence = lambda m: m.reshape(50, 2 * runs, 5).sum(axis=1)   # noqa: E731
-        assert (per_sentence(x) == runs).all() and (per_sentence(y) == runs).all()
-        if runs <= 2:
-            assert (x + y == 1).all()          # a partition of the 2N hypotheses
-        else:
-            assert (x + y != 1).any()          # MultEval's perm / inverse with 3-cycles
-    x, y = sig.shuffle_counts(1, 200, 1, np.random.default_rng(1))
-    assert 60 < x[0, 200:].sum() < 140          # a fair coin per sentence
+    for runs in (1, 2, 3, 4):
+        a, b = rng.integers(0, 50, (runs, 7, 5)).astype(float), rng.integers(0, 50, (runs, 7, 5)
+                                                                              ).astype(float)
+        swap, perm = sig.draw_shuffles(runs, 7, 20, rng)
+        x, y = sig.shuffled_sums(a, b, swap, perm)
+        for k in range(20):
+            lx, ly = sig.literal_sums(a, b, swap[k], perm[k])
+            assert np.array_equal(x[k], lx) and np.array_equal(y[k], ly)
+        assert all(sorted(perm[k, :, i]) == list(range(runs)) for k in range(20) for i in range(7))
+    # tagging every hypothesis by a power of two shows which ones X and Y took
+    tags = 2.0 ** np.arange(12).reshape(2, 2, 3, 1)          # [system, run, sentence, 1]
+    swap, perm = sig.draw_shuffles(2, 3, 30, rng)
+    x, y = sig.shuffled_sums(tags[0], tags[1], swap, perm)
+    assert (x + y == tags.sum()).all()                         # two runs: a partition
+    tags = 2.0 ** np.arange(18).reshape(2, 3, 3, 1)
+    swap, perm = sig.draw_shuffles(3, 3, 200, rng)
+    x, y = sig.shuffled_sums(tags[0], tags[1], swap, perm)
+    assert (x + y != tags.sum()).any()                         # three runs: not always
+    swap, _ = sig.draw_shuffles(1, 400, 1, np.random.default_rng(1))
+    assert 140 < swap.sum() < 260                              # a fair coin per sentence
 
 
 def test_needs_the_same_runs_on_both_sides():
