@@ -24,6 +24,7 @@ COMMANDS = {
     "models": ("models", "Download stanza's parser models (only when asked; parse never downloads)."),
     "bpe": ("bpe", "Learn and apply subword-nmt BPE (or word-level vocabularies)."),
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
+    "average": ("average", "Average the last or best checkpoints of a run (train --keep-last N)."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),

@@ -6,7 +6,7 @@ MODEL_DIR/config.json        model architecture, scheme, languages, tokenizer an
 MODEL_DIR/vocab.src.txt      vocabularies (copied from the bpe stage)
 MODEL_DIR/vocab.tgt.txt
 MODEL_DIR/<segmenter files>  BPE codes etc. (``Segmenter.save``)
-MODEL_DIR/checkpoints/last.pt, best.pt
+MODEL_DIR/checkpoints/last.pt, best.pt, step{N}.pt (train --keep-last), NAME.pt (depnmt average)
 MODEL_DIR/metrics.jsonl      one JSON object per log line / validation
 ```
 """
@@ -137,3 +137,24 @@ def read_metrics(model_dir: Path) -> list[dict[str, Any]]:
             raise InputError(path, lineno, "not a metrics record (a JSON object with \"event\")")
         records.append(record)
     return records
+
+
+RESERVED_CHECKPOINTS = ("last", "best")    # written by train; `average -o` must not take them
+
+
+def named_checkpoint(model_dir: Path, name: str) -> Path:
+    """``translate --checkpoint NAME``: ``MODEL_DIR/checkpoints/NAME.pt`` (``best``, ``last``,
+    a ``stepN`` snapshot of ``--keep-last`` or an average's name), or NAME itself when it is a
+    path (it contains a ``/`` or names an existing ``.pt`` file)."""
+    given = Path(name)
+    if "/" in name or (name.endswith(".pt") and given.is_file()):
+        if not given.is_file():
+            raise DepnmtError(f"{given}: no such checkpoint file")
+        return given
+    ckpt = checkpoint_dir(model_dir)
+    path = ckpt / (name if name.endswith(".pt") else f"{name}.pt")
+    if not path.is_file():
+        names = sorted(p.stem for p in ckpt.glob("*.pt")) if ckpt.is_dir() else []
+        raise DepnmtError(f"{model_dir}: no checkpoint named {name!r} in {ckpt} (there are: "
+                          f"{', '.join(names) or 'none'})")
+    return path

@@ -1,26 +1,37 @@
-"""Results table of trained systems: the small-scale analogue of the papers' Tables 2.
+"""Results table of trained systems, each trained once or several times (runs = replicates).
 
-One row per system (a model directory and its test hypotheses): its scheme, parameters,
-training time, updates and target tokens/s (from ``metrics.jsonl``), BLEU and chrF (sacreBLEU),
-and paired-bootstrap p-values (Koehn 2004, :mod:`depnmt.score`) against each baseline system,
-e.g. ``abs`` and ``rel``. Written as Markdown, JSON and a PNG bar chart by ``depnmt report``.
+A *system* is a name with one or more *runs* (a model directory and its test hypotheses; runs of
+one system differ by seed). Per system: its scheme and parameters; the mean ± sd of BLEU and chrF
+over its runs and every run's value; from ``metrics.jsonl``, the mean dev loss, updates and
+epochs at the selected checkpoint (the last validation marked best by ``--early-stop-metric``),
+training time and target tokens/s. Per system and baseline: the mean difference of BLEU and chrF
+with Welch's 95 % interval, the p-value of approximate randomization stratified over runs
+(Clark et al. 2011, :mod:`depnmt.significance`) and the paired bootstrap's (Koehn 2004,
+:mod:`depnmt.score`) on the pooled runs (each sentence's statistics summed over the runs; with one
+run, exactly ``depnmt score``'s test). Written as Markdown, JSON and a PNG by ``depnmt report``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from . import score as sc
+from . import significance as sig
 from .errors import DepnmtError
+from .log import warn
 from .modeldir import read_config, read_metrics
 from .textio import atomic_open, read_lines
+
+METRICS = ("bleu", "chrf")
 
 
 @dataclass
 class System:
-    """A trained system: its name in the table, model directory and hypothesis file."""
+    """One run of a system: its name in the table, model directory and hypothesis file."""
 
     name: str
     model_dir: Path
@@ -28,16 +39,19 @@ class System:
 
 
 def training_summary(model_dir: Path) -> dict:
-    """What ``depnmt train`` logged: scheme, parameters, updates, seconds, mean target tokens/s
-    over the logged windows, best dev BLEU and the last dev UAS values (DBSA)."""
+    """What ``depnmt train`` logged: scheme, seed, parameters, updates, seconds, mean target
+    tokens/s over the logged windows, best dev BLEU, the selected validation (updates, epoch and
+    dev loss of the last one marked best) and the last dev UAS values (DBSA)."""
     config = read_config(model_dir)
     records = read_metrics(model_dir)
     start = next((r for r in records if r["event"] == "start"), {})
     train = [r for r in records if r["event"] == "train"]
     valid = [r for r in records if r["event"] == "valid"]
     ends = [r for r in records if r["event"] == "end"]
+    selected = next((r for r in reversed(valid) if r.get("best")), None)
     summary = {
         "scheme": "+".join(config["model"]["scheme"]),
+        "seed": config.get("training", {}).get("seed"),
         "parameters": start.get("parameters"),
         "updates": max((r["step"] for r in records), default=0),
         "train_seconds": sum(r["elapsed"] for r in ends) if ends else
@@ -45,6 +59,9 @@ def training_summary(model_dir: Path) -> dict:
         "tgt_tokens_per_s": (sum(r["tgt_tokens_per_s"] for r in train) / len(train)
                              if train else None),
         "dev_bleu": max((r["dev_bleu"] for r in valid if "dev_bleu" in r), default=None),
+        "selected_step": selected and selected["step"],
+        "selected_epoch": selected and selected["epoch"],
+        "selected_dev_nll": selected and selected.get("dev_nll"),
         "finished": bool(ends),
     }
     if valid:
@@ -52,45 +69,122 @@ def training_summary(model_dir: Path) -> dict:
     return summary
 
 
-def results(systems: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Sequence[str],
+def runs_in_folders(folders: Sequence[Path]) -> list[System]:
+    """The runs of the recipes' layout: every ``FOLDER/models/NAME`` with a finished training
+    (``manifest.json``) and a hypothesis file ``FOLDER/hyps/NAME.<target language>``; each
+    folder is one replicate (e.g. ``compare``, ``compare-seed2``). Unfinished ones are skipped
+    with a warning."""
+    runs = []
+    for folder in folders:
+        models = folder / "models"
+        if not models.is_dir():
+            raise DepnmtError(f"{folder}: no models/ folder (expected the layout of the "
+                              f"comparison recipes: models/NAME and hyps/NAME.LANG)")
+        for model in sorted(p for p in models.iterdir() if p.is_dir()):
+            config = read_config(model)
+            hyp = folder / "hyps" / f"{model.name}.{config['tgt_lang']}"
+            if (model / "manifest.json").exists() and hyp.exists() and hyp.stat().st_size:
+                runs.append(System(model.name, model, hyp))
+            else:
+                warn(f"{model}: skipped (training or translation not finished)")
+    if not runs:
+        raise DepnmtError(f"no finished runs in {', '.join(map(str, folders))}")
+    return runs
+
+
+def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
+    """Runs by system name, in order of first appearance."""
+    groups: dict[str, list[System]] = {}
+    for run in runs:
+        groups.setdefault(run.name, []).append(run)
+    for name, members in groups.items():
+        hyps = [str(m.hyp) for m in members]
+        if len(set(hyps)) != len(hyps):
+            raise DepnmtError(f"system {name!r} lists the same hypothesis file twice")
+    return groups
+
+
+def _mean(values: Sequence) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def system_record(name: str, runs: Sequence[dict]) -> dict:
+    """Aggregate one system's run records (each with scores and a training summary)."""
+    schemes = {r["scheme"] for r in runs}
+    if len(schemes) > 1:
+        raise DepnmtError(f"system {name!r} mixes runs of different schemes: "
+                          f"{', '.join(sorted(schemes))}")
+    record: dict = {"system": name, "scheme": runs[0]["scheme"], "n_runs": len(runs),
+                    "parameters": runs[0]["parameters"]}
+    for key in METRICS:
+        record[f"{key}_mean"], record[f"{key}_sd"] = sig.mean_sd([r[key] for r in runs])
+    for key in ("selected_dev_nll", "selected_step", "selected_epoch", "train_seconds",
+                "tgt_tokens_per_s"):
+        record[f"{key}_mean"] = _mean([r[key] for r in runs])
+    record["runs"] = list(runs)
+    return record
+
+
+def comparison(metric, key: str, base: dict, other: dict, stats: dict, shuffles: int,
+               n_samples: int, seed: int) -> dict:
+    """``other`` against ``base`` on metric ``key``: mean difference with its 95 % interval,
+    stratified approximate randomization (same number of runs only) and paired bootstrap."""
+    interval = sig.mean_difference([r[key] for r in base["runs"]], [r[key] for r in other["runs"]])
+    out = asdict(interval)
+    a, b = stats[base["system"]][key], stats[other["system"]][key]
+    out["p_ar"] = (sig.stratified_approximate_randomization(metric, a, b, shuffles, seed)
+                   if shuffles > 0 and a.shape == b.shape else None)
+    if n_samples > 0:
+        pooled = [sc.SystemStats({key: s.sum(axis=0).tolist()}, {key: sig.pooled_score(metric, s)})
+                  for s in (a, b)]
+        out["p_bootstrap"] = sc.compare(metric, pooled[0], pooled[1], key, n_samples, seed)
+    else:
+        out["p_bootstrap"] = None
+    return out
+
+
+def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Sequence[str],
             baselines: Sequence[str], tokenize: str | None = None, lang: str | None = None,
-            n_samples: int = sc.DEFAULT_SAMPLES, seed: int = sc.DEFAULT_SEED) -> list[dict]:
-    """One record per system: training summary, ``bleu``, ``chrf``, ``p_bleu_vs_<b>`` and
-    ``p_chrf_vs_<b>`` for every baseline ``b`` other than itself, ``tok_s_ratio`` to the first
-    baseline."""
-    names = [s.name for s in systems]
-    if len(set(names)) != len(names):
-        raise DepnmtError(f"system names must be unique: {names}")
-    missing = [b for b in baselines if b not in names]
+            n_samples: int = sc.DEFAULT_SAMPLES, seed: int = sc.DEFAULT_SEED,
+            shuffles: int = sig.DEFAULT_SHUFFLES) -> list[dict]:
+    """One record per system (:func:`system_record`), with ``vs[<baseline>][<metric>]`` for every
+    baseline other than itself (:func:`comparison`) and ``tok_s_ratio`` to the first baseline."""
+    groups = group_runs(runs)
+    missing = [b for b in baselines if b not in groups]
     if missing:
-        raise DepnmtError(f"baseline {missing[0]!r} is not one of the systems ({', '.join(names)})")
-    metrics = sc.make_metrics(["bleu", "chrf"], tokenize=tokenize, lang=lang)
-    stats = {}
+        raise DepnmtError(f"baseline {missing[0]!r} is not one of the systems ({', '.join(groups)})")
+    metrics = sc.make_metrics(list(METRICS), tokenize=tokenize, lang=lang)
+    stats: dict[str, dict[str, np.ndarray]] = {}
     records = []
-    for system in systems:
-        hyps = read_lines(system.hyp)
-        sc.check_parallel(hyps, refs, str(system.hyp), list(ref_names))
-        stats[system.name] = sc.system_stats(metrics, hyps, refs)
-        records.append({"system": system.name, "model_dir": str(system.model_dir),
-                        "hyp": str(system.hyp), **training_summary(system.model_dir),
-                        **stats[system.name].scores})
-    samples: dict[tuple[str, str], object] = {}
+    for name, members in groups.items():
+        run_records, per_metric = [], {key: [] for key in METRICS}
+        for run in members:
+            hyps = read_lines(run.hyp)
+            sc.check_parallel(hyps, refs, str(run.hyp), list(ref_names))
+            current = sc.system_stats(metrics, hyps, refs)
+            for key in METRICS:
+                per_metric[key].append(current.stats[key])
+            run_records.append({"model_dir": str(run.model_dir), "hyp": str(run.hyp),
+                                **training_summary(run.model_dir), **current.scores})
+        stats[name] = {key: np.asarray(v, dtype=np.float64) for key, v in per_metric.items()}
+        records.append(system_record(name, run_records))
+    by_name = {r["system"]: r for r in records}
     for record in records:
+        record["vs"] = {}
         for base in baselines:
-            if base == record["system"] or n_samples <= 0:
+            if base == record["system"]:
                 continue
-            for key, metric in metrics.items():
-                if (base, key) not in samples:
-                    samples[base, key] = sc.bootstrap_scores(metric, stats[base].stats[key],
-                                                             n_samples, seed)
-                record[f"p_{key}_vs_{base}"] = sc.compare(
-                    metric, stats[base], stats[record["system"]], key, n_samples, seed,
-                    samples[base, key])
-    first = next(r for r in records if r["system"] == baselines[0]) if baselines else None
+            if by_name[base]["n_runs"] != record["n_runs"] and shuffles > 0:
+                warn(f"{record['system']} has {record['n_runs']} runs and {base} "
+                     f"{by_name[base]['n_runs']}: no approximate randomization (it needs the "
+                     f"same number of runs)")
+            record["vs"][base] = {key: comparison(metrics[key], key, by_name[base], record, stats,
+                                                  shuffles, n_samples, seed) for key in METRICS}
+    base_speed = by_name[baselines[0]]["tgt_tokens_per_s_mean"] if baselines else None
     for record in records:
-        base_speed = first and first["tgt_tokens_per_s"]
-        record["tok_s_ratio"] = (record["tgt_tokens_per_s"] / base_speed
-                                 if base_speed and record["tgt_tokens_per_s"] else None)
+        speed = record["tgt_tokens_per_s_mean"]
+        record["tok_s_ratio"] = speed / base_speed if base_speed and speed else None
     return records
 
 
@@ -98,25 +192,60 @@ def _num(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _mean_sd(record: dict, key: str) -> str:
+    mean, sd = record[f"{key}_mean"], record[f"{key}_sd"]
+    return f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
+
+
+def _table(head: list[str], rows: list[list[str]], text_columns: int) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "---|" * text_columns + "---:|" * (len(head) - text_columns)]
+    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+
+
 def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
-    """The table; p-values are for BLEU (chrF's are in the JSON)."""
-    head = ["system", "scheme", "params (M)", "updates", "train min", "tgt tok/s",
-            f"× {baselines[0]}" if baselines else "× base", "BLEU", "chrF"]
-    head += [f"p vs {b}" for b in baselines]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    """Two tables: the systems (mean ± sd over runs, every run's BLEU, the selected
+    checkpoints), then every system against every baseline (Δ mean [95 % interval], p-values)."""
+    head = ["system", "scheme", "runs", "params (M)", "updates*", "epochs*", "dev loss*",
+            "train min", "tgt tok/s", f"× {baselines[0]}" if baselines else "× base",
+            "BLEU", "chrF", "BLEU of each run"]
+    rows = []
     for r in records:
-        minutes = r["train_seconds"] / 60 if r["train_seconds"] is not None else None
+        minutes = r["train_seconds_mean"] / 60 if r["train_seconds_mean"] is not None else None
         params = r["parameters"] / 1e6 if r["parameters"] else None
-        cells = [r["system"], r["scheme"], _num(params, ".2f"), str(r["updates"]),
-                 _num(minutes, ".1f"), _num(r["tgt_tokens_per_s"], ".0f"),
-                 _num(r["tok_s_ratio"], ".2f"), f"{r['bleu']:.2f}", f"{r['chrf']:.2f}"]
-        cells += [_num(r.get(f"p_bleu_vs_{b}"), ".3f") for b in baselines]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append([r["system"], r["scheme"], str(r["n_runs"]), _num(params, ".2f"),
+                     _num(r["selected_step_mean"], ".0f"), _num(r["selected_epoch_mean"], ".1f"),
+                     _num(r["selected_dev_nll_mean"], ".3f"), _num(minutes, ".1f"),
+                     _num(r["tgt_tokens_per_s_mean"], ".0f"), _num(r["tok_s_ratio"], ".2f"),
+                     _mean_sd(r, "bleu"), _mean_sd(r, "chrf"),
+                     ", ".join(f"{run['bleu']:.2f}" for run in r["runs"])])
+    lines = _table(head, rows, 2)
+    lines += ["", "BLEU and chrF: mean ± sd over the runs. *: means over the runs of the selected "
+              "checkpoint (the last validation marked best; dev loss is its dev NLL).", ""]
+    head = ["system", "vs", "Δ BLEU [95 % CI]", "p AR", "p boot", "Δ chrF [95 % CI]", "p AR",
+            "p boot"]
+    rows = []
+    for r in records:
+        for base, by_metric in r["vs"].items():
+            cells = [r["system"], base]
+            for key in METRICS:
+                c = by_metric[key]
+                ci = f" [{c['low']:+.2f}, {c['high']:+.2f}]" if c["low"] is not None else ""
+                cells += [f"{c['difference']:+.2f}{ci}", _num(c["p_ar"], ".4f"),
+                          _num(c["p_bootstrap"], ".4f")]
+            rows.append(cells)
+    if rows:
+        lines += _table(head, rows, 2)
+        lines += ["", "Δ: difference of the mean scores, Welch's 95 % interval over runs; p AR: "
+                  "approximate randomization stratified over runs (Clark et al. 2011, MultEval; "
+                  "two-sided); p boot: paired bootstrap on the pooled runs (Koehn 2004; "
+                  "one-sided)."]
     return "\n".join(lines) + "\n"
 
 
 def plot(records: Sequence[dict], path: Path) -> None:
-    """Bars of BLEU and chrF per system."""
+    """BLEU and chrF per system: every run as a point, the mean as a bar and its 95 %
+    t-interval (two or more runs) as an error bar."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -124,14 +253,20 @@ def plot(records: Sequence[dict], path: Path) -> None:
     names = [r["system"] for r in records]
     fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 0.7 * len(names) + 3), 3.6))
     for ax, key, label in ((axes[0], "bleu", "BLEU"), (axes[1], "chrf", "chrF")):
-        values = [r[key] for r in records]
-        ax.bar(range(len(names)), values, color="#4477aa")
+        for i, r in enumerate(records):
+            values = [run[key] for run in r["runs"]]
+            offsets = np.linspace(-0.15, 0.15, len(values)) if len(values) > 1 else [0.0]
+            ax.scatter([i + o for o in offsets], values, s=14, color="#4477aa", zorder=3)
+            mean, (low, high) = r[f"{key}_mean"], sig.mean_interval(values)
+            ax.hlines(mean, i - 0.3, i + 0.3, color="#222222", zorder=4)
+            if low is not None:
+                ax.errorbar(i, mean, yerr=[[mean - low], [high - mean]], color="#222222",
+                            capsize=4, zorder=4)
+            ax.text(i + 0.32, mean, f"{mean:.1f}", va="center", fontsize=7)
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
         ax.set_ylabel(label)
-        low, high = min(values), max(values)
-        ax.set_ylim(max(0.0, low - 2 * (high - low) - 1), high + (high - low) * 0.3 + 0.5)
-        for i, v in enumerate(values):
-            ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=7)
+        ax.set_xlim(-0.6, len(names) - 0.2)
+    fig.suptitle("runs (points), mean and 95 % interval", fontsize=9)
     fig.tight_layout()
     with atomic_open(path, "wb") as fh:
         fig.savefig(fh, format="png", dpi=120)

@@ -38,6 +38,7 @@ from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
 from .search import SearchConfig
 from .textio import append_line, read_lines
+from .vocab import PAD
 
 
 @dataclass
@@ -56,7 +57,8 @@ class TrainOptions:
     valid_every: int = 0            # steps; 0 = once per epoch
     save_every: int = 0             # steps; 0 = at each validation
     patience: int = 0               # validations without improvement before stopping; 0 = off
-    early_stop_metric: str = "bleu"
+    early_stop_metric: str = "bleu"  # bleu (loss when there are no dev references), loss or acc
+    keep_last: int = 0              # model snapshots step{N}.pt kept (at each validation/save)
     valid_beam: int = 1
     valid_max_sentences: int = 0    # dev sentences decoded for BLEU; 0 = all
     max_len: int = 250              # training pairs longer than this (subwords) are skipped
@@ -75,6 +77,7 @@ class Progress:
     batches_done: int = 0           # batches of `epoch` already consumed
     elapsed: float = 0.0            # seconds of training so far (over all resumed runs)
     best: float | None = None
+    best_metric: str | None = None  # the dev metric ``best`` is of (``dev_bleu``, ``dev_acc``, ...)
     bad_validations: int = 0
     history: list[dict] = field(default_factory=list)
 
@@ -337,7 +340,7 @@ class Trainer:
         import sacrebleu
 
         self.model.eval()
-        loss_sum = tokens = 0.0
+        loss_sum = tokens = correct = 0.0
         counts: dict[str, list[int]] = {}          # schemes' dev metrics, e.g. DBSA's UAS
         batcher = TokenBatcher(example_lengths(self.dev_data), self.opts.max_tokens, shuffle=False)
         for _, batch in iterate_batches(self.dev_data, batcher, 0):
@@ -345,6 +348,7 @@ class Trainer:
             with autocast(self.device, self.amp):
                 logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
             loss_sum += float(label_smoothed_nll(logits, batch.tgt_out, 0.0)[1])
+            correct += token_matches(logits, batch.tgt_out)
             tokens += batch.n_tokens
             for name, (c, t) in self.model.schemes.validation_counts(batch.src_feats,
                                                                      batch.tgt_feats).items():
@@ -352,6 +356,7 @@ class Trainer:
                 acc[0], acc[1] = acc[0] + c, acc[1] + t
         result = {"dev_nll": loss_sum / max(tokens, 1)}
         result["dev_ppl"] = math.exp(min(result["dev_nll"], 50))
+        result["dev_acc"] = 100.0 * correct / max(tokens, 1)
         result.update({f"dev_{name}": 100.0 * c / t for name, (c, t) in counts.items() if t})
         if self.dev_refs:
             n = self.opts.valid_max_sentences or len(self.dev_data)
@@ -371,14 +376,20 @@ class Trainer:
         return self._translator
 
     def _improved(self, result: dict) -> bool:
-        metric = "dev_bleu" if self.opts.early_stop_metric == "bleu" and "dev_bleu" in result \
-            else "dev_nll"
-        value = result[metric] if metric == "dev_bleu" else -result[metric]
-        if self.progress.best is None or value > self.progress.best:
-            self.progress.best = value
-            self.progress.bad_validations = 0
+        """Whether ``result`` is the best validation so far by ``--early-stop-metric`` (dev
+        BLEU, dev token accuracy or dev loss; BLEU falls back to the loss without dev
+        references). Counts the validations without improvement for ``--patience``."""
+        metric, sign = selection_metric(self.opts.early_stop_metric, result)
+        p = self.progress
+        if p.best_metric != metric:      # e.g. --resume with another --early-stop-metric
+            seen = [sign * r[metric] for r in p.history if metric in r]
+            p.best, p.best_metric = (max(seen) if seen else None), metric
+        value = sign * result[metric]
+        if p.best is None or value > p.best:
+            p.best = value
+            p.bad_validations = 0
             return True
-        self.progress.bad_validations += 1
+        p.bad_validations += 1
         return False
 
     def _validate_and_save(self, epoch: int | None = None) -> bool:
@@ -391,7 +402,21 @@ class Trainer:
             stop = bool(self.opts.patience) and \
                 self.progress.bad_validations >= self.opts.patience
         self.save("last.pt", *(["best.pt"] if improved else []))
+        self._snapshot()
         return dist.broadcast_flag(stop)
+
+    def _snapshot(self) -> None:
+        """``--keep-last N``: write the model as ``step{STEP}.pt`` (model and progress only, for
+        ``depnmt average``) and delete the older snapshots beyond the last N (rank 0). Each
+        file is written atomically and deleted on its own, so a run killed in between leaves
+        at most one snapshot too many, removed at the next save."""
+        if not self.opts.keep_last or not dist.is_main():
+            return
+        save_checkpoint(self.ckpt_dir / f"step{self.progress.step}.pt",
+                        {"model_config": self.model_cfg.to_dict(),
+                         "model": self.model.state_dict(), "progress": asdict(self.progress)})
+        for old in snapshots(self.ckpt_dir)[:-self.opts.keep_last]:
+            old.unlink(missing_ok=True)
 
     def _validate_and_log(self, epoch: int | None) -> bool:
         """Validate, record and print the result; returns whether it is the best so far."""
@@ -438,6 +463,7 @@ class Trainer:
                         stop = self._validate_and_save() or not budget
                     elif o.save_every and p.step % o.save_every == 0:
                         self.save("last.pt")
+                        self._snapshot()
                     if stop:
                         break
                 if stop:
@@ -492,6 +518,30 @@ class Trainer:
                        for k, v in window.get("aux", {}).items()})
         self.log(record)
         window.update(tokens=0, src_tokens=0, loss=0.0, aux={}, t=time.monotonic())
+
+
+def token_matches(logits: torch.Tensor, target: torch.Tensor) -> float:
+    """Non-PAD target tokens whose argmax prediction is right (dev token accuracy, the metric
+    Omote et al. 2019 select models by). ``logits [B, T, V]``, ``target [B, T]``."""
+    keep = target != PAD
+    return float(((logits.argmax(dim=-1) == target) & keep).sum())
+
+
+def selection_metric(name: str, result: dict) -> tuple[str, int]:
+    """The validation key ``--early-stop-metric NAME`` selects by and its sign (+1: higher is
+    better): ``bleu`` -> dev_bleu (dev_nll without dev references), ``acc`` -> dev_acc,
+    ``loss`` -> dev_nll."""
+    if name == "bleu" and "dev_bleu" in result:
+        return "dev_bleu", 1
+    if name == "acc":
+        return "dev_acc", 1
+    return "dev_nll", -1
+
+
+def snapshots(ckpt_dir: Path) -> list[Path]:
+    """The ``step{N}.pt`` snapshots of ``--keep-last`` in a checkpoint folder, oldest first."""
+    found = [(int(p.stem[4:]), p) for p in ckpt_dir.glob("step*.pt") if p.stem[4:].isdigit()]
+    return [p for _, p in sorted(found)]
 
 
 def add_to_window(window: dict, stats: dict) -> None:

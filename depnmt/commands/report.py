@@ -8,17 +8,23 @@ from pathlib import Path
 import click
 
 from ..score import DEFAULT_SAMPLES, DEFAULT_SEED, TOKENIZERS
+from ..significance import DEFAULT_SHUFFLES
 from .options import SEED
 
 
 @click.command("report", context_settings={"show_default": True})
 @click.option("-r", "--ref", "refs", multiple=True, required=True,
               type=click.Path(exists=True, dir_okay=False), help="reference file (repeatable)")
-@click.option("-s", "--system", "systems", multiple=True, required=True, nargs=3,
+@click.option("-s", "--system", "systems", multiple=True, nargs=3,
               type=(str, click.Path(exists=True, file_okay=False, path_type=Path),
                     click.Path(exists=True, dir_okay=False, path_type=Path)),
-              metavar="NAME MODEL_DIR HYP", help="a system: its name, model directory and test "
-              "hypotheses (repeat for each system)")
+              metavar="NAME MODEL_DIR HYP", help="a run of a system: its name, model directory "
+              "and test hypotheses (repeat for each system; repeat a NAME for its other runs, "
+              "e.g. seeds)")
+@click.option("-f", "--runs-dir", "folders", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="a results folder of the comparison recipes (models/NAME, hyps/NAME.LANG); "
+                   "each is one run of every system finished in it (repeat for the seeds)")
 @click.option("-b", "--baseline", "baselines", multiple=True,
               help="system NAME to test the others against with paired bootstrap (repeatable; "
                    "default: the first system); tokens/s ratios are to the first baseline")
@@ -27,29 +33,44 @@ from .options import SEED
 @click.option("-l", "--lang", default=None, metavar="LANG", help="target language")
 @click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=DEFAULT_SAMPLES,
               help="paired bootstrap resamples (0 disables the p-values)")
-@click.option("--seed", type=SEED, default=DEFAULT_SEED, help="bootstrap random seed")
+@click.option("--shuffles", type=click.IntRange(min=0), default=DEFAULT_SHUFFLES,
+              help="approximate randomization shuffles (0 disables its p-values)")
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, help="bootstrap and shuffling seed")
 @click.option("-o", "--out", "prefix", type=click.Path(path_type=Path), default=None,
-              help="also write OUT.md, OUT.json and OUT.png (BLEU and chrF bars)")
+              help="also write OUT.md, OUT.json and OUT.png (every run as a point, means "
+                   "and 95 % intervals)")
 def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
-            baselines: tuple[str, ...], tokenize: str | None, lang: str | None, n_samples: int,
-            seed: int, prefix: Path | None) -> None:
-    """Results table of trained systems: scheme, parameters, updates, training time, target
-    tokens/s (and its ratio to the baseline), BLEU, chrF and paired-bootstrap p-values against
-    each baseline (Koehn 2004; the share of resamples that contradict the observed difference).
+            folders: tuple[Path, ...], baselines: tuple[str, ...], tokenize: str | None,
+            lang: str | None, n_samples: int, shuffles: int, seed: int,
+            prefix: Path | None) -> None:
+    """Results table of trained systems, each trained once or several times (runs, e.g.
+    seeds): per system the mean ± sd of BLEU and chrF over its runs and every run's BLEU, the
+    mean dev loss, updates and epochs at the selected checkpoint, training time, target
+    tokens/s (and its ratio to the first baseline); per system and baseline the difference of
+    the means with Welch's 95 % interval, the p-value of approximate randomization stratified
+    over runs (Clark, Dyer, Lavie & Smith 2011, as MultEval; two-sided, needs the same number
+    of runs) and the paired bootstrap's (Koehn 2004; on the runs pooled; one-sided).
 
     \b
-    Example (the comparison of the Multi30k recipe):
-      depnmt report --ref work/prepare/test.raw.de -b abs -b rel -o work/results \\
-        -s abs work/m-abs work/abs.de -s rel work/m-rel work/rel.de -s dep work/m-dep work/dep.de
+    Example (three seeds of two systems):
+      depnmt report --ref work/prepare/test.raw.de -b abs -o work/results \\
+        -s abs work/abs-1 work/abs-1.de -s abs work/abs-2 work/abs-2.de -s abs work/abs-3 work/abs-3.de \\
+        -s dep work/dep-1 work/dep-1.de -s dep work/dep-2 work/dep-2.de -s dep work/dep-3 work/dep-3.de
+    The folders of the comparison recipes (one per seed) instead of -s:
+      depnmt report --ref work/multi30k-en-de/prepare/test.raw.de -b abs -b rel \\
+        -f work/multi30k-en-de/compare-plateau -f work/multi30k-en-de/compare-plateau-seed2
     """
+    from ..errors import DepnmtError
     from ..log import info
-    from ..report import System, markdown, plot, results
+    from ..report import System, markdown, plot, results, runs_in_folders
     from ..textio import atomic_open, read_lines, write_stdout
 
+    runs = [System(*s) for s in systems] + (runs_in_folders(folders) if folders else [])
+    if not runs:
+        raise DepnmtError("no systems: give -s NAME MODEL_DIR HYP or -f RESULTS_DIR")
     ref_lines = [read_lines(path) for path in refs]
-    chosen = list(baselines) or [systems[0][0]]
-    records = results([System(*s) for s in systems], ref_lines, refs, chosen, tokenize, lang,
-                      n_samples, seed)
+    chosen = list(baselines) or [runs[0].name]
+    records = results(runs, ref_lines, refs, chosen, tokenize, lang, n_samples, seed, shuffles)
     table = markdown(records, chosen)
     write_stdout(table)
     if prefix is not None:

@@ -32,9 +32,13 @@ TRAIN = [  # flag, TrainOptions field, type, default, help
     ("--max-minutes", "max_minutes", AMOUNT, 0.0, "stop after this wall-clock budget (0 = no limit)"),
     ("--valid-every", "valid_every", COUNT, 0, "validate every N updates (0 = every epoch)"),
     ("--save-every", "save_every", COUNT, 0, "also save last.pt every N updates (0 = at validation)"),
-    ("--patience", "patience", COUNT, 0, "early stopping: validations without improvement (0 = off)"),
-    ("--early-stop-metric", "early_stop_metric", click.Choice(["bleu", "loss"]), "bleu",
-     "dev metric for best.pt and early stopping"),
+    ("--patience", "patience", COUNT, 0, "early stopping: validations without improvement of "
+     "--early-stop-metric (0 = off)"),
+    ("--early-stop-metric", "early_stop_metric", click.Choice(["bleu", "acc", "loss"]), "bleu",
+     "dev metric that selects best.pt and drives --patience: bleu (dev BLEU; the loss when "
+     "there are no dev references), acc (dev token accuracy, as Omote et al.) or loss"),
+    ("--keep-last", "keep_last", COUNT, 0, "also keep the model at the last N validations/saves "
+     "as checkpoints/step{UPDATE}.pt, older ones deleted (for `depnmt average`; 0 = none)"),
     ("--valid-beam", "valid_beam", POSITIVE, 1, "beam size for dev BLEU (1 = greedy, fastest)"),
     ("--valid-max-sentences", "valid_max_sentences", COUNT, 0, "dev sentences decoded for BLEU (0 = all)"),
     ("--max-len", "max_len", POSITIVE, 250, "skip training pairs longer than this (subwords); also "

@@ -17,8 +17,10 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("-m", "--model-dir", type=click.Path(path_type=Path, file_okay=False),
               default=lambda: os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR),
               help="model directory written by `depnmt train` (default: $DEPNMT_MODEL or ./model)")
-@click.option("-c", "--checkpoint", type=click.Path(path_type=Path, dir_okay=False),
-              help="checkpoint file (default: MODEL_DIR/checkpoints/best.pt, else last.pt)")
+@click.option("-c", "--checkpoint", metavar="NAME|FILE",
+              help="checkpoint: a name in MODEL_DIR/checkpoints (best, last, stepN of "
+                   "train --keep-last, or the -o NAME of `depnmt average`) or a .pt file "
+                   "[default: best, else last]")
 @click.option("-i", "--input", "input_path", type=click.Path(path_type=Path, dir_okay=False),
               help="read this file instead of standard input")
 @click.option("--input-format", type=click.Choice(["text", "conllu"]), default="text",
@@ -34,7 +36,7 @@ DEFAULT_MODEL_DIR = "model"
               help="also write the source trees the model's encoder parse head induces (DBSA(Enc) "
                    "models; no parser needed) to this CoNLL-U file: one tree per input line over "
                    "the words translated, maximum spanning tree of the word-level head scores")
-def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, input_format: str,
+def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
             max_len_b: int | None, device: str, induced_trees: Path | None) -> None:
     """Translate raw text with a trained model.
@@ -44,11 +46,14 @@ def command(model_dir: Path, checkpoint: Path | None, input_path: Path | None, i
     The model directory's own tokenizer, parser (for tree-based schemes) and BPE are applied.
     Exactly one output line per input line: empty lines stay empty, over-long lines are
     truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
+    --checkpoint avg5 translates with the average `depnmt average -o avg5` wrote.
     """
+    from ..modeldir import named_checkpoint
     from ..textio import iter_lines, stdin_lines, write_stdout
     from ..translate import Translator
 
-    translator = Translator.from_model_dir(model_dir, checkpoint, device, beam=beam, alpha=alpha,
+    ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
+    translator = Translator.from_model_dir(model_dir, ckpt, device, beam=beam, alpha=alpha,
                                            max_len_a=max_len_a, max_len_b=max_len_b)
     induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":

@@ -50,7 +50,7 @@ esac
 for s in $SYSTEMS; do system_flags "$s"; done          # unknown names fail before any work
 COMMON=(--layers 6 --d-model 512 --heads 8 --d-ff 2048 --dropout 0.1 --label-smoothing 0.1
         --lr 7e-4 --warmup 4000 --max-tokens "$MAX_TOKENS" --max-epochs "$EPOCHS" --max-len 250
-        --rel-k 2 --dep-l 2 --deplabel-k 2 --beam "$BEAM" --alpha 0.6 --seed 1)
+        --rel-k 2 --dep-l 2 --deplabel-k 2 --beam "$BEAM" --alpha 0.6)
 
 # extract: checks the ASPEC folder first (a clear error naming the missing files)
 done_stage "$WORK/extract" || python -m depnmt.aspec "$ASPEC" "$WORK/extract" --first "$FIRST"
@@ -76,7 +76,6 @@ case $SETTING in
 esac
 stop_after bpe
 
-OUT=$WORK/runs
-for s in $SYSTEMS; do run_system "$s"; done
+run_campaign "$WORK/runs" $SYSTEMS
 stop_after train
-report_systems $SYSTEMS
+report_systems "$WORK/runs" $SYSTEMS

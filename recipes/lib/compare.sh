@@ -6,7 +6,13 @@
 # folder, or empty when no system needs trees), SRC_LANG, TGT_LANG,
 # SYSTEMS (names below), COMMON (array: the flags every system shares — model size and budget),
 # DBSA_LAYER (the 1-based layer of DBSA's parse heads: the papers' 4th of 6), BEAM,
-# and optionally TEST_SRC / TEST_REF (default: $WORK/prepare/test.raw.{src,tgt}).
+# and optionally TEST_SRC / TEST_REF (default: $WORK/prepare/test.raw.{src,tgt}), ALPHA (0.6)
+# and AVERAGE (average the last AVERAGE kept checkpoints before translating; 0 = best.pt).
+#
+# Replicates: SEEDS="1 2 3" trains every system once per seed (SEED=N alone is SEEDS="N");
+# run_campaign does it seed by seed, so the first replicate of every system is complete first.
+# Everything is skipped when done and an interrupted training resumes, so a campaign can be
+# stopped at any moment and continued by running the same command again.
 
 ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-enc+dec gps gps-all pascal structural"
 
@@ -15,7 +21,27 @@ done_stage() { [ -f "$1/manifest.json" ]; }
 # seeded DIR: DIR for SEED=1 (the default), DIR-seedN for SEED=N — so that runs with other
 # seeds sit side by side (at the CPU budgets one run's BLEU noise exceeds most scheme differences).
 SEED=${SEED:-1}
-seeded() { if [ "$SEED" = 1 ]; then echo "$1"; else echo "$1-seed$SEED"; fi; }
+SEEDS=${SEEDS:-$SEED}
+seeded() { local seed=${2:-$SEED}; if [ "$seed" = 1 ]; then echo "$1"; else echo "$1-seed$seed"; fi; }
+
+# budget_flags: sets BUDGET (array: training budget and model selection), TAG, BEAM and AVERAGE.
+#   STEPS=N (quick smoke runs): N updates, one validation at the end, best.pt, greedy
+#     (BEAM=1); results in the untagged folders (e.g. compare/).
+#   default (converged, Omote et al.'s selection): validation every epoch, early stopping when
+#     dev token accuracy (METRIC=acc) has not improved for PATIENCE=5 validations, at most
+#     MAX_EPOCHS=30 epochs, warm-up WARMUP=400, the last AVERAGE=5 validations' checkpoints
+#     kept and averaged for translation, beam 4, α 0.6; results in "-plateau" folders.
+budget_flags() {
+  if [ -n "${STEPS:-}" ]; then
+    BUDGET=(--warmup $((STEPS / 2)) --max-steps "$STEPS" --valid-every "$STEPS")
+    TAG="" BEAM=${BEAM:-1} AVERAGE=${AVERAGE:-0}
+  else
+    AVERAGE=${AVERAGE:-5}
+    BUDGET=(--warmup "${WARMUP:-400}" --max-epochs "${MAX_EPOCHS:-30}" --valid-every 0
+            --patience "${PATIENCE:-5}" --early-stop-metric "${METRIC:-acc}" --keep-last "$AVERAGE")
+    TAG="-plateau" BEAM=${BEAM:-4}
+  fi
+}
 
 # read_until USAGE ARGS...: sets UNTIL from "--until STAGE" (the only option); else prints
 # USAGE and exits with status 2.
@@ -98,11 +124,12 @@ tree_sides() {
   elif [ -n "$src" ]; then echo src; fi
 }
 
-# run_system NAME: train (or resume) with the shared budget, then translate the test source.
+# run_system NAME: train (or resume) with the shared budget and seed $SEED, average the last
+# $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source.
 # TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
 run_system() {
   local name=$1 out=${OUT:-$WORK}
-  local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG"
+  local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG" ckpt=()
   system_flags "$name"
   mkdir -p "$out/models" "$out/hyps"
   if ! done_stage "$model"; then
@@ -110,25 +137,55 @@ run_system() {
     [ -f "$model/checkpoints/last.pt" ] && resume=(--resume)
     local launch
     read -r -a launch <<< "${TRAIN_LAUNCH:-depnmt}"
-    echo "== $name: train $(date -u +%H:%M:%S)"
+    echo "== $name (seed $SEED): train $(date -u +%H:%M:%S)"
     "${launch[@]}" train --data "${DATA:-$WORK/bpe}" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
-      "${FLAGS[@]}" "${resume[@]}"
+      "${FLAGS[@]}" --seed "$SEED" "${resume[@]}"
+  fi
+  local kept
+  kept=$(find "$model/checkpoints" -name 'step*.pt' | wc -l)
+  if [ "${AVERAGE:-0}" -gt 0 ] && [ "$kept" -gt 0 ]; then     # (no snapshots: best.pt)
+    ckpt=(--checkpoint average)
+    [ -f "$model/checkpoints/average.pt" ] ||
+      depnmt average -m "$model" --last $((kept < AVERAGE ? kept : AVERAGE)) -o average
   fi
   if [ ! -s "$hyp" ]; then
-    echo "== $name: translate $(date -u +%H:%M:%S)"
-    depnmt translate -m "$model" --beam "$BEAM" -i "${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}" \
-      > "$hyp.tmp"
+    echo "== $name (seed $SEED): translate $(date -u +%H:%M:%S)"
+    depnmt translate -m "$model" "${ckpt[@]}" --beam "$BEAM" --alpha "${ALPHA:-0.6}" \
+      -i "${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}" > "$hyp.tmp"
     mv "$hyp.tmp" "$hyp"
   fi
 }
 
-# report_systems SYSTEMS...: the results table against abs and rel (when run) as
-# $OUT/results.{md,json,png}, and the dev loss/BLEU curves of the systems as $OUT/curves.png.
+# run_campaign BASE SYSTEMS...: every system once per seed of $SEEDS into $(seeded BASE SEED),
+# seed by seed (run_system); then report_systems BASE SYSTEMS... writes the table.
+run_campaign() {
+  local base=$1 seed s
+  shift
+  for seed in $SEEDS; do
+    SEED=$seed OUT=$(seeded "$base" "$seed")
+    for s in "$@"; do run_system "$s"; done
+  done
+}
+
+# report_systems BASE SYSTEMS...: the results table against abs and rel (when run), every seed
+# of $SEEDS a run of each system, as $(seeded BASE SEED)/results.{md,json,png} for one seed and
+# BASE-seeds-1-2-3/results.* for several (mean ± sd over seeds, intervals, p-values), and the
+# dev loss/BLEU curves of every run as curves.png beside it.
 report_systems() {
-  local args=() baselines=() s out=${OUT:-$WORK}
-  for s in "$@"; do args+=(-s "$s" "$out/models/$s" "$out/hyps/$s.$TGT_LANG"); done
+  local base=$1 args=() baselines=() curves=() s seed out
+  shift
+  for seed in $SEEDS; do
+    out=$(seeded "$base" "$seed")
+    for s in "$@"; do
+      args+=(-s "$s" "$out/models/$s" "$out/hyps/$s.$TGT_LANG")
+      curves+=(-m "$out/models/$s" -l "$s (seed $seed)")
+    done
+  done
   for s in abs rel; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
+  if [ "$(echo $SEEDS | wc -w)" -gt 1 ]; then out="$base-seeds-$(echo $SEEDS | tr ' ' -)"
+  else out=$(seeded "$base" "$SEEDS"); fi
+  mkdir -p "$out"
   depnmt report --ref "${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}" --lang "$TGT_LANG" \
     "${baselines[@]}" -o "$out/results" "${args[@]}"
-  depnmt plot -o "$out/curves.png" "${@/#/-m$out/models/}"    # -mDIR per system: dev curves
+  depnmt plot -o "$out/curves.png" "${curves[@]}"             # dev loss/BLEU of every run
 }

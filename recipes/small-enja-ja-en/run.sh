@@ -5,14 +5,22 @@
 #
 #   bash recipes/small-enja-ja-en/run.sh
 #   SYSTEMS="abs dbsa-enc dbsa-dec dbsa-enc+dec" bash recipes/small-enja-ja-en/run.sh
-#   FIRST=50000 STEPS=2000 bash recipes/small-enja-ja-en/run.sh      # the whole corpus
+#   SEEDS="1 2 3" SYSTEMS="abs rel dep+rel dbsa-enc+dec" bash recipes/small-enja-ja-en/run.sh
+#   FIRST=50000 bash recipes/small-enja-ja-en/run.sh  # the whole corpus
 #   MODE=word bash recipes/small-enja-ja-en/run.sh    # words, no BPE (DBSA paper's Table 3)
-#   SEED=2 bash recipes/small-enja-ja-en/run.sh       # another seed: results in bpe-run-seed2/
+#   STEPS=400 bash recipes/small-enja-ja-en/run.sh    # quick: 400 updates per system
+#   SEED=2 bash recipes/small-enja-ja-en/run.sh       # another seed alone
 #
-# Budget (the default): the first 20,000 training pairs, 400 updates of ≤ 2,048 tokens per
-# system, 3+3 layers, d_model 192, 4 heads, d_ff 768, greedy decoding (about 10 minutes per
-# system on 2 CPU cores); results in $WORK/bpe-run/ (or $WORK/word/). Japanese trees: GiNZA (ja_ginza) on the corpus's own tokens; English:
-# spaCy en_core_web_sm 3.8.0; both offline. Re-running skips what is done.
+# Data: the first 20,000 training pairs (FIRST). Protocol (the default), as
+# recipes/multi30k-en-de/compare.sh: trained to the dev plateau (validation every epoch, early
+# stopping on dev token accuracy with PATIENCE=5, at most MAX_EPOCHS=30), the last AVERAGE=5
+# checkpoints averaged, beam 4 (α 0.6); 3+3 layers, d_model 192, 4 heads, d_ff 768 (ARCH),
+# batches of ≤ 2,048 tokens. Results per seed in $WORK/bpe-run-plateau[-seedN]/ (or
+# $WORK/word-plateau…); the table there (one seed) or in bpe-run-plateau-seeds-1-2-3/.
+# STEPS=N: N updates per system, greedy (about 10 minutes per system for 400), into
+# $WORK/bpe-run[-seedN]/. Japanese trees: GiNZA (ja_ginza) on the corpus's own tokens;
+# English: spaCy en_core_web_sm 3.8.0; both offline. Re-running skips what is done and
+# resumes interrupted trainings, so a campaign can be stopped and continued.
 set -euo pipefail
 . "$(dirname "$0")/../lib/compare.sh"
 FIRST=${FIRST:-20000}
@@ -20,12 +28,11 @@ MODE=${MODE:-bpe}
 WORK=${DEPNMT_WORK:-work/small-enja-ja-en-$FIRST}
 SRC_LANG=ja TGT_LANG=en
 SYSTEMS=${SYSTEMS:-$ALL_SYSTEMS}
-STEPS=${STEPS:-400}
-BEAM=${BEAM:-1}
 DBSA_LAYER=${DBSA_LAYER:-2}          # the 4th of 6 layers in the paper; 2 of 3 here
-COMMON=(--layers 3 --d-model 192 --heads 4 --d-ff 768 --lr 1e-3 --warmup $((STEPS / 2))
-        --max-tokens 2048 --max-steps "$STEPS" --valid-every "$STEPS" --valid-max-sentences 200
-        --log-every 20 --seed "$SEED")
+budget_flags
+read -r -a arch <<< "${ARCH:---layers 3 --d-model 192 --heads 4 --d-ff 768}"
+COMMON=("${arch[@]}" --lr 1e-3 --max-tokens 2048 "${BUDGET[@]}" --valid-max-sentences 200
+        --log-every 20)
 for s in $SYSTEMS; do system_flags "$s"; done          # unknown names fail before any work
 
 done_stage "$WORK/prepare" || depnmt prepare --corpus small_parallel_enja --src-lang ja \
@@ -37,12 +44,12 @@ elif ! done_stage "$TREES"; then
   depnmt parse -i "$WORK/prepare" -o "$TREES" --side both --backend spacy
 fi
 case $MODE in
-  word) DATA=$WORK/words OUT=$(seeded "$WORK/word")      # Table 3 "w/o BPE": words seen < 5 times -> <unk>
+  word) DATA=$WORK/words BASE=$WORK/word$TAG          # Table 3 "w/o BPE": words seen < 5 times -> <unk>
         done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --mode word --min-freq 5 ;;
-  bpe)  DATA=$WORK/bpe OUT=$(seeded "$WORK/bpe-run")
+  bpe)  DATA=$WORK/bpe BASE=$WORK/bpe-run$TAG
         COMMON+=(--share-all-embeddings)
         done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --merges 4000 --joint ;;
   *) echo "error: MODE must be bpe or word, not '$MODE'" >&2; exit 2 ;;
 esac
-for s in $SYSTEMS; do run_system "$s"; done
-report_systems $SYSTEMS
+run_campaign "$BASE" $SYSTEMS
+report_systems "$BASE" $SYSTEMS

@@ -52,7 +52,7 @@ read -r -a parse_flags <<< "${PARSE:---backend stanza}"
 COMMON=(--layers 6 --d-model 512 --heads 8 --d-ff 2048 --dropout "$DROPOUT" --label-smoothing 0.1
         --share-all-embeddings --lr 7e-4 --warmup 8000 --max-tokens "${MAX_TOKENS:-4096}"
         --update-freq "${UPDATE_FREQ:-2}" --max-steps "$STEPS" --valid-every 2000
-        --valid-max-sentences 500 --beam "$BEAM" --alpha 0.6 --seed 1)
+        --valid-max-sentences 500 --beam "$BEAM" --alpha 0.6)
 
 # download: the parallel corpora (cached in $WORK/download) and the newstest sets (sacrebleu)
 D=$WORK/download
@@ -99,7 +99,6 @@ DATA=$WORK/bpe
 done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --joint --merges 32000
 stop_after bpe
 
-OUT=$WORK/runs
-for s in $SYSTEMS; do run_system "$s"; done
+run_campaign "$WORK/runs" $SYSTEMS
 stop_after train
-report_systems $SYSTEMS
+report_systems "$WORK/runs" $SYSTEMS

@@ -120,3 +120,85 @@ def test_wmt_recipe_checks_its_settings_before_downloading(tmp_path):
                                 capture_output=True, text=True, check=False, timeout=60)
         assert result.returncode == 2 and message in result.stderr
         assert not (tmp_path / "w" / "download").exists()
+
+
+def test_comparison_protocols():
+    """The default protocol trains to the dev plateau (accuracy, patience, epoch cap, averaged
+    checkpoints, beam 4); STEPS=N is the quick fixed budget into the untagged folders."""
+    script = f"""
+        . {REPO}/recipes/lib/compare.sh
+        budget_flags; echo "plateau: ${{BUDGET[*]}} | $TAG | $BEAM | $AVERAGE"
+        unset BEAM AVERAGE; STEPS=40 budget_flags; echo "steps: ${{BUDGET[*]}} | $TAG | $BEAM | $AVERAGE"
+        echo "seeds: $SEEDS / $(SEED=4; SEEDS=; . {REPO}/recipes/lib/compare.sh; echo $SEEDS)"
+    """
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                            env={k: v for k, v in os.environ.items()
+                                 if k not in ("SEED", "SEEDS", "STEPS", "BEAM", "AVERAGE")})
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    assert lines["plateau"] == ("--warmup 400 --max-epochs 30 --valid-every 0 --patience 5 "
+                                "--early-stop-metric acc --keep-last 5 | -plateau | 4 | 5")
+    assert lines["steps"] == "--warmup 20 --max-steps 40 --valid-every 40 |  | 1 | 0"
+    assert lines["seeds"] == "1 / 4"                     # SEED=N alone still selects one seed
+
+
+INTERRUPT = """#!/usr/bin/env bash
+# TRAIN_LAUNCH for the test: seed 2's training stops after its first epoch as if killed
+# (last.pt written, no manifest); every other training runs normally.
+out=""; prev=""
+for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+case $out in
+  *-seed2/*) depnmt "$@" --max-epochs 1 >/dev/null 2>&1; rm -f "$out/manifest.json"; exit 130 ;;
+  *) exec depnmt "$@" ;;
+esac
+"""
+
+
+@pytest.mark.slow
+def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
+    """SEEDS="1 2" with tiny settings: the first attempt finishes seed 1 and is interrupted in
+    seed 2's training; running it again skips seed 1, resumes seed 2, averages its kept
+    checkpoints, translates and reports both seeds as runs of one system."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for stage in ("prepare", "bpe"):
+        (work / stage).symlink_to(tiny_bpe.parent / stage, target_is_directory=True)
+    launcher = tmp_path / "interrupt.sh"
+    launcher.write_text(INTERRUPT)
+    launcher.chmod(0o755)
+    recipe = REPO / "recipes" / "multi30k-en-de" / "compare.sh"
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+           "DEPNMT_WORK": str(work), "SYSTEMS": "abs", "SEEDS": "1 2", "MAX_EPOCHS": "3",
+           "AVERAGE": "2", "WARMUP": "10", "BEAM": "2",
+           "ARCH": "--layers 1 --d-model 32 --heads 2 --d-ff 64"}
+    for k in ("SEED", "STEPS"):
+        env.pop(k, None)
+    first = subprocess.run(["bash", str(recipe)], env={**env, "TRAIN_LAUNCH": str(launcher)},
+                           capture_output=True, text=True, timeout=900, check=False)
+    assert first.returncode == 130, first.stderr[-2000:]
+    seed1, seed2 = work / "compare-plateau", work / "compare-plateau-seed2"
+    assert (seed1 / "models" / "abs" / "manifest.json").exists()
+    assert (seed1 / "models" / "abs" / "checkpoints" / "average.pt").exists()
+    hyp1 = seed1 / "hyps" / "abs.de"
+    assert len(hyp1.read_text().splitlines()) == 30
+    assert (seed2 / "models" / "abs" / "checkpoints" / "last.pt").exists()
+    assert not (seed2 / "models" / "abs" / "manifest.json").exists()
+    mtime = hyp1.stat().st_mtime_ns
+
+    again = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
+                           timeout=900, check=False)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "abs (seed 1)" not in again.stdout and "abs (seed 2): train" in again.stdout
+    assert "resumed from" in again.stderr and hyp1.stat().st_mtime_ns == mtime
+    model2 = seed2 / "models" / "abs"
+    valid = [json.loads(line) for line in (model2 / "metrics.jsonl").read_text().splitlines()]
+    valid = [r for r in valid if r["event"] == "valid"]
+    assert [r["epoch"] for r in valid] == [1, 2, 3] and all("dev_acc" in r for r in valid)
+    assert sorted(p.name for p in (model2 / "checkpoints").glob("step*.pt")) == \
+        [f"step{valid[1]['step']}.pt", f"step{valid[2]['step']}.pt"]
+    from depnmt.checkpoint import load_checkpoint
+    assert len(load_checkpoint(model2 / "checkpoints" / "average.pt")["averaged_from"]) == 2
+    config = json.loads((model2 / "config.json").read_text())["training"]
+    assert (config["seed"], config["early_stop_metric"], config["keep_last"]) == (2, "acc", 2)
+    report = json.loads((work / "compare-plateau-seeds-1-2" / "results.json").read_text())
+    assert report[0]["system"] == "abs" and report[0]["n_runs"] == 2
+    assert [r["seed"] for r in report[0]["runs"]] == [1, 2]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
+
+import pytest
 
 from .conftest import run_cli
 
@@ -25,22 +28,113 @@ def write_hyps(tiny_bpe, tmp_path):
     return ref, good, bad
 
 
+def rows(table: list[str], first: int) -> list[list[str]]:
+    """The cells of a Markdown table starting at line ``first`` (header), until a blank line."""
+    out = []
+    for line in table[first:]:
+        if not line.startswith("|"):
+            break
+        out.append([c.strip() for c in line.strip("|").split("|")])
+    return out
+
+
 def test_report_table_json_and_plot(tiny_model, tiny_bpe, tmp_path, capsys):
     ref, good, bad = write_hyps(tiny_bpe, tmp_path)
     out = tmp_path / "res" / "results"
     assert run_cli(["report", "--ref", ref, "-b", "bad", "-b", "good", "-o", out, "--bootstrap",
-                    "200", "-s", "bad", tiny_model, bad, "-s", "good", tiny_model, good]) == 0
+                    "200", "--shuffles", "200", "-s", "bad", tiny_model, bad,
+                    "-s", "good", tiny_model, good]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split(" | ")[-2:] == ["p vs bad", "p vs good |"]
-    good_row = [c.strip() for c in table[3].strip("|").split("|")]
-    assert good_row[0] == "good" and good_row[1] == "abs" and good_row[7] == "100.00"
-    assert float(good_row[9]) < 0.05 and good_row[10] == "-"     # better than bad; not vs itself
+    systems = rows(table, 0)
+    assert systems[0][:3] == ["system", "scheme", "runs"] and systems[0][10:12] == ["BLEU", "chrF"]
+    good_row = systems[3]
+    assert good_row[:3] == ["good", "abs", "1"] and good_row[10] == "100.00"   # no sd of one run
+    assert good_row[12] == "100.00"                                            # every run's BLEU
+    pairs = rows(table, table.index("") + 3)
+    assert pairs[0][:3] == ["system", "vs", "Δ BLEU [95 % CI]"]
+    assert [r[:2] for r in pairs[2:]] == [["bad", "good"], ["good", "bad"]]
+    assert float(pairs[3][2]) > 50 and "[" not in pairs[3][2]                  # one run: no CI
+    assert float(pairs[3][3]) < 0.05 and float(pairs[3][4]) < 0.05            # AR and bootstrap
     records = json.loads(out.with_suffix(".json").read_text())
     metrics = [json.loads(line) for line in (tiny_model / "metrics.jsonl").read_text().splitlines()]
-    assert records[1]["updates"] == 12 and records[1]["parameters"] == metrics[0]["parameters"]
-    assert records[0]["tok_s_ratio"] == 1.0 and records[1]["p_chrf_vs_bad"] < 0.05
+    run = records[1]["runs"][0]
+    assert run["updates"] == 12 and records[1]["parameters"] == metrics[0]["parameters"]
+    selected = [m for m in metrics if m.get("best")][-1]
+    assert (run["selected_step"], run["selected_dev_nll"]) == (selected["step"], selected["dev_nll"])
+    assert records[0]["tok_s_ratio"] == 1.0 and records[1]["vs"]["bad"]["chrf"]["p_ar"] < 0.05
     assert out.with_suffix(".md").read_text() == "\n".join(table) + "\n"
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def noisy_copies(ref: Path, tmp_path: Path, name: str, drop: float, seeds: range) -> list[Path]:
+    """One hypothesis file per seed: the reference with each word dropped with prob. ``drop``."""
+    lines = ref.read_text(encoding="utf-8").splitlines()
+    files = []
+    for seed in seeds:
+        rng = random.Random(seed)
+        path = tmp_path / f"{name}{seed}.de"
+        path.write_text("".join(" ".join(w for w in line.split() if rng.random() >= drop) + "\n"
+                                for line in lines), encoding="utf-8")
+        files.append(path)
+    return files
+
+
+def test_report_groups_runs_of_a_system(tiny_model, tiny_bpe, tmp_path, capsys):
+    """Three runs per system, repeated -s NAME: mean ± sd over runs, each run's BLEU, a Welch
+    interval and p-values; AR needs the same number of runs on both sides."""
+    import sacrebleu
+    ref = tiny_bpe.parent / "prepare" / "test.raw.de"
+    worse = noisy_copies(ref, tmp_path, "worse", 0.5, range(3))
+    better = noisy_copies(ref, tmp_path, "better", 0.1, range(10, 13))
+    args = ["report", "--ref", ref, "-b", "worse", "--shuffles", "99", "--bootstrap", "99",
+            "-o", tmp_path / "r"]
+    for name, files in (("worse", worse), ("better", better)):
+        for f in files:
+            args += ["-s", name, tiny_model, f]
+    assert run_cli(args) == 0
+    capsys.readouterr()
+    records = {r["system"]: r for r in json.loads((tmp_path / "r.json").read_text())}
+    refs = ref.read_text(encoding="utf-8").splitlines()
+    scores = [sacrebleu.corpus_bleu(f.read_text(encoding="utf-8").splitlines(), [refs]).score
+              for f in better]
+    mean = sum(scores) / 3
+    sd = (sum((s - mean) ** 2 for s in scores) / 2) ** 0.5
+    r = records["better"]
+    assert r["n_runs"] == 3 and [run["bleu"] for run in r["runs"]] == pytest.approx(scores)
+    assert (r["bleu_mean"], r["bleu_sd"]) == (pytest.approx(mean), pytest.approx(sd))
+    vs = r["vs"]["worse"]["bleu"]
+    assert vs["difference"] == pytest.approx(mean - records["worse"]["bleu_mean"])
+    assert vs["low"] < vs["difference"] < vs["high"] and vs["low"] > 0
+    assert vs["p_ar"] == pytest.approx(1 / 100) and vs["p_bootstrap"] == pytest.approx(1 / 100)
+    table = (tmp_path / "r.md").read_text()
+    assert f"{mean:.2f} ± {sd:.2f}" in table and ", ".join(f"{s:.2f}" for s in scores) in table
+    # one run fewer on one side: no approximate randomization (a warning), the rest as before
+    assert run_cli(args[:-4] + ["-o", tmp_path / "r2"]) == 0
+    assert "no approximate randomization" in capsys.readouterr().err
+    vs = json.loads((tmp_path / "r2.json").read_text())[1]["vs"]["worse"]["bleu"]
+    assert vs["p_ar"] is None and vs["p_bootstrap"] is not None
+
+
+def test_report_reads_recipe_folders(tiny_model, tiny_bpe, tmp_path, capsys):
+    """-f FOLDER (models/NAME, hyps/NAME.LANG), one folder per seed; unfinished runs skipped."""
+    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    for seed, (hyp_abs, hyp_rel) in enumerate([(bad, good), (good, bad)], 1):
+        folder = tmp_path / f"compare-seed{seed}"
+        (folder / "models").mkdir(parents=True)
+        (folder / "hyps").mkdir()
+        for name, hyp in (("abs", hyp_abs), ("rel", hyp_rel)):
+            (folder / "models" / name).symlink_to(tiny_model, target_is_directory=True)
+            (folder / "hyps" / f"{name}.de").write_text(hyp.read_text(encoding="utf-8"))
+    (tmp_path / "compare-seed2" / "models" / "dep").mkdir()       # not trained yet
+    (tmp_path / "compare-seed2" / "models" / "dep" / "config.json").write_text(
+        (tiny_model / "config.json").read_text())
+    assert run_cli(["report", "--ref", ref, "--shuffles", "50", "--bootstrap", "50",
+                    "-f", tmp_path / "compare-seed1", "-f", tmp_path / "compare-seed2"]) == 0
+    out, err = capsys.readouterr()
+    assert "models/dep: skipped" in err
+    systems = rows(out.splitlines(), 0)
+    assert [r[:3] for r in systems[2:]] == [["abs", "abs", "2"], ["rel", "abs", "2"]]
+    assert systems[2][10] == systems[3][10] and " ± " in systems[2][10]    # runs {bad, good}
 
 
 def test_report_errors_are_one_line(tiny_model, tiny_bpe, tmp_path, capsys):
@@ -49,9 +143,11 @@ def test_report_errors_are_one_line(tiny_model, tiny_bpe, tmp_path, capsys):
     short.write_text("ein Hund\n", encoding="utf-8")
     cases = [
         (["-b", "rel", "-s", "abs", tiny_model, good], "baseline 'rel' is not one of the systems"),
-        (["-s", "abs", tiny_model, good, "-s", "abs", tiny_model, bad], "must be unique"),
+        (["-s", "abs", tiny_model, good, "-s", "abs", tiny_model, good], "same hypothesis file twice"),
         (["-s", "abs", tiny_model, short], "short.de has 1 lines"),
         (["-s", "abs", tmp_path, good], "no config.json"),
+        ([], "no systems"),
+        (["-f", tmp_path], "no models/ folder"),
     ]
     for args, message in cases:
         assert run_cli(["report", "--ref", ref, *args]) == 2

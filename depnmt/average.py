@@ -1,0 +1,97 @@
+"""Checkpoint averaging: the parameters of several checkpoints of one run, averaged.
+
+As fairseq's ``scripts/average_checkpoints.py``: the ``model`` state dicts must have the same
+keys in the same order; floating-point tensors are summed in fp32 (fp16/bf16 ones converted) and
+divided by the number of checkpoints, integer buffers are floor-divided; the result is fp32. The
+checkpoints are chosen among the ``step{N}.pt`` snapshots that ``train --keep-last`` keeps:
+``--last N`` (highest updates) or ``--best N`` (best validations by the run's
+``--early-stop-metric``, read from ``metrics.jsonl``). The average is written with the model
+config and the list of its sources to ``MODEL_DIR/checkpoints/NAME.pt``, which ``translate
+--checkpoint NAME`` loads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .errors import DepnmtError
+from .modeldir import RESERVED_CHECKPOINTS, checkpoint_dir, read_config
+from .textio import read_lines
+from .train import selection_metric, snapshots
+
+
+def average_state_dicts(states: Sequence[dict[str, torch.Tensor]], names: Sequence[str] | None = None
+                        ) -> OrderedDict[str, torch.Tensor]:
+    """The mean of ``states`` (model state dicts) key by key (module docstring)."""
+    if not states:
+        raise DepnmtError("no checkpoints to average")
+    names = names or [f"checkpoint {i + 1}" for i in range(len(states))]
+    keys = list(states[0])
+    total: OrderedDict[str, torch.Tensor] = OrderedDict()
+    for state, name in zip(states, names):
+        if list(state) != keys:
+            raise DepnmtError(f"{name}: its parameters differ from those of {names[0]} (another "
+                              f"model?)")
+        for k in keys:
+            p = state[k].float() if state[k].is_floating_point() else state[k]
+            total[k] = p.clone() if k not in total else total[k] + p   # clone: tied parameters
+    for k, v in total.items():
+        total[k] = v / len(states) if v.is_floating_point() else v // len(states)
+    return total
+
+
+def choose(model_dir: Path, last: int | None = None, best: int | None = None) -> list[Path]:
+    """The snapshots to average: the ``last`` newest, or the ``best`` by the run's selection
+    metric (only snapshots taken at a validation qualify); oldest first."""
+    found = snapshots(checkpoint_dir(model_dir))
+    want = last or best
+    if not want or want < 1 or (last and best):
+        raise DepnmtError("give one of --last N or --best N (N ≥ 1)")
+    if last:
+        chosen = found[-last:]
+    else:
+        metric_name = read_config(model_dir).get("training", {}).get("early_stop_metric", "bleu")
+        scores = validation_scores(model_dir, metric_name)
+        ranked = sorted((p for p in found if int(p.stem[4:]) in scores),
+                        key=lambda p: scores[int(p.stem[4:])], reverse=True)
+        chosen = sorted(ranked[:best], key=lambda p: int(p.stem[4:]))
+    if len(chosen) < want:
+        raise DepnmtError(f"{model_dir}: {len(chosen)} snapshot(s) to choose from, {want} asked "
+                          f"for (train with --keep-last {want} or more; snapshots are "
+                          f"checkpoints/step*.pt)")
+    return chosen
+
+
+def validation_scores(model_dir: Path, metric_name: str) -> dict[int, float]:
+    """Step -> selection score (higher is better) of every validation in ``metrics.jsonl``."""
+    path = model_dir / "metrics.jsonl"
+    scores = {}
+    for line in read_lines(path) if path.exists() else []:
+        record = json.loads(line) if line.strip() else {}
+        if record.get("event") == "valid":
+            key, sign = selection_metric(metric_name, record)
+            if key in record:
+                scores[record["step"]] = sign * record[key]
+    return scores
+
+
+def average(model_dir: Path, name: str, last: int | None = None, best: int | None = None) -> Path:
+    """Average the chosen snapshots of ``model_dir`` into ``checkpoints/NAME.pt``; returns it."""
+    if not name or "/" in name or name.removesuffix(".pt") in RESERVED_CHECKPOINTS or \
+            (name.startswith("step") and name.removesuffix(".pt")[4:].isdigit()):
+        raise DepnmtError(f"-o {name!r}: give a plain name other than last, best and stepN "
+                          f"(the files train writes)")
+    paths = choose(model_dir, last, best)
+    model_config = read_config(model_dir)["model"]
+    states = [load_checkpoint(p, expected_model=model_config)["model"] for p in paths]
+    out = checkpoint_dir(model_dir) / (name if name.endswith(".pt") else f"{name}.pt")
+    save_checkpoint(out, {"model_config": model_config,
+                          "model": average_state_dicts(states, [str(p) for p in paths]),
+                          "averaged_from": [p.name for p in paths]})
+    return out

@@ -1,0 +1,38 @@
+"""``depnmt average``: average a run's last or best checkpoints (see ``depnmt/average.py``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+@click.command("average", context_settings={"show_default": True})
+@click.option("-m", "--model-dir", type=click.Path(path_type=Path, file_okay=False),
+              default=lambda: os.environ.get("DEPNMT_MODEL", "model"),
+              help="model directory written by `depnmt train --keep-last N`")
+@click.option("--last", type=click.IntRange(min=1), default=None,
+              help="average the N newest snapshots (checkpoints/step*.pt)")
+@click.option("--best", type=click.IntRange(min=1), default=None,
+              help="average the N kept snapshots with the best validation by the run's "
+                   "--early-stop-metric")
+@click.option("-o", "--name", required=True,
+              help="write MODEL_DIR/checkpoints/NAME.pt (then `translate --checkpoint NAME`)")
+def command(model_dir: Path, last: int | None, best: int | None, name: str) -> None:
+    """Average the parameters of several checkpoints of one training run.
+
+    \b
+    Training with --keep-last N keeps the model at its last N validations (or --save-every
+    points) as checkpoints/step{UPDATE}.pt. This averages the --last N newest of them or the
+    --best N (by the run's --early-stop-metric) in fp32, as fairseq's
+    scripts/average_checkpoints.py, and writes MODEL_DIR/checkpoints/NAME.pt:
+      depnmt train ... -o work/model --keep-last 5
+      depnmt average -m work/model --last 5 -o avg5
+      depnmt translate -m work/model --checkpoint avg5 < input.txt > output.txt
+    """
+    from ..average import average
+    from ..log import info
+
+    out = average(model_dir, name, last, best)
+    info(f"wrote {out}")
