@@ -100,8 +100,8 @@ def test_a_run_without_dev_bleu_leaves_its_panel_empty_with_a_note():
 
 
 def test_comparison_recipes_plot_the_curves_next_to_the_results(tmp_path):
-    """recipes/lib/compare.sh report_systems writes $OUT/curves.png, one curve per system (an
-    OUT with a space in it)."""
+    """recipes/lib/compare.sh report_systems writes curves.png beside the results, one curve per
+    system and seed (a results folder with a space in it)."""
     out = tmp_path / "compare run"
     for i, system in enumerate(("abs", "dep+rel")):
         (out / "models" / system).mkdir(parents=True)
@@ -113,8 +113,8 @@ def test_comparison_recipes_plot_the_curves_next_to_the_results(tmp_path):
         set -e
         . {repo}/recipes/lib/compare.sh
         depnmt() {{ if [ "$1" = plot ]; then "{sys.executable}" -m depnmt.cli "$@"; fi; }}
-        OUT="{out}" TGT_LANG=de WORK=unused
-        report_systems abs dep+rel
+        TGT_LANG=de WORK=unused SEEDS=1
+        report_systems "{out}" abs dep+rel
     """
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False,
                             env={**os.environ, "DEPNMT_NO_PROGRESS": "1"})
