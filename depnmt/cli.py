@@ -22,6 +22,7 @@ COMMANDS = {
     "bpe": ("bpe", "Learn and apply subword-nmt BPE (or word-level vocabularies)."),
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
+    "export": ("export", "Export a trained model to CTranslate2 (abs, rel, none schemes) for serving."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),
     "inspect": ("inspect", "Print the per-pair tree matrices a scheme sees."),
