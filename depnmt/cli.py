@@ -26,6 +26,7 @@ COMMANDS = {
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
     "average": ("average", "Average the last or best checkpoints of a run (train --keep-last N)."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
+    "export": ("export", "Export a trained model to CTranslate2 (abs, rel, none schemes) for serving."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),
     "plot": ("plot", "Training curves of several runs: dev loss and BLEU vs updates and time."),

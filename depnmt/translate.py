@@ -117,29 +117,22 @@ class Translator:
                            trees_out: list | None = None) -> list[str]:
         """Decode examples batched by length; results in the order given (induced source trees
         appended to ``trees_out`` in the same order, when it is a list)."""
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].src))
         results: list[str] = [""] * len(examples)
         trees: list = [None] * len(examples)
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while end < len(order) and (end - start + 1) * len(examples[order[end]].src) * \
-                    max(1, self.search_cfg.beam) <= self.max_tokens:
-                end += 1
-            batch = collate([examples[i] for i in order[start:end]]).to(self.device)
+        for rows in length_batches([len(ex.src) for ex in examples], self.search_cfg.beam,
+                                   self.max_tokens):
+            batch = collate([examples[i] for i in rows]).to(self.device)
             with autocast(self.device, self.amp):
                 hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg)
-            for i, ids in zip(order[start:end], hyps):
+            for i, ids in zip(rows, hyps):
                 results[i] = self.to_text(ids)
             if trees_out is not None:     # the parse distributions of the encode just run
-                induced = self.model.schemes.induced_source_trees(
-                    [examples[i] for i in order[start:end]])
+                induced = self.model.schemes.induced_source_trees([examples[i] for i in rows])
                 if induced is None:
                     raise DepnmtError("this model induces no source trees (it has no encoder "
                                       "parse head: train with DBSA(Enc), scheme dbsa_enc)")
-                for i, tree in zip(order[start:end], induced):
+                for i, tree in zip(rows, induced):
                     trees[i] = tree
-            start = end
         if trees_out is not None:
             trees_out.extend(trees)
         return results
@@ -179,6 +172,20 @@ class Translator:
             by_line = dict(zip(keep, induced or []))
             trees_out.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
         return out
+
+
+def length_batches(lengths: Sequence[int], beam: int, max_tokens: int) -> Iterator[list[int]]:
+    """Indices of ``lengths`` sorted by length, cut into batches whose ``size × longest × beam``
+    stays within ``max_tokens`` (a batch holds at least one sentence)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and (end - start + 1) * lengths[order[end]] * max(1, beam) \
+                <= max_tokens:
+            end += 1
+        yield order[start:end]
+        start = end
 
 
 def truncate_tree(tree, n_words: int):

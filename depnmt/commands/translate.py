@@ -32,29 +32,49 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("--max-len-a", type=AMOUNT, default=None, help="max output length = a·|src| + b")
 @click.option("--max-len-b", type=COUNT, default=None, help="max output length = a·|src| + b")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+@click.option("--ct2", "ct2_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="translate with this CTranslate2 export (`depnmt export`) instead of a model "
+                   "directory: the export's own tokenizer, BPE and search defaults; text input "
+                   "only")
+@click.option("--threads", type=click.IntRange(min=0), default=0,
+              help="with --ct2: CTranslate2's intra-op threads (0: its default)")
 @click.option("--induced-trees", type=click.Path(path_type=Path, dir_okay=False),
               help="also write the source trees the model's encoder parse head induces (DBSA(Enc) "
                    "models; no parser needed) to this CoNLL-U file: one tree per input line over "
                    "the words translated, maximum spanning tree of the word-level head scores")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
-            max_len_b: int | None, device: str, induced_trees: Path | None) -> None:
+            max_len_b: int | None, device: str, ct2_dir: Path | None, threads: int,
+            induced_trees: Path | None) -> None:
     """Translate raw text with a trained model.
 
     \b
       depnmt translate -m work/model < input.txt > output.txt
+      depnmt translate --ct2 work/model-ct2 < input.txt > output.txt   # CTranslate2 export
     The model directory's own tokenizer, parser (for tree-based schemes) and BPE are applied.
     Exactly one output line per input line: empty lines stay empty, over-long lines are
     truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
     --checkpoint avg5 translates with the average `depnmt average -o avg5` wrote.
     """
+    from ..errors import DepnmtError
     from ..modeldir import named_checkpoint
     from ..textio import iter_lines, stdin_lines, write_stdout
+
+    search = dict(beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b)
+    if ct2_dir is not None:
+        if checkpoint or induced_trees or input_format != "text":
+            raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees "
+                              "or --input-format conllu)")
+        from ..ct2translate import CT2Translator
+        ct2 = CT2Translator.from_dir(ct2_dir, device, threads, **search)
+        for line in ct2.translate_lines(iter_lines(input_path) if input_path else stdin_lines()):
+            write_stdout(line + "\n")
+        write_stdout("", flush=True)
+        return
     from ..translate import Translator
 
     ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
-    translator = Translator.from_model_dir(model_dir, ckpt, device, beam=beam, alpha=alpha,
-                                           max_len_a=max_len_a, max_len_b=max_len_b)
+    translator = Translator.from_model_dir(model_dir, ckpt, device, **search)
     induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":
         from ..parse.conllu import read_conllu_input

@@ -1,0 +1,125 @@
+"""Translate raw text with a CTranslate2 export (``depnmt translate --ct2 DIR``).
+
+The same steps as :mod:`depnmt.translate`, with CTranslate2 in place of the torch model: the
+export's own tokenizer (``depnmt-export.json``) and BPE (``bpe.json``), truncation to
+``max_src_len`` subwords with a warning, batches cut by length exactly as depnmt cuts them, de-BPE
+and detokenization; exactly one output line per input line (empty lines stay empty).
+
+Decoding matches depnmt's where CTranslate2 allows it: end of sentence allowed from the first
+step (``min_decoding_length=0``) and each sentence's output limited to ``ceil(a·|x| + b) − 1``
+tokens, depnmt's limit (CTranslate2 takes one limit per batch: the batch's largest, and longer
+outputs are cut to the sentence's own). Greedy search gives depnmt's tokens; beam search
+normalises by |Y|^α where depnmt uses the GNMT penalty ((5 + |Y|) / 6)^α.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from .bpe import Segmenter, merge_subwords
+from .errors import DepnmtError
+from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
+from .log import warn
+from .search import SearchConfig
+from .translate import CHUNK_LINES, length_batches
+from .vocab import BOS, PAD, SPECIALS
+
+DROPPED = {SPECIALS[PAD], SPECIALS[BOS]}     # depnmt's Vocab.decode drops these too
+
+
+def read_export(export_dir: Path) -> dict:
+    """``depnmt-export.json`` of an export folder, with a clear error for other folders."""
+    path = export_dir / EXPORT_CONFIG
+    if not path.exists():
+        raise DepnmtError(f"{export_dir}: not a CTranslate2 export of depnmt (no {EXPORT_CONFIG}); "
+                          f"write one with `depnmt export --format ctranslate2 -m MODEL -o DIR`")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record.get("export_format") != EXPORT_FORMAT:
+        raise DepnmtError(f"{path}: export format {record.get('export_format')} is not readable "
+                          f"by this depnmt (format {EXPORT_FORMAT})")
+    return record
+
+
+class CT2Translator:
+    """A CTranslate2 model with the tokenizer, BPE and search settings it was exported with."""
+
+    def __init__(self, model, record: dict, segmenter: Segmenter, search_cfg: SearchConfig,
+                 max_tokens: int = 4000):
+        from .tokenize import make_tokenizer
+        self.model, self.record, self.segmenter = model, record, segmenter
+        self.search_cfg, self.max_tokens = search_cfg, max_tokens
+        self.src_tokenizer = make_tokenizer(record["tokenizers"]["src"])
+        self.tgt_tokenizer = make_tokenizer(record["tokenizers"]["tgt"])
+        self.max_src_len = int(record["max_src_len"])
+
+    @classmethod
+    def from_dir(cls, export_dir: Path | str, device: str = "cpu", threads: int = 0,
+                 compute_type: str = "default", **search_overrides) -> "CT2Translator":
+        """Load an export; ``threads`` = CTranslate2's intra_threads (0: its default)."""
+        export_dir = Path(export_dir)
+        record = read_export(export_dir)
+        ct2 = import_ctranslate2()
+        if device == "auto":
+            device = "cuda" if ct2.get_cuda_device_count() else "cpu"
+        kind, _, index = device.partition(":")
+        try:
+            model = ct2.Translator(str(export_dir), device=kind, device_index=int(index or 0),
+                                   compute_type=compute_type, inter_threads=1,
+                                   intra_threads=threads)
+        except (RuntimeError, ValueError) as exc:
+            raise DepnmtError(f"{export_dir}: CTranslate2 cannot load this model on {device} "
+                              f"({exc})") from None
+        given = {k: v for k, v in search_overrides.items() if v is not None}
+        search_cfg = SearchConfig(**{**record.get("search", {}), **given})
+        return cls(model, record, Segmenter.from_dir(export_dir, "src"), search_cfg)
+
+    def limit(self, n_subwords: int) -> int:
+        """depnmt's output limit ``ceil(a·|x| + b)`` (EOS included) for a source of n subwords."""
+        return max(1, math.ceil(n_subwords * self.search_cfg.max_len_a + self.search_cfg.max_len_b))
+
+    def translate_subwords(self, sources: Sequence[list[str]]) -> list[list[str]]:
+        """Output subwords (no specials) for source subwords, decoded in depnmt's batches."""
+        out: list[list[str]] = [[] for _ in sources]
+        beam = max(1, self.search_cfg.beam)
+        for rows in length_batches([len(s) + 1 for s in sources], beam, self.max_tokens):
+            limits = [self.limit(len(sources[i])) for i in rows]
+            results = self.model.translate_batch(
+                [sources[i] for i in rows], beam_size=beam, length_penalty=self.search_cfg.alpha,
+                max_decoding_length=max(1, max(limits) - 1), min_decoding_length=0,
+                max_input_length=0)
+            for i, limit, result in zip(rows, limits, results):
+                out[i] = [t for t in result.hypotheses[0] if t not in DROPPED][: limit - 1]
+        return out
+
+    def translate_words(self, words: Sequence[list[str]], first_line: int = 1) -> list[str]:
+        """Translate tokenized sentences; empty ones give empty lines without decoding."""
+        keep = [i for i, w in enumerate(words) if w]
+        sources = []
+        for i in keep:
+            subwords = self.segmenter.segment(words[i])
+            if len(subwords) > self.max_src_len:
+                warn(f"input line {first_line + i}: {len(subwords)} subwords, truncated to "
+                     f"{self.max_src_len}")
+                subwords = subwords[: self.max_src_len]
+            sources.append(subwords)
+        out = [""] * len(words)
+        for i, hyp in zip(keep, self.translate_subwords(sources)):
+            out[i] = self.tgt_tokenizer.detokenize(merge_subwords(hyp)).replace("\n", " ")
+        return out
+
+    def translate_lines(self, lines: Iterable[str]) -> Iterator[str]:
+        """Translate raw lines, streaming in chunks; yields exactly one line per input line."""
+        chunk: list[str] = []
+        first = 1
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) >= CHUNK_LINES:
+                yield from self.translate_words([self.src_tokenizer.tokenize(l) for l in chunk],
+                                                first)
+                first += len(chunk)
+                chunk = []
+        if chunk:
+            yield from self.translate_words([self.src_tokenizer.tokenize(l) for l in chunk], first)

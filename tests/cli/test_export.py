@@ -1,0 +1,138 @@
+"""``depnmt export --format ctranslate2``: CTranslate2 decodes what depnmt decodes.
+
+Greedy output must equal depnmt's token for token (same weights, same float32 arithmetic up to
+rounding) and beam 4 must agree on ≥ 95% of lines (the length penalties differ: |Y|^α against
+GNMT's); tree schemes and abs+rel are refused with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import TINY_MODEL, run_cli, run_subprocess
+
+pytest.importorskip("ctranslate2",
+                    reason="CTranslate2 is an optional extra (pip install depnmt[ct2])")
+
+
+@pytest.fixture(scope="module")
+def rel_model(tmp_path_factory, tiny_bpe) -> Path:
+    """A 2-layer Shaw model (relative positions alone, keys and values) trained for 12 updates."""
+    model = tmp_path_factory.mktemp("rel") / "m"
+    layers = TINY_MODEL[:]
+    layers[1] = "2"
+    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *layers, "--scheme", "rel",
+                    "--max-steps", "12", "--valid-every", "12"]) == 0
+    return model
+
+
+def export(model: Path, out: Path) -> Path:
+    assert run_cli(["export", "--format", "ctranslate2", "-m", model, "-o", out]) == 0
+    return out
+
+
+def sources(tiny_bpe: Path) -> list[str]:
+    prepare = tiny_bpe.parent / "prepare"
+    return [line for split in ("test", "dev")
+            for line in (prepare / f"{split}.raw.en").read_text(encoding="utf-8").splitlines()]
+
+
+def both_outputs(model: Path, exported: Path, lines: list[str], beam: int) -> tuple[list, list]:
+    """Output subwords of depnmt and of the CTranslate2 export, one string per line."""
+    from depnmt.ct2translate import CT2Translator
+    from depnmt.translate import Translator
+    torch_side = Translator.from_model_dir(model, device="cpu", beam=beam)
+    torch_side.to_text = lambda ids: " ".join(torch_side.tgt_vocab.decode(ids))
+    ct2_side = CT2Translator.from_dir(exported, beam=beam)
+    words = [ct2_side.src_tokenizer.tokenize(line) for line in lines]
+    subwords = [ct2_side.segmenter.segment(w) for w in words]
+    ct2_out = [" ".join(hyp) for hyp in ct2_side.translate_subwords(subwords)]
+    return torch_side.translate_words(words), ct2_out
+
+
+def largest_log_prob_gap(model: Path, exported: Path, tiny_bpe: Path) -> float:
+    """Largest |log p(y_t | y_<t, x)| difference between depnmt and CTranslate2 over the test
+    references (teacher forcing: every weight, position and special token shows up here, even
+    where an undertrained model's greedy output does not depend on them)."""
+    import torch
+
+    from depnmt.ct2translate import CT2Translator
+    from depnmt.data import encode_source
+    from depnmt.translate import Translator
+    from depnmt.vocab import BOS, EOS
+    ours, theirs = Translator.from_model_dir(model, device="cpu"), CT2Translator.from_dir(exported)
+    src, tgt = ([line.split() for line in (tiny_bpe / f"test.{lang}").read_text().splitlines()]
+                for lang in ("en", "de"))
+    gap = 0.0
+    with torch.no_grad():
+        for s, t, scored in zip(src, tgt, theirs.model.score_batch(src, tgt)):
+            ids = ours.tgt_vocab.encode(t) + [EOS]
+            logits = ours.model(torch.tensor([encode_source(s, ours.src_vocab)]),
+                                torch.tensor([[BOS] + ids[:-1]]), {})
+            log_p = torch.log_softmax(logits[0], -1)[torch.arange(len(ids)), ids]
+            gap = max(gap, (log_p - torch.tensor(scored.log_probs)).abs().max().item())
+    return gap
+
+
+@pytest.mark.parametrize("which", ["abs", "rel"])
+def test_ctranslate2_decodes_like_depnmt(which, request, tiny_bpe, tmp_path):
+    model = request.getfixturevalue("tiny_model" if which == "abs" else "rel_model")
+    out = export(model, tmp_path / "ct2")
+    assert largest_log_prob_gap(model, out, tiny_bpe) < 1e-4
+    names = {p.name for p in out.iterdir()}
+    assert {"model.bin", "config.json", "depnmt-export.json", "README.md", "bpe.json",
+            "codes.joint", "vocab.src.txt", "vocab.tgt.txt"} <= names
+    record = json.loads((out / "depnmt-export.json").read_text())
+    assert record["positions"] == which and record["tokenizers"]["src"]["lang"] == "en"
+    lines = sources(tiny_bpe)
+    greedy_torch, greedy_ct2 = both_outputs(model, out, lines, beam=1)
+    assert sum(map(len, greedy_torch)) > 0
+    assert greedy_ct2 == greedy_torch                       # token for token
+    beam_torch, beam_ct2 = both_outputs(model, out, lines, beam=4)
+    agree = sum(a == b for a, b in zip(beam_torch, beam_ct2)) / len(lines)
+    assert agree >= 0.95, agree
+
+
+def test_translate_ct2_runs_the_folder_alone(tiny_model, tiny_bpe, tmp_path):
+    """`translate --ct2` on a moved copy of the export: raw text in, one line out per line."""
+    out = export(tiny_model, tmp_path / "ct2")
+    moved = tmp_path / "elsewhere" / "served"
+    shutil.move(str(out), moved)
+    src = tmp_path / "in.txt"
+    lines = sources(tiny_bpe)[:6]
+    src.write_text("\n".join(lines[:3] + [""] + lines[3:]) + "\n", encoding="utf-8")
+    ct2 = run_subprocess(["translate", "--ct2", moved, "-i", src, "--beam", "1"])
+    ref = run_subprocess(["translate", "-m", tiny_model, "-i", src, "--beam", "1"])
+    assert ct2.returncode == 0, ct2.stderr
+    assert ct2.stdout == ref.stdout and len(ct2.stdout.splitlines()) == 7
+    assert ct2.stdout.splitlines()[3] == ""
+
+
+@pytest.mark.parametrize("scheme, why", [
+    (["abs", "dep"], "scheme abs+dep cannot be represented in CTranslate2 (dep adds terms"),
+    (["abs", "rel"], "scheme abs+rel cannot be represented in CTranslate2 (it adds no absolute"),
+])
+def test_export_refuses_what_ctranslate2_cannot_run(scheme, why, tiny_model, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    config = json.loads((tiny_model / "config.json").read_text())
+    config["model"]["scheme"] = scheme
+    (model / "config.json").write_text(json.dumps(config))
+    proc = run_subprocess(["export", "-m", model, "-o", tmp_path / "out"])
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {model}: {why}")
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_export_keeps_an_existing_folder_unless_forced(tiny_model, tmp_path):
+    out = tmp_path / "ct2"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    assert run_cli(["export", "-m", tiny_model, "-o", out]) == 2
+    assert (out / "keep.txt").exists()
+    assert run_cli(["export", "-m", tiny_model, "-o", out, "--force"]) == 0
+    assert not (out / "keep.txt").exists() and (out / "model.bin").exists()
