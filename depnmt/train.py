@@ -561,6 +561,7 @@ class Trainer:
         self.log({"event": "stopped", "step": self.progress.step, "signal": stopped.name})
         info(f"{stopped} after update {self.progress.step}: saved {self.ckpt_dir / 'last.pt'}; "
              f"continue with `depnmt train --data {self.data_dir} -o {self.model_dir} --resume`")
+        dist.barrier()      # no rank exits (and makes torchrun kill the others) before the save
         raise stopped
 
     def _keep_going(self, started: float, base: float) -> bool:

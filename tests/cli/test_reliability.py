@@ -189,3 +189,36 @@ def test_second_training_on_a_model_dir_is_refused(tiny_bpe, tmp_path):
         proc.wait()
     # the lock dies with its process
     assert run_cli(["train", "--data", tiny_bpe, "-o", model, "--resume", "--max-steps", "1"]) == 0
+
+
+@pytest.mark.skipif(not torch.distributed.is_available()
+                    or not torch.distributed.is_gloo_available(), reason="no gloo")
+def test_sigterm_to_one_rank_stops_every_rank_after_the_same_update(tiny_bpe, tmp_path):
+    """Under torchrun a signal that only rank 1 receives stops both ranks after the same update
+    (else one would wait forever in a collective); rank 0 saves last.pt with both ranks' RNG
+    states and says so; rank 1 exits 143."""
+    from .test_distributed import free_port
+    model = tmp_path / "m"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "depnmt.cli",
+           "train", "--data", str(tiny_bpe), "-o", str(model), *RUN, "--save-every", "0",
+           "--valid-every", "0", "--max-steps", "100000", "--device", "cpu"]
+    proc = subprocess.Popen(cmd, env={**os.environ, "DEPNMT_NO_PROGRESS": "1",
+                                      "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (model / "metrics.jsonl").exists()
+                 and any(m["event"] == "train" for m in metrics(model)))
+        workers = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        rank1 = [pid for pid in workers
+                 if b"RANK=1" in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")]
+        assert len(rank1) == 1, workers
+        os.kill(int(rank1[0]), signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    state = load_checkpoint(model / "checkpoints" / "last.pt")
+    step = state["progress"]["step"]
+    assert f"stopped by SIGTERM after update {step}: saved" in err
+    assert len(state["rng_ranks"]) == 2
+    assert "exitcode  : 143" in err
