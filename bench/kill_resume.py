@@ -32,6 +32,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -133,15 +134,15 @@ def interrupted_run(bpe: Path, model: Path, train: list, kills: int, rng: random
                     delay: float) -> dict:
     """Kill and resume until ``kills`` kills happened, then resume to the end."""
     stats = Counter()
-    resume: list[str] = []
     while stats["kills"] < kills:
+        # as a recipe does: --resume once a last.pt exists (a kill can come before the first)
+        resume = ["--resume"] if (model / "checkpoints" / "last.pt").exists() else []
         mode = rng.choice(["start-up", "training", "training", "checkpoint write"])
         env = {**ENV, **({"DEPNMT_CHECKPOINT_WRITE_DELAY": str(delay)}
                          if mode == "checkpoint write" else {})}
         before = segment_step(model)
         proc = depnmt(["train", "--data", bpe, "-o", model, *train, *resume], env=env)
         stats["resumes"] += bool(resume)
-        resume = ["--resume"]
         if mode == "start-up":
             time.sleep(rng.uniform(0.0, 6.0))
             reached = proc.poll() is None
@@ -153,7 +154,8 @@ def interrupted_run(bpe: Path, model: Path, train: list, kills: int, rng: random
             reached = wait_for(lambda: bool(set(leftovers(model)) - old), proc)
             time.sleep(rng.uniform(0.0, delay))
         if proc.poll() is not None:             # finished first: the budget is too small
-            raise SystemExit(f"the run ended before {kills} kills ({dict(stats)}): raise --steps")
+            raise SystemExit(f"the run ended (status {proc.returncode}) before {kills} kills "
+                             f"({dict(stats)}): raise --steps\n{proc.stderr.read()}")
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         stats["kills"] += 1
@@ -183,6 +185,8 @@ def main(runs: int, kills: int, steps: int, save_every: int, valid_every: int,
         work = work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         bpe = tiny_corpus(work)
+        for old in [work / "straight", *work.glob("run[0-9]*")]:    # this script's own outputs
+            shutil.rmtree(old, ignore_errors=True)
         train = [*TINY, "--max-steps", steps, "--save-every", save_every,
                  "--valid-every", valid_every]
         straight = work / "straight"

@@ -82,7 +82,9 @@ def test_hostile_pickle_runs_nothing(tiny_model, tiny_bpe, tmp_path, capsys):
     marker = tmp_path / "PWNED"
     evil = tmp_path / "evil.pt"
     hostile_checkpoint(evil, marker, tiny_model / "checkpoints" / "best.pt")
-    assert run_cli(["translate", "-m", tiny_model, "-c", evil, "-i", evil]) == 2
+    src = tmp_path / "in.txt"
+    src.write_text("A man.\n")
+    assert run_cli(["translate", "-m", tiny_model, "-c", evil, "-i", src]) == 2
     err = capsys.readouterr().err
     assert f"error: {evil}: not a depnmt checkpoint (it holds posix.system" in err
     assert err.count("\n") == 1
@@ -105,7 +107,9 @@ def test_corrupted_checkpoint_is_an_error(tiny_model, tmp_path, capsys):
     middle = len(data) // 2
     data[middle - 2048:middle + 2048] = bytes(4096)
     best.write_bytes(data)
-    assert run_cli(["translate", "-m", model, "-i", model / "vocab.src.txt"]) == 2
+    src = tmp_path / "in.txt"
+    src.write_text("A man.\n")
+    assert run_cli(["translate", "-m", model, "-i", src]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {best}: ") and err.count("\n") == 1
 
