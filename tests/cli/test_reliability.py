@@ -19,10 +19,11 @@ from depnmt.checkpoint import load_checkpoint
 
 from .conftest import TINY_MODEL, popen, run_cli
 
-# 10 updates, checkpoint after each, validation at 5 and 10 (tiny: a few seconds)
+# 10 updates, a log record and a checkpoint after each (a kill during a write then finds the
+# step's record logged), validation at 5 and 10 (tiny: a few seconds)
 STEPS = 10
 RUN = [*TINY_MODEL, "--max-tokens", "150", "--valid-every", "5", "--save-every", "1",
-       "--max-steps", str(STEPS)]
+       "--log-every", "1", "--max-steps", str(STEPS)]
 
 
 def metrics(model: Path) -> list[dict]:
