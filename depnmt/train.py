@@ -322,7 +322,7 @@ class Trainer:
         if keep < len(lines):
             with atomic_open(log) as fh:
                 fh.writelines(lines[:keep])
-            if any('"event": "end"' not in line for line in lines[keep:]):   # work redone
+            if any(_event(line) not in ("end", "stopped") for line in lines[keep:]):  # redone
                 info(f"{log}: dropped {len(lines) - keep} record(s) written after {path.name} "
                      f"was saved (step {self.progress.step}); their steps are run again")
         self._log_records = min(keep, len(lines))
@@ -580,6 +580,15 @@ class Trainer:
                        for k, v in window.get("aux", {}).items()})
         self.log(record)
         window.update(tokens=0, src_tokens=0, loss=0.0, aux={}, t=time.monotonic())
+
+
+def _event(line: str) -> str | None:
+    """The ``event`` of a metrics.jsonl line (None when it is not a JSON object)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record.get("event") if isinstance(record, dict) else None
 
 
 def add_to_window(window: dict, stats: dict) -> None:
