@@ -16,7 +16,8 @@ gloo on the CPU — and every helper below is a no-op in a single process (no ``
   must differ); rank 0 keeps the single-process stream.
 * Collectives block until every rank has called them, so ranks must call them at the same
   points; decisions taken on rank 0 alone (stop or go) reach the others via
-  :func:`broadcast_flag`. While rank 0 validates, the others wait in a collective: the process
+  :func:`broadcast_flag`; a signal that only some ranks received reaches every rank via
+  :func:`max_over_ranks`. While rank 0 validates, the others wait in a collective: the process
   group's timeout (:data:`TIMEOUT`) must exceed the longest validation.
 """
 
@@ -149,6 +150,16 @@ def broadcast_flag(flag: bool) -> bool:
     t = torch.tensor([int(flag)], dtype=torch.uint8, device=_device)
     torch.distributed.broadcast(t, src=0)
     return bool(t.item())
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest ``value`` of all ranks, on every rank (e.g. the number of a signal that only
+    some ranks received: all of them stop after the same update)."""
+    if not _active():
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=_device)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return int(t.item())
 
 
 def gather_objects(obj: Any) -> list[Any]:

@@ -8,12 +8,24 @@ MODEL_DIR/vocab.tgt.txt
 MODEL_DIR/<segmenter files>  BPE codes etc. (``Segmenter.save``)
 MODEL_DIR/checkpoints/last.pt, best.pt, step{N}.pt (train --keep-last), NAME.pt (depnmt average)
 MODEL_DIR/metrics.jsonl      one JSON object per log line / validation
+MODEL_DIR/.lock              held (``flock``) by the training that writes the directory
 ```
+
+One writer: :func:`lock_for_writing` takes an exclusive ``fcntl.flock`` on ``MODEL_DIR/.lock``
+for the whole training run. The kernel drops the lock when the process ends, however it ends
+(SIGKILL included), so there is no stale lock to clean up; a second ``train`` (or ``--resume``)
+on the directory fails with ``DIR: in use by process PID`` (the PID is written into the lock
+file). Holding the lock, training removes the temporary files (``.NAME.*.tmp``) that a killed
+writer left in the directory and its ``checkpoints/``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +35,7 @@ from .textio import atomic_open, iter_lines, read_json
 from .vocab import Vocab
 
 CONFIG = "config.json"
+LOCK = ".lock"
 CONFIG_FORMAT = 1
 
 # What translate, `train --resume` and report read from config.json, with the JSON types they
@@ -158,3 +171,26 @@ def named_checkpoint(model_dir: Path, name: str) -> Path:
         raise DepnmtError(f"{model_dir}: no checkpoint named {name!r} in {ckpt} (there are: "
                           f"{', '.join(names) or 'none'})")
     return path
+
+
+@contextmanager
+def lock_for_writing(model_dir: Path) -> Iterator[None]:
+    """Hold ``MODEL_DIR/.lock`` for the block (created with the folder if needed) and remove
+    the temporary files an interrupted writer left; an error when another process holds it."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(model_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            raise DepnmtError(f"{model_dir}: in use by process {holder} (another training "
+                              f"writes this model directory)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        for folder in (model_dir, checkpoint_dir(model_dir)):
+            for leftover in folder.glob(".*.tmp") if folder.is_dir() else ():
+                leftover.unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)                        # releases the lock

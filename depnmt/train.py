@@ -11,6 +11,24 @@ its share of each update (:func:`~depnmt.data.shard_updates`): W processes with 
 F`` train exactly like one process with ``--update-freq W·F``. The loss is normalised by the
 target tokens of the whole update (summed over the ranks), so the gradients are the same too.
 Rank 0 validates, prints and writes every file; stop decisions are rank 0's, broadcast.
+
+Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
+``bench/kill_resume.py`` check):
+
+* A run never trains past ``--max-steps``: the budget is checked before the first update too,
+  so resuming a finished run trains nothing.
+* ``metrics.jsonl`` holds each record once after any number of kills and resumes: every
+  checkpoint records how many records the log held when it was saved (``log_records``), and
+  ``--resume`` rewrites the log (atomically) to that many; the steps after the checkpoint are
+  re-run and logged again. A fresh start clears what a run killed before its first ``last.pt``
+  left (log, ``best.pt``).
+* ``best.pt`` is written before ``last.pt``, and ``last.pt`` records the best step: a kill
+  between the two leaves ``best.pt`` a step *ahead* of ``last.pt``, and the resumed run
+  re-reaches that step and rewrites it; the log and ``last.pt`` always agree (both rewind to the
+  checkpoint).
+* SIGTERM/SIGINT: see :mod:`depnmt.stopsignals` (save ``last.pt`` after the update, exit
+  143/130). The caller holds the model directory's lock
+  (:func:`depnmt.modeldir.lock_for_writing`), which also removes leftover temporary files.
 """
 
 from __future__ import annotations
@@ -37,8 +55,11 @@ from .model.schemes import build_schemes
 from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
 from .search import SearchConfig
-from .textio import append_line, read_lines
+from .stopsignals import StopSignals, Stopped
+from .textio import append_line, atomic_open, read_lines
 from .vocab import PAD
+
+METRICS = "metrics.jsonl"
 
 
 @dataclass
@@ -78,8 +99,10 @@ class Progress:
     elapsed: float = 0.0            # seconds of training so far (over all resumed runs)
     best: float | None = None
     best_metric: str | None = None  # the dev metric ``best`` is of (``dev_bleu``, ``dev_acc``, ...)
+    best_step: int | None = None    # the step best.pt holds
     bad_validations: int = 0
     history: list[dict] = field(default_factory=list)
+    log_records: int | None = None  # metrics.jsonl records when this was saved (None: older)
 
 
 def inverse_sqrt(step: int, warmup: int) -> float:
@@ -103,6 +126,10 @@ class Trainer:
         self.amp = amp_dtype(self.device, opts.amp)
         self.ckpt_dir = checkpoint_dir(model_dir)
         self._check_model_dir(resume)
+        self._log_records = 0
+        if dist.is_main() and not resume:   # what a run killed before its first last.pt left
+            for leftover in (model_dir / METRICS, self.ckpt_dir / "best.pt"):
+                leftover.unlink(missing_ok=True)
         self.bpe = load_manifest(data_dir, "bpe")
         self.prepare_dir = Path(self.bpe["prepare_dir"])
         self.prepare = load_manifest(self.prepare_dir, "prepare", verify=False)
@@ -248,10 +275,12 @@ class Trainer:
                 "rng": rngs[0], **({"rng_ranks": rngs} if len(rngs) > 1 else {})}
 
     def save(self, *names: str) -> None:
-        """Write the checkpoint to each of ``names`` (default ``last.pt``) in the checkpoint
-        folder. Every rank must call this (the ranks' RNG states are gathered); rank 0 writes."""
+        """Write the checkpoint to each of ``names`` in order (default ``last.pt``; give
+        ``last.pt`` last) in the checkpoint folder. Every rank must call this (the ranks' RNG
+        states are gathered); rank 0 writes."""
         rngs = dist.gather_objects(self._rng_state())
         if dist.is_main():
+            self.progress.log_records = self._log_records
             state = self._state(rngs)
             for name in names or ("last.pt",):
                 save_checkpoint(self.ckpt_dir / name, state)
@@ -267,6 +296,9 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
+        if dist.is_main():
+            self._rewind_log(path)
+            self._check_best(path)
         # each rank takes the RNG states its rank saved; a rank the saved run did not have (now
         # more processes) keeps the stream seed_rank gave it
         saved = state.get("rng_ranks") or [state["rng"]]
@@ -275,13 +307,51 @@ class Trainer:
         info(f"resumed from {path}: step {self.progress.step}, epoch {self.progress.epoch}, "
              f"batch {self.progress.batches_done}")
 
+    def _rewind_log(self, path: Path) -> None:
+        """Keep the metrics.jsonl records written before the checkpoint we resume from (those
+        after it are logged again when their steps are re-run); rewritten atomically."""
+        log = self.model_dir / METRICS
+        lines = log.read_text(encoding="utf-8").splitlines(keepends=True) if log.exists() else []
+        keep = self.progress.log_records
+        if keep is None:                    # a checkpoint of an earlier depnmt: by step
+            keep = 0
+            for line in lines:
+                try:
+                    if json.loads(line).get("step", 0) > self.progress.step:
+                        break
+                except ValueError:
+                    break
+                keep += 1
+        if keep < len(lines):
+            with atomic_open(log) as fh:
+                fh.writelines(lines[:keep])
+            if any(_event(line) not in ("end", "stopped") for line in lines[keep:]):  # redone
+                info(f"{log}: dropped {len(lines) - keep} record(s) written after {path.name} "
+                     f"was saved (step {self.progress.step}); their steps are run again")
+        self._log_records = min(keep, len(lines))
+
+    def _check_best(self, path: Path) -> None:
+        """Warn when best.pt is not the checkpoint ``path`` names as best (only a run killed
+        by a depnmt that wrote last.pt first can leave that)."""
+        best, p = self.ckpt_dir / "best.pt", self.progress
+        if p.best_step is None or not best.exists():
+            return
+        found = load_checkpoint(best)["progress"]["step"]
+        if found > p.step:
+            info(f"{best}: holds step {found}, after {path.name}'s step {p.step} (killed between "
+                 f"the two writes); it is rewritten when the run gets there again")
+        elif found != p.best_step:
+            warn(f"{best}: holds step {found} but {path.name} names step {p.best_step} as best; "
+                 f"it is replaced at the next improvement")
+
     # -- logging ---------------------------------------------------------------------------
     def log(self, record: dict) -> None:
         """Append ``record`` to metrics.jsonl (rank 0 only)."""
         if not dist.is_main():
             return
         record = {"time": round(self.progress.elapsed, 2), **record}
-        append_line(self.model_dir / "metrics.jsonl", json.dumps(record))
+        append_line(self.model_dir / METRICS, json.dumps(record))
+        self._log_records += 1
         if self.board is not None:
             self.board.write(record)
 
@@ -386,7 +456,7 @@ class Trainer:
             p.best, p.best_metric = (max(seen) if seen else None), metric
         value = sign * result[metric]
         if p.best is None or value > p.best:
-            p.best = value
+            p.best, p.best_step = value, p.step
             p.bad_validations = 0
             return True
         p.bad_validations += 1
@@ -401,8 +471,8 @@ class Trainer:
             improved = self._validate_and_log(epoch)
             stop = bool(self.opts.patience) and \
                 self.progress.bad_validations >= self.opts.patience
-        self.save("last.pt", *(["best.pt"] if improved else []))
-        self._snapshot()
+        self._snapshot()            # before last.pt: a kill in between makes it again on resume
+        self.save(*(["best.pt"] if improved else []), "last.pt")   # best first: see above
         return dist.broadcast_flag(stop)
 
     def _snapshot(self) -> None:
@@ -446,8 +516,9 @@ class Trainer:
         o, p = self.opts, self.progress
         started, base = time.monotonic(), p.elapsed
         self._announce()
-        stop, window = False, {"tokens": 0, "src_tokens": 0, "loss": 0.0, "t": time.monotonic()}
-        with progress_bar() as bar:
+        window = {"tokens": 0, "src_tokens": 0, "loss": 0.0, "t": time.monotonic()}
+        stop = not self._keep_going(started, base)     # e.g. a finished run resumed
+        with progress_bar() as bar, StopSignals() as signals:
             task = bar.add_task(f"epoch {p.epoch}", total=o.max_steps or None, completed=p.step)
             while not stop and (not o.max_epochs or p.epoch <= o.max_epochs):
                 for done, batches in self._updates():
@@ -462,10 +533,11 @@ class Trainer:
                     if o.valid_every and p.step % o.valid_every == 0 or not budget:
                         stop = self._validate_and_save() or not budget
                     elif o.save_every and p.step % o.save_every == 0:
-                        self.save("last.pt")
                         self._snapshot()
+                        self.save("last.pt")
                     if stop:
                         break
+                    self._stop_if_signalled(signals, started, base)
                 if stop:
                     break
                 p.epoch, p.batches_done = p.epoch + 1, 0   # saved progress = next epoch's start
@@ -473,6 +545,8 @@ class Trainer:
                     stop = self._validate_and_save(epoch=p.epoch - 1)
                 budget = self._keep_going(started, base)
                 stop = stop or not budget
+                if not stop:
+                    self._stop_if_signalled(signals, started, base)
         self._budget_left(started, base)
         self.save("last.pt")
         self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1)})
@@ -501,6 +575,21 @@ class Trainer:
                                   start=p.batches_done, rank=dist.rank(),
                                   world=dist.world_size())
         return prefetch(updates) if self.device.type == "cuda" else updates
+
+    def _stop_if_signalled(self, signals: StopSignals, started: float, base: float) -> None:
+        """After an update (and its validation): when any rank received SIGTERM/SIGINT, save
+        last.pt, say so and raise :class:`Stopped` on every rank."""
+        signum = dist.max_over_ranks(signals.received)
+        if not signum:
+            return
+        self._budget_left(started, base)
+        self.save("last.pt")
+        stopped = Stopped(signum)
+        self.log({"event": "stopped", "step": self.progress.step, "signal": stopped.name})
+        info(f"{stopped} after update {self.progress.step}: saved {self.ckpt_dir / 'last.pt'}; "
+             f"continue with `depnmt train --data {self.data_dir} -o {self.model_dir} --resume`")
+        dist.barrier()      # no rank exits (and makes torchrun kill the others) before the save
+        raise stopped
 
     def _keep_going(self, started: float, base: float) -> bool:
         """:meth:`_budget_left` as rank 0 sees it, on every rank (so that all stop together)."""
@@ -542,6 +631,15 @@ def snapshots(ckpt_dir: Path) -> list[Path]:
     """The ``step{N}.pt`` snapshots of ``--keep-last`` in a checkpoint folder, oldest first."""
     found = [(int(p.stem[4:]), p) for p in ckpt_dir.glob("step*.pt") if p.stem[4:].isdigit()]
     return [p for _, p in sorted(found)]
+
+
+def _event(line: str) -> str | None:
+    """The ``event`` of a metrics.jsonl line (None when it is not a JSON object)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record.get("event") if isinstance(record, dict) else None
 
 
 def add_to_window(window: dict, stats: dict) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -160,9 +162,11 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     them in the shell), and the GPS paper's Table 2: Transformer_pascal = abs+pascal,
     Transformer_structural = abs+structural, Transformer_gps = abs+gps. Ablations:
     --*-terms, and leave out abs to drop the absolute PE.
-    Runs on CUDA when available (with AMP), else on the CPU. Ctrl-C or a kill leaves
-    MODEL_DIR/checkpoints/last.pt intact; `--resume` continues exactly where it stopped
+    Runs on CUDA when available (with AMP), else on the CPU. SIGTERM or Ctrl-C finishes the
+    current update, saves MODEL_DIR/checkpoints/last.pt and exits 143/130 (a second one stops
+    at once); a kill leaves last.pt intact. `--resume` continues exactly where it stopped
     (flags you leave out take the model's saved values; give e.g. --max-steps to extend).
+    One training at a time per MODEL_DIR (a lock; a second one is an error).
     Runs unchanged under torchrun (one process per GPU, or gloo processes with --device
     cpu): --max-tokens and --update-freq are per process, rank 0 validates and writes.
 
@@ -176,6 +180,8 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     from .. import distributed
     from ..board import TensorBoardLog
     from ..model.transformer import ModelConfig
+    from ..modeldir import lock_for_writing
+    from ..stopsignals import Stopped
     from ..search import SearchConfig
     from ..train import Trainer, TrainOptions, write_train_manifest
 
@@ -200,14 +206,20 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     search = SearchConfig(**{k[7:]: v for k, v in kwargs.items() if k.startswith("search_")})
     board = TensorBoardLog(tensorboard) if tensorboard else None   # fails before any work
     with distributed.process_group(opts.device):      # joins torchrun's processes, if any
-        trainer = Trainer(data_dir, model_dir, model_cfg, opts, trees_dir=trees_dir,
-                          resume=resume, search=search)
-        trainer.board = board
-        trainer.run()
-        if distributed.is_main():
-            write_train_manifest(trainer)
-    if board is not None:
-        board.close()
+        # rank 0 writes the model directory: it alone holds its lock
+        with lock_for_writing(model_dir) if distributed.is_main() else nullcontext():
+            trainer = Trainer(data_dir, model_dir, model_cfg, opts, trees_dir=trees_dir,
+                              resume=resume, search=search)
+            trainer.board = board
+            try:
+                trainer.run()
+            except Stopped as exc:                  # SIGTERM/SIGINT: last.pt saved, no manifest
+                sys.exit(exc.exit_status)
+            finally:
+                if board is not None:
+                    board.close()
+            if distributed.is_main():
+                write_train_manifest(trainer)
 
 
 # Each registered scheme contributes its own flags; their values reach ModelConfig.scheme_options.
