@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..device import PRECISIONS
 from ..model.schemes.registry import PRESETS, all_cli_options, resolve
 
 ARCH = [  # flag, ModelConfig field, type, default, help
@@ -41,6 +42,10 @@ TRAIN = [  # flag, TrainOptions field, type, default, help
     ("--seed", "seed", int, 1, "random seed (initialisation, data order)"),
     ("--device", "device", str, "auto", ("auto (CUDA when available), cpu, cuda or cuda:N "
                                           "(under torchrun: cuda = cuda:LOCAL_RANK)")),
+    ("--precision", "precision", click.Choice(PRECISIONS), "auto", (
+        "autocast dtype of the forward pass: auto = bf16 on CPUs with native bf16 matrix "
+        "multiplies (avx512_bf16/amx_bf16 in /proc/cpuinfo), fp32 on other CPUs, bf16 (or fp16 "
+        "with loss scaling) on CUDA; loss, softmaxes and optimizer state stay fp32")),
     ("--log-every", "log_every", int, 100, "updates between metrics.jsonl lines"),
 ]
 SEARCH = [
@@ -93,11 +98,15 @@ def given_params(ctx: click.Context) -> set[str]:
                                                       ParameterSource.DEFAULT_MAP)}
 
 
+ENVVARS = {"--precision": "DEPNMT_PRECISION"}   # flags whose default an environment variable sets
+
+
 def _options(table, prefix):
     def deco(f):
         for flag, field, typ, default, help_ in reversed(table):
             f = click.option(flag, f"{prefix}{field}", type=typ, default=default,
-                             show_default=True, help=help_)(f)
+                             show_default=True, help=help_, envvar=ENVVARS.get(flag),
+                             show_envvar=flag in ENVVARS)(f)
         return f
     return deco
 
@@ -119,7 +128,7 @@ def _options(table, prefix):
 @click.option("--share-all-embeddings", is_flag=True,
               help="also share the source embedding (needs `depnmt bpe --joint`)")
 @_options(TRAIN, "train_")
-@click.option("--amp/--no-amp", default=True, help="mixed precision on CUDA (bf16 or fp16)")
+@click.option("--amp/--no-amp", default=True, help="--no-amp is --precision fp32 (older flag)")
 @_options(SEARCH, "search_")
 @click.option("--resume", is_flag=True, help="continue from MODEL_DIR/checkpoints/last.pt "
               "(optimizer, schedule, RNG and data order included); flags not given take the "

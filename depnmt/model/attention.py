@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .dropout import dropout
+
 
 @dataclass
 class RelativeTerm:
@@ -162,8 +164,8 @@ class MultiHeadAttention(nn.Module):
             scores = scores + terms.logit_bias
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        weights = F.dropout(weights, self.dropout, self.training)
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32)   # fp32 under autocast too
+        weights = dropout(weights, self.dropout, self.training)
         out = weights @ v                                           # (B, H, Tq, d_k)
         for idx, rel in index:
             if rel.value_table is not None:                         # z_i += Σ_j α_ij a^V_ij
