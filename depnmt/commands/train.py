@@ -19,8 +19,10 @@ ARCH = [  # flag, ModelConfig field, type, default, help
     ("--attention-dropout", "attention_dropout", float, 0.0, "dropout on attention weights"),
 ]
 TRAIN = [  # flag, TrainOptions field, type, default, help
-    ("--max-tokens", "max_tokens", int, 4096, ("padded tokens per batch (length-bucketed; per "
-                                               "process under torchrun)")),
+    ("--max-tokens", "max_tokens", int, 4096, (
+        "padded tokens per batch: sentences × the batch's longest sequence of either side "
+        "(source incl. EOS, target incl. BOS/EOS); sentences are sorted by that length so "
+        "batches fill up (per process under torchrun)")),
     ("--update-freq", "update_freq", int, 1, ("batches accumulated per update (gradient "
                                               "accumulation; per process under torchrun)")),
     ("--lr", "lr", float, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),
