@@ -192,13 +192,18 @@ def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: B
     optimizer.zero_grad(set_to_none=True)
 
 
-def timed(step, device: torch.device) -> float:
-    """Seconds taken by ``step()``."""
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def timed(step, device: torch.device, clock: str = "wall") -> float:
+    """Seconds taken by ``step()``: wall-clock, or CPU seconds of this process (``cpu``: on a
+    CPU shared with other jobs, time spent waiting for a core is not counted)."""
+    now = CLOCKS[clock]
     sync(device)
-    start = time.perf_counter()
+    start = now()
     step()
     sync(device)
-    return time.perf_counter() - start
+    return now() - start
 
 
 def peak_bytes(model, optimizer, batch: Batch, device: torch.device,
@@ -253,7 +258,8 @@ def new_run(setup: Setup, name: str, precision: str = "fp32") -> Run:
     return Run(name, precision, dtype, model, optimizer, make_batches(setup, examples))
 
 
-def measure(setup: Setup, runs: dict[str, Run], rounds: int, memory: bool = True) -> None:
+def measure(setup: Setup, runs: dict[str, Run], rounds: int, memory: bool = True,
+            clock: str = "wall") -> None:
     """Interleaved: every batch is trained by every scheme in turn, so load changes on a shared
     machine hit all schemes alike; then decoding, then one profiled step for memory."""
     for run in runs.values():
@@ -263,11 +269,12 @@ def measure(setup: Setup, runs: dict[str, Run], rounds: int, memory: bool = True
             for run in runs.values():
                 batch = run.batches[i]
                 seconds = timed(lambda: train_step(run.model, run.optimizer, batch, run.dtype),
-                                setup.device)
+                                setup.device, clock)
                 run.train.append(batch.n_tokens / seconds)
         for run in runs.values():
             batch = run.batches[0]
-            seconds = timed(lambda: decode(run.model, batch, setup.decode_len), setup.device)
+            seconds = timed(lambda: decode(run.model, batch, setup.decode_len), setup.device,
+                            clock)
             run.decode.append(batch.src.shape[0] / seconds)
     for run in runs.values():
         if memory:
@@ -333,12 +340,15 @@ def markdown(rows: list[dict]) -> str:
 @click.option("--precision", "precisions", default="fp32", help="comma-separated training "
               "precisions (auto, fp32, bf16, fp16; as `depnmt train --precision`): every scheme "
               "runs in each, interleaved, named SCHEME/PRECISION when there are several")
+@click.option("--clock", type=click.Choice(list(CLOCKS)), default="wall", help="wall: elapsed "
+              "time; cpu: CPU seconds of this process (on a loaded machine, with --threads 1, "
+              "time spent waiting for a core is not counted)")
 @click.option("--memory/--no-memory", default=True, help="measure peak memory (one profiled "
               "step per scheme; slow on CPU)")
 @click.option("--markdown/--json", "as_markdown", default=True, help="output format")
 def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers: int, vocab: int,
          src_len: int, tgt_len: int, batch_size: int, steps: int, rounds: int, decode_len: int,
-         threads: int, trees_path: str | None, precisions: str, memory: bool,
+         threads: int, trees_path: str | None, precisions: str, clock: str, memory: bool,
          as_markdown: bool) -> None:
     """Train each scheme on the same batches and compare it with abs."""
     if threads:
@@ -357,10 +367,10 @@ def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers:
         raise click.BadParameter(f"{kinds} not in {PRECISIONS}", param_hint="--precision")
     runs = {name + (f"/{kind}" if len(kinds) > 1 else ""): new_run(setup, name, kind)
             for name in names for kind in kinds}
-    measure(setup, runs, rounds, memory)
+    measure(setup, runs, rounds, memory, clock)
     rows = summary(runs)
     machine = (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
-               f"{setup.device}, {torch.get_num_threads()} threads, "
+               f"{setup.device}, {torch.get_num_threads()} threads, {clock} clock, "
                f"trees: {trees_path or 'random'}")
     if as_markdown:
         print(f"<!-- {machine} -->\n{markdown(rows)}")
