@@ -133,11 +133,16 @@ class MultiHeadAttention(nn.Module):
         handed to head overrides during incremental decoding (see :class:`HeadOverride`)."""
         q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
+        dropout_p = self.dropout if self.training else 0.0
         if terms is None or (not terms.relative and terms.logit_bias is None
                              and terms.logit_scale is None):
             # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        elif terms.logit_scale is None and all(r.value_table is None for r in terms.relative):
+            # Only additive logit terms (key terms, biases): softmax(q k^T / sqrt(d_k) + A) v,
+            # fused, A = the key terms / sqrt(d_k) + bias, -inf where masked.
+            out = F.scaled_dot_product_attention(q, k, v, self._additive_mask(q, mask, terms),
+                                                 dropout_p=dropout_p)
         else:
             out = self._attend_with_terms(q, k, v, mask, terms)
         for override in terms.head_overrides if terms is not None else ():
@@ -147,6 +152,25 @@ class MultiHeadAttention(nn.Module):
             out = torch.cat([out[:, :h], own, out[:, h + 1:]], dim=1)
         b, _, tq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_k))
+
+    def _additive_mask(self, q: Tensor, mask: Tensor | None, terms: AttentionTerms) -> Tensor:
+        """``[B, H, Tq, Tk]`` float: ``Σ q_i · a^K_{l(i,j)} / √d_k + bias``, ``-inf`` where
+        ``mask`` is False (the key terms of Eqs. 11–12 / 17–18, gathered as in the explicit path)."""
+        b, h, tq, _ = q.shape
+        add = None
+        for rel in terms.relative:
+            if rel.key_table is not None:
+                idx = _expand_labels(rel.labels, b, h)
+                term = (q @ rel.key_table.t().to(q.dtype)).gather(-1, idx)
+                add = term if add is None else add + term
+        add = None if add is None else add / math.sqrt(self.d_k)
+        if terms.logit_bias is not None:
+            add = terms.logit_bias if add is None else add + terms.logit_bias
+        tk = add.shape[-1] if add is not None else mask.shape[-1]
+        add = (add if add is not None else q.new_zeros(())).expand(b, h, tq, tk).to(q.dtype)
+        if mask is not None:
+            add = add.masked_fill(~mask, float("-inf"))
+        return add
 
     def _attend_with_terms(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                            terms: AttentionTerms) -> Tensor:

@@ -15,8 +15,10 @@ from depnmt.vocab import BOS, EOS, PAD
 
 
 def literal_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor,
-                      labels: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor) -> torch.Tensor:
-    """Shaw et al. (2018) Eqs. 11–15 written out with a [B, T, T, d_k] tensor of a_ij."""
+                      labels: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor,
+                      bias: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Shaw et al. (2018) Eqs. 11–15 written out with a [B, T, T, d_k] tensor of a_ij (plus an
+    additive logit ``bias``)."""
     b, t, _ = x.shape
     h, dk = attn.n_heads, attn.d_k
     q = attn.q_proj(x).view(b, t, h, dk)
@@ -24,7 +26,7 @@ def literal_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Ten
     v = attn.v_proj(x).view(b, t, h, dk)
     aK, aV = a_k[labels], a_v[labels]                                  # [B, T, T, dk]
     e = (torch.einsum("bihd,bjhd->bhij", q, k) + torch.einsum("bihd,bijd->bhij", q, aK)) / math.sqrt(dk)
-    e = e.masked_fill(~mask, float("-inf"))
+    e = (e + bias).masked_fill(~mask, float("-inf"))
     alpha = e.softmax(-1)
     z = torch.einsum("bhij,bjhd->bihd", alpha, v) + torch.einsum("bhij,bijd->bihd", alpha, aV)
     return attn.out_proj(z.reshape(b, t, h * dk))
@@ -45,6 +47,33 @@ def test_relative_terms_equal_literal_equations():
     slow = literal_attention(attn, x, mask, labels, a_k, a_v)
     valid = torch.arange(t)[None, :] < lengths[:, None]
     assert torch.allclose(fast[valid], slow[valid], atol=1e-5)
+
+
+def test_additive_terms_take_the_fused_path_and_equal_literal_equations(monkeypatch):
+    """Key terms without value terms, and logit biases (GPS), go through SDPA with a float mask;
+    outputs and gradients (of the table and the bias) equal the literal equations."""
+    torch.manual_seed(2)
+    attn = MultiHeadAttention(32, 4).train()            # dropout 0: training mode, deterministic
+    b, t, r = 3, 9, 7
+    x = torch.randn(b, t, 32)
+    lengths = torch.tensor([9, 6, 2])
+    mask = (torch.arange(t)[None, :] < lengths[:, None])[:, None, None, :]
+    labels = torch.randint(0, r, (b, t, t))
+    a_k = torch.randn(r, 8).index_fill(0, torch.tensor([0]), 0.0).requires_grad_()
+    bias = torch.randn(b, 4, t, t, requires_grad=True)
+    monkeypatch.setattr(attn, "_attend_with_terms", None)       # the explicit path is not taken
+    valid = torch.arange(t)[None, :] < lengths[:, None]
+    for terms, literal_bias in ((AttentionTerms([RelativeTerm(labels, a_k, None)], bias), bias),
+                                (AttentionTerms([RelativeTerm(labels, a_k, None)]), 0.0),
+                                (AttentionTerms([], logit_bias=bias), bias)):
+        fast = attn(x, x, mask, terms)
+        grads = torch.autograd.grad(fast[valid].sum(), [a_k, bias], allow_unused=True)
+        key = a_k if terms.relative else torch.zeros(r, 8)
+        slow = literal_attention(attn, x, mask, labels, key, torch.zeros(r, 8), literal_bias)
+        expected = torch.autograd.grad(slow[valid].sum(), [a_k, bias], allow_unused=True)
+        assert torch.allclose(fast[valid], slow[valid], atol=1e-5)
+        for g, e in zip(grads, expected):
+            assert (g is None) == (e is None) and (g is None or torch.allclose(g, e, atol=1e-4))
 
 
 def test_no_terms_uses_fused_path_with_same_result():
