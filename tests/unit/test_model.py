@@ -88,6 +88,29 @@ def test_no_terms_uses_fused_path_with_same_result():
     assert torch.allclose(fused, explicit, atol=1e-6)
 
 
+def test_attention_dropout_on_the_cpu_uses_the_cheap_mask_on_the_weights():
+    """Training with attention dropout on the CPU: softmax, then depnmt's dropout of the weights
+    (the same RNG draws as a literal computation), with and without terms."""
+    from depnmt.model.dropout import dropout
+    torch.manual_seed(4)
+    attn = MultiHeadAttention(16, 2, dropout=0.3).train()
+    x = torch.randn(2, 5, 16)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    bias = torch.randn(2, 2, 5, 5)
+    for terms in (None, AttentionTerms([], logit_bias=bias)):
+        state = torch.get_rng_state()
+        fast = attn(x, x, mask, terms)
+        torch.set_rng_state(state)
+        q, k, v = (p(x).view(2, 5, 2, 8).transpose(1, 2)
+                   for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+        e = q @ k.transpose(-1, -2) / math.sqrt(8) + (0.0 if terms is None else bias)
+        alpha = dropout(e.masked_fill(~mask, float("-inf")).softmax(-1), 0.3)
+        slow = attn.out_proj((alpha @ v).transpose(1, 2).reshape(2, 5, 16))
+        assert torch.allclose(fast, slow, atol=1e-5)
+        assert not torch.allclose(fast, attn.eval()(x, x, mask, terms), atol=1e-3)
+        attn.train()
+
+
 def test_sinusoidal_table_matches_formula():
     table = sinusoidal_table(50, 16)
     pos, i = 7, 3
