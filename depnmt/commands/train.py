@@ -74,6 +74,8 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path) -> dict:
                "tie_embeddings": model["tie_decoder_embeddings"],
                "share_all_embeddings": model["share_all_embeddings"],
                "amp": saved.get("training", {}).get("amp", params.get("amp")),
+               # models saved before --precision existed trained in fp32 on the CPU
+               "train_precision": saved.get("training", {}).get("precision", "fp32"),
                "layers": None}              # encoder/decoder layers come from arch_*
     out = dict(params)
     for name in params:
