@@ -134,9 +134,11 @@ class MultiHeadAttention(nn.Module):
         q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
         dropout_p = self.dropout if self.training else 0.0
-        # SDPA with dropout on the CPU falls back to its unfused path with a per-element mask
-        # (bernoulli_); the explicit path with depnmt's cheaper mask is 1.14x faster there
-        fused = dropout_p == 0.0 or q.device.type != "cpu"
+        # On the CPU, SDPA with dropout falls back to its unfused path with a per-element mask
+        # (bernoulli_), and its bf16 kernel is slower than the explicit path with an fp32
+        # softmax: there the explicit path with depnmt's cheaper mask is 1.14x / 1.17x faster
+        # (docs/benchmarks.md, issue 11); fp32 without dropout (and CUDA) stays fused
+        fused = q.device.type != "cpu" or (dropout_p == 0.0 and q.dtype == torch.float32)
         if fused and (terms is None or (not terms.relative and terms.logit_bias is None
                                         and terms.logit_scale is None)):
             # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
