@@ -16,9 +16,14 @@ timed steps):
 * decoding sentences/s — incremental greedy decoding of ``--decode-len`` steps (fixed, so an
   untrained model's early EOS cannot favour a scheme), one batch of sources.
 
+``--precision fp32,bf16`` trains every scheme once per precision (``depnmt train
+--precision``: the same autocast), interleaved too, named ``SCHEME/PRECISION``; the ratios are
+to the first run (abs in the first precision), so one run gives the A/B ratio of the precisions.
+
     python bench/schemes.py                  # CPU, or CUDA when present
     python bench/schemes.py --device cpu --threads 1 --rounds 3 --steps 4
     python bench/schemes.py --schemes abs,gps,gps@all,pascal,structural,dep+rel
+    python bench/schemes.py --schemes abs,rel --precision fp32,bf16 --no-memory
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import click
 import torch
 
 from depnmt.data import Batch, Example, add_features, collate
-from depnmt.device import resolve_device
+from depnmt.device import PRECISIONS, autocast, resolve_device, train_precision
 from depnmt.model.schemes.registry import all_cli_options, build_schemes, resolve
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
@@ -175,8 +180,10 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
-    logits = model(batch.src, batch.tgt_in, batch.src_feats)
+def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: Batch,
+               dtype: torch.dtype | None = None) -> None:
+    with autocast(batch.src.device, dtype):         # as depnmt.train does (None = fp32)
+        logits = model(batch.src, batch.tgt_in, batch.src_feats)
     loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
     for aux in model.schemes.auxiliary_losses(batch.src_feats, batch.tgt_feats).values():
         loss = loss + aux.weight * aux.value * batch.n_tokens      # as depnmt.train does
@@ -185,27 +192,33 @@ def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: B
     optimizer.zero_grad(set_to_none=True)
 
 
-def timed(step, device: torch.device) -> float:
-    """Seconds taken by ``step()``."""
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def timed(step, device: torch.device, clock: str = "wall") -> float:
+    """Seconds taken by ``step()``: wall-clock, or CPU seconds of this process (``cpu``: on a
+    CPU shared with other jobs, time spent waiting for a core is not counted)."""
+    now = CLOCKS[clock]
     sync(device)
-    start = time.perf_counter()
+    start = now()
     step()
     sync(device)
-    return time.perf_counter() - start
+    return now() - start
 
 
-def peak_bytes(model, optimizer, batch: Batch, device: torch.device) -> int:
+def peak_bytes(model, optimizer, batch: Batch, device: torch.device,
+               dtype: torch.dtype | None = None) -> int:
     """Peak memory of one training step (see the module docstring)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-        train_step(model, optimizer, batch)
+        train_step(model, optimizer, batch, dtype)
         sync(device)
         return torch.cuda.max_memory_allocated(device)
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import MemoryProfileTimeline
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
                  with_stack=True) as prof:
-        train_step(model, optimizer, batch)
+        train_step(model, optimizer, batch, dtype)
     _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(device)
     return max(sum(s) for s in sizes)
 
@@ -224,8 +237,11 @@ def decode(model: TransformerNMT, batch: Batch, steps: int) -> None:
 
 @dataclass
 class Run:
-    """One scheme: its model, optimizer and batches, and what was measured."""
+    """One scheme in one precision: its model, optimizer and batches, and what was measured."""
 
+    scheme: str
+    precision: str
+    dtype: torch.dtype | None
     model: TransformerNMT
     optimizer: torch.optim.Optimizer
     batches: list[Batch]
@@ -234,41 +250,47 @@ class Run:
     peak: int = 0
 
 
-def new_run(setup: Setup, name: str) -> Run:
+def new_run(setup: Setup, name: str, precision: str = "fp32") -> Run:
     examples = make_examples(setup)
     model = setup.model(name, examples)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    return Run(model, optimizer, make_batches(setup, examples))
+    dtype = train_precision(setup.device, precision)
+    return Run(name, precision, dtype, model, optimizer, make_batches(setup, examples))
 
 
-def measure(setup: Setup, runs: dict[str, Run], rounds: int, memory: bool = True) -> None:
+def measure(setup: Setup, runs: dict[str, Run], rounds: int, memory: bool = True,
+            clock: str = "wall") -> None:
     """Interleaved: every batch is trained by every scheme in turn, so load changes on a shared
     machine hit all schemes alike; then decoding, then one profiled step for memory."""
     for run in runs.values():
-        train_step(run.model, run.optimizer, run.batches[0])       # warm-up, untimed
+        train_step(run.model, run.optimizer, run.batches[0], run.dtype)   # warm-up, untimed
     for _ in range(rounds):
         for i in range(setup.n_batches):
             for run in runs.values():
                 batch = run.batches[i]
-                seconds = timed(lambda: train_step(run.model, run.optimizer, batch), setup.device)
+                seconds = timed(lambda: train_step(run.model, run.optimizer, batch, run.dtype),
+                                setup.device, clock)
                 run.train.append(batch.n_tokens / seconds)
         for run in runs.values():
             batch = run.batches[0]
-            seconds = timed(lambda: decode(run.model, batch, setup.decode_len), setup.device)
+            seconds = timed(lambda: decode(run.model, batch, setup.decode_len), setup.device,
+                            clock)
             run.decode.append(batch.src.shape[0] / seconds)
     for run in runs.values():
         if memory:
-            run.peak = peak_bytes(run.model, run.optimizer, run.batches[0], setup.device)
+            run.peak = peak_bytes(run.model, run.optimizer, run.batches[0], setup.device,
+                                  run.dtype)
 
 
 def summary(runs: dict[str, Run]) -> list[dict]:
-    """Medians and ratios to abs."""
-    base = runs["abs"]
+    """Medians and ratios to the first run (abs in the first precision)."""
+    base = next(iter(runs.values()))
     base_train, base_dec = statistics.median(base.train), statistics.median(base.decode)
     rows = []
     for name, r in runs.items():
         train, dec = statistics.median(r.train), statistics.median(r.decode)
-        rows.append({"scheme": name, "system": system_name(name), "train_tok_s": round(train),
+        rows.append({"scheme": name, "system": system_name(r.scheme), "precision": r.precision,
+                     "train_tok_s": round(train),
                      "train_ratio": round(train / base_train, 3),
                      "peak_mb": round(r.peak / 2 ** 20, 1) if base.peak else None,
                      "peak_ratio": round(r.peak / base.peak, 3) if base.peak else None,
@@ -285,9 +307,10 @@ def markdown(rows: list[dict]) -> str:
     def num(value, fmt: str = "") -> str:
         return "-" if value is None else format(value, fmt)
 
-    out = ["| scheme | system | train tok/s | × abs | peak MB | × abs | decode sent/s | × abs |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
-    out += [f"| {r['scheme']} | {r['system']} | {r['train_tok_s']} | {r['train_ratio']:.2f} | "
+    out = ["| scheme | system | precision | train tok/s | × abs | peak MB | × abs | decode sent/s "
+           "| × abs |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['scheme']} | {r['system']} | {r['precision']} | {r['train_tok_s']} | "
+            f"{r['train_ratio']:.2f} | "
             f"{num(r['peak_mb'])} | {num(r['peak_ratio'], '.2f')} | {r['decode_sent_s']} | "
             f"{r['decode_ratio']:.2f} |" for r in rows]
     return "\n".join(out)
@@ -314,12 +337,19 @@ def markdown(rows: list[dict]) -> str:
               "conllu): real trees and labels, consecutive sentences joined per line, instead "
               "of random trees with uniformly random labels (which make almost every GPS root "
               "path distinct: its worst case)")
+@click.option("--precision", "precisions", default="fp32", help="comma-separated training "
+              "precisions (auto, fp32, bf16, fp16; as `depnmt train --precision`): every scheme "
+              "runs in each, interleaved, named SCHEME/PRECISION when there are several")
+@click.option("--clock", type=click.Choice(list(CLOCKS)), default="wall", help="wall: elapsed "
+              "time; cpu: CPU seconds of this process (on a loaded machine, with --threads 1, "
+              "time spent waiting for a core is not counted)")
 @click.option("--memory/--no-memory", default=True, help="measure peak memory (one profiled "
               "step per scheme; slow on CPU)")
 @click.option("--markdown/--json", "as_markdown", default=True, help="output format")
 def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers: int, vocab: int,
          src_len: int, tgt_len: int, batch_size: int, steps: int, rounds: int, decode_len: int,
-         threads: int, trees_path: str | None, memory: bool, as_markdown: bool) -> None:
+         threads: int, trees_path: str | None, precisions: str, clock: str, memory: bool,
+         as_markdown: bool) -> None:
     """Train each scheme on the same batches and compare it with abs."""
     if threads:
         torch.set_num_threads(threads)
@@ -332,11 +362,15 @@ def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers:
     treebank = [t for t in read_conllu(trees_path) if len(t)] if trees_path else []
     setup = Setup(resolve_device(device), d_model, heads, d_ff, layers, vocab, src_len, tgt_len,
                   batch_size, steps, decode_len, treebank)
-    runs = {name: new_run(setup, name) for name in names}
-    measure(setup, runs, rounds, memory)
+    kinds = [k.strip() for k in precisions.split(",")]
+    if not set(kinds) <= set(PRECISIONS):
+        raise click.BadParameter(f"{kinds} not in {PRECISIONS}", param_hint="--precision")
+    runs = {name + (f"/{kind}" if len(kinds) > 1 else ""): new_run(setup, name, kind)
+            for name in names for kind in kinds}
+    measure(setup, runs, rounds, memory, clock)
     rows = summary(runs)
     machine = (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
-               f"{setup.device}, {torch.get_num_threads()} threads, "
+               f"{setup.device}, {torch.get_num_threads()} threads, {clock} clock, "
                f"trees: {trees_path or 'random'}")
     if as_markdown:
         print(f"<!-- {machine} -->\n{markdown(rows)}")

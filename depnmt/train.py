@@ -47,7 +47,7 @@ from . import distributed as dist
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (Example, TokenBatcher, add_features, attach_trees, example_lengths,
                    iterate_batches, iterate_updates, load_parallel, prefetch)
-from .device import amp_dtype, autocast, grad_scaler
+from .device import autocast, grad_scaler, precision_name, train_precision
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
 from .manifest import load_manifest, write_manifest
@@ -85,7 +85,8 @@ class TrainOptions:
     max_len: int = 250              # training pairs longer than this (subwords) are skipped
     seed: int = 1
     device: str = "auto"
-    amp: bool = True
+    amp: bool = True                # False = precision fp32 (the older --no-amp)
+    precision: str = "auto"         # auto | fp32 | bf16 | fp16 (depnmt.device.train_precision)
     log_every: int = 100
 
 
@@ -123,7 +124,7 @@ class Trainer:
         random.seed(opts.seed)      # before anything random (model initialisation included);
         torch.manual_seed(opts.seed)  # a resumed run then restores the saved RNG states
         self.device = dist.local_device(opts.device)
-        self.amp = amp_dtype(self.device, opts.amp)
+        self.amp = train_precision(self.device, opts.precision if opts.amp else "fp32")
         self.ckpt_dir = checkpoint_dir(model_dir)
         self._check_model_dir(resume)
         self._log_records = 0
@@ -562,10 +563,12 @@ class Trainer:
                               f"{o.update_freq}): lower --max-tokens or --update-freq")
         n_params = sum(t.numel() for t in self.model.parameters())
         where = f"{self.device}" + (f" × {world} processes" if world > 1 else "")
-        info(f"training {'+'.join(self.model_cfg.scheme)} on {where} ({n_params:,} parameters, "
-             f"{len(self.train_data):,} pairs, {n_batches} batches/epoch)")
+        info(f"training {'+'.join(self.model_cfg.scheme)} on {where} in "
+             f"{precision_name(self.amp)} ({n_params:,} parameters, {len(self.train_data):,} "
+             f"pairs, {n_batches} batches/epoch)")
         self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
-                  "device": str(self.device), "processes": world})
+                  "device": str(self.device), "processes": world,
+                  "precision": precision_name(self.amp)})
 
     def _updates(self):
         """This rank's batches of each remaining update of the current epoch (collated in a
@@ -669,4 +672,5 @@ def write_train_manifest(trainer: Trainer) -> None:
                            "trees": str(trainer.trees_dir.resolve()) if trainer.trees_dir else None},
                    options=asdict(trainer.opts), outputs=["metrics.jsonl"],
                    extra={"progress": {k: v for k, v in asdict(trainer.progress).items()
-                                       if k != "history"}})
+                                       if k != "history"},
+                          "precision": precision_name(trainer.amp)})

@@ -1,4 +1,4 @@
-"""Shared test fixtures: no progress bars, paths to ../shared/data."""
+"""Shared test fixtures: no progress bars, fp32 training, paths to ../shared/data."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("DEPNMT_NO_PROGRESS", "1")
+# the same numerics on every machine: `--precision auto` would pick bf16 only on CPUs with native
+# bf16 (this one, not every CI runner); tests of bf16 and auto ask for them explicitly
+os.environ.setdefault("DEPNMT_PRECISION", "fp32")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

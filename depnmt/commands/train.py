@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..device import PRECISIONS
 from ..model.schemes.registry import PRESETS, all_cli_options, resolve
 from .options import AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED
 
@@ -21,8 +22,10 @@ ARCH = [  # flag, ModelConfig field, type, default, help
     ("--attention-dropout", "attention_dropout", DROPOUT, 0.0, "dropout on attention weights"),
 ]
 TRAIN = [  # flag, TrainOptions field, type, default, help
-    ("--max-tokens", "max_tokens", POSITIVE, 4096, ("padded tokens per batch (length-bucketed; per "
-                                               "process under torchrun)")),
+    ("--max-tokens", "max_tokens", POSITIVE, 4096, (
+        "padded tokens per batch: sentences × the batch's longest sequence of either side "
+        "(source incl. EOS, target incl. BOS/EOS); sentences are sorted by that length so "
+        "batches fill up (per process under torchrun)")),
     ("--update-freq", "update_freq", POSITIVE, 1, ("batches accumulated per update (gradient "
                                               "accumulation; per process under torchrun)")),
     ("--lr", "lr", RATE, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),
@@ -48,6 +51,10 @@ TRAIN = [  # flag, TrainOptions field, type, default, help
     ("--seed", "seed", SEED, 1, "random seed (initialisation, data order)"),
     ("--device", "device", str, "auto", ("auto (CUDA when available), cpu, cuda or cuda:N "
                                           "(under torchrun: cuda = cuda:LOCAL_RANK)")),
+    ("--precision", "precision", click.Choice(PRECISIONS), "auto", (
+        "autocast dtype of the forward pass: auto = bf16 on CPUs with native bf16 matrix "
+        "multiplies (avx512_bf16/amx_bf16 in /proc/cpuinfo), fp32 on other CPUs, bf16 (or fp16 "
+        "with loss scaling) on CUDA; loss, softmaxes and optimizer state stay fp32")),
     ("--log-every", "log_every", POSITIVE, 100, "updates between metrics.jsonl lines"),
 ]
 SEARCH = [
@@ -74,6 +81,8 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path) -> dict:
                "tie_embeddings": model["tie_decoder_embeddings"],
                "share_all_embeddings": model["share_all_embeddings"],
                "amp": saved.get("training", {}).get("amp", params.get("amp")),
+               # models saved before --precision existed trained in fp32 on the CPU
+               "train_precision": saved.get("training", {}).get("precision", "fp32"),
                "layers": None}              # encoder/decoder layers come from arch_*
     out = dict(params)
     for name in params:
@@ -100,11 +109,15 @@ def given_params(ctx: click.Context) -> set[str]:
                                                       ParameterSource.DEFAULT_MAP)}
 
 
+ENVVARS = {"--precision": "DEPNMT_PRECISION"}   # flags whose default an environment variable sets
+
+
 def _options(table, prefix):
     def deco(f):
         for flag, field, typ, default, help_ in reversed(table):
             f = click.option(flag, f"{prefix}{field}", type=typ, default=default,
-                             show_default=True, help=help_)(f)
+                             show_default=True, help=help_, envvar=ENVVARS.get(flag),
+                             show_envvar=flag in ENVVARS)(f)
         return f
     return deco
 
@@ -126,7 +139,7 @@ def _options(table, prefix):
 @click.option("--share-all-embeddings", is_flag=True,
               help="also share the source embedding (needs `depnmt bpe --joint`)")
 @_options(TRAIN, "train_")
-@click.option("--amp/--no-amp", default=True, help="mixed precision on CUDA (bf16 or fp16)")
+@click.option("--amp/--no-amp", default=True, help="--no-amp is --precision fp32 (older flag)")
 @_options(SEARCH, "search_")
 @click.option("--resume", is_flag=True, help="continue from MODEL_DIR/checkpoints/last.pt "
               "(optimizer, schedule, RNG and data order included); flags not given take the "

@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .dropout import dropout
+
 
 @dataclass
 class RelativeTerm:
@@ -131,13 +133,24 @@ class MultiHeadAttention(nn.Module):
         handed to head overrides during incremental decoding (see :class:`HeadOverride`)."""
         q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
-        if terms is None or (not terms.relative and terms.logit_bias is None
-                             and terms.logit_scale is None):
+        dropout_p = self.dropout if self.training else 0.0
+        # On the CPU, SDPA with dropout falls back to its unfused path with a per-element mask
+        # (bernoulli_), and its bf16 kernel is slower than the explicit path with an fp32
+        # softmax: there the explicit path with depnmt's cheaper mask is 1.14x / 1.17x faster
+        # (docs/benchmarks.md, issue 11); fp32 without dropout (and CUDA) stays fused
+        fused = q.device.type != "cpu" or (dropout_p == 0.0 and q.dtype == torch.float32)
+        if fused and (terms is None or (not terms.relative and terms.logit_bias is None
+                                        and terms.logit_scale is None)):
             # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        elif fused and terms.logit_scale is None and all(r.value_table is None
+                                                         for r in terms.relative):
+            # Only additive logit terms (key terms, biases): softmax(q k^T / sqrt(d_k) + A) v,
+            # fused, A = the key terms / sqrt(d_k) + bias, -inf where masked.
+            out = F.scaled_dot_product_attention(q, k, v, self._additive_mask(q, mask, terms),
+                                                 dropout_p=dropout_p)
         else:
-            out = self._attend_with_terms(q, k, v, mask, terms)
+            out = self._attend_with_terms(q, k, v, mask, terms or AttentionTerms([]))
         for override in terms.head_overrides if terms is not None else ():
             # Deguchi et al. Eq. 17: [M_1; ...; M_parse; ...] — head h replaced before W^O
             h = override.head
@@ -145,6 +158,25 @@ class MultiHeadAttention(nn.Module):
             out = torch.cat([out[:, :h], own, out[:, h + 1:]], dim=1)
         b, _, tq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_k))
+
+    def _additive_mask(self, q: Tensor, mask: Tensor | None, terms: AttentionTerms) -> Tensor:
+        """``[B, H, Tq, Tk]`` float: ``Σ q_i · a^K_{l(i,j)} / √d_k + bias``, ``-inf`` where
+        ``mask`` is False (the key terms of Eqs. 11–12 / 17–18, gathered as in the explicit path)."""
+        b, h, tq, _ = q.shape
+        add = None
+        for rel in terms.relative:
+            if rel.key_table is not None:
+                idx = _expand_labels(rel.labels, b, h)
+                term = (q @ rel.key_table.t().to(q.dtype)).gather(-1, idx)
+                add = term if add is None else add + term
+        add = None if add is None else add / math.sqrt(self.d_k)
+        if terms.logit_bias is not None:
+            add = terms.logit_bias if add is None else add + terms.logit_bias
+        tk = add.shape[-1] if add is not None else mask.shape[-1]
+        add = (add if add is not None else q.new_zeros(())).expand(b, h, tq, tk).to(q.dtype)
+        if mask is not None:
+            add = add.masked_fill(~mask, float("-inf"))
+        return add
 
     def _attend_with_terms(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                            terms: AttentionTerms) -> Tensor:
@@ -162,8 +194,8 @@ class MultiHeadAttention(nn.Module):
             scores = scores + terms.logit_bias
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        weights = F.dropout(weights, self.dropout, self.training)
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32)   # fp32 under autocast too
+        weights = dropout(weights, self.dropout, self.training)
         out = weights @ v                                           # (B, H, Tq, d_k)
         for idx, rel in index:
             if rel.value_table is not None:                         # z_i += Σ_j α_ij a^V_ij

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from ..vocab import PAD
 from .attention import MultiHeadAttention
+from .dropout import Dropout
 from .schemes import ModelDims, SchemeStack, build_schemes
 from .schemes.base import positions
 
@@ -56,7 +57,7 @@ class FeedForward(nn.Sequential):
     """FFN(x) = max(0, x W1 + b1) W2 + b2."""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float):
-        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), Dropout(dropout),
                          nn.Linear(d_ff, d_model))
 
 
@@ -66,7 +67,7 @@ class EncoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, mask: Tensor, terms) -> Tensor:
         x = self.norm1(x + self.drop(self.self_attn(x, x, mask, terms)))
@@ -80,7 +81,7 @@ class DecoderLayer(nn.Module):
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(cfg.d_model) for _ in range(3))
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, self_mask: Tensor | None, terms, memory_kv: tuple[Tensor, Tensor],
                 src_mask: Tensor, cache: dict | None) -> Tensor:
@@ -133,7 +134,7 @@ class TransformerNMT(nn.Module):
         self.schemes = SchemeStack(build_schemes(cfg.scheme, cfg.scheme_options), cfg.dims)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.output = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
         self._reset_parameters()
         if cfg.tie_decoder_embeddings or cfg.share_all_embeddings:

@@ -67,10 +67,13 @@ def final_weights(model: Path) -> dict:
     return load_checkpoint(model / "checkpoints" / "last.pt")["model"]
 
 
-def test_resume_continues_exactly(tiny_bpe, tmp_path):
-    """6 updates in one go == 3 updates, stop, --resume to 6 (data order, RNG, optimizer)."""
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_continues_exactly(tiny_bpe, tmp_path, precision):
+    """6 updates in one go == 3 updates, stop, --resume to 6 (data order, RNG, optimizer), in
+    fp32 and in bf16 autocast (which runs, emulated, on any CPU); the precision is recorded."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    common = ["--data", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150"]
+    common = ["--data", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
+              "--precision", precision]
     assert run_cli(["train", *common, "-o", straight, "--max-steps", "6"]) == 0
     assert run_cli(["train", *common, "-o", split, "--max-steps", "3"]) == 0
     assert run_cli(["train", *common, "-o", split, "--max-steps", "6", "--resume"]) == 0
@@ -78,6 +81,9 @@ def test_resume_continues_exactly(tiny_bpe, tmp_path):
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
+    starts = [m for m in metrics(split) if m["event"] == "start"]
+    assert [m["precision"] for m in starts] == [precision, precision]
+    assert json.loads((split / "manifest.json").read_text())["precision"] == precision
 
 
 def test_resume_takes_the_saved_flags(tiny_bpe, tmp_path):

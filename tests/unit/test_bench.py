@@ -87,3 +87,13 @@ def test_real_trees_from_a_treebank(shared_data):
     rows = run(["--schemes", "abs,gps", "--no-memory", "--trees",
                 str(shared_data / "ud" / "en_ewt-ud-test.conllu")])
     assert [r["scheme"] for r in rows] == ["abs", "gps"]
+
+
+def test_precisions_are_interleaved_and_compared_with_the_first_run():
+    rows = run(["--schemes", "abs,rel", "--precision", "fp32,bf16", "--no-memory",
+                "--clock", "cpu"])
+    assert [(r["scheme"], r["precision"]) for r in rows] == [
+        ("abs/fp32", "fp32"), ("abs/bf16", "bf16"), ("rel/fp32", "fp32"), ("rel/bf16", "bf16")]
+    assert rows[0]["train_ratio"] == 1.0 and rows[1]["system"] == "Transformer_abs"
+    result = CliRunner().invoke(load_bench().main, [*TINY, "--precision", "fp8"])
+    assert result.exit_code == 2 and "--precision" in result.output

@@ -15,8 +15,10 @@ from depnmt.vocab import BOS, EOS, PAD
 
 
 def literal_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor,
-                      labels: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor) -> torch.Tensor:
-    """Shaw et al. (2018) Eqs. 11–15 written out with a [B, T, T, d_k] tensor of a_ij."""
+                      labels: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor,
+                      bias: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Shaw et al. (2018) Eqs. 11–15 written out with a [B, T, T, d_k] tensor of a_ij (plus an
+    additive logit ``bias``)."""
     b, t, _ = x.shape
     h, dk = attn.n_heads, attn.d_k
     q = attn.q_proj(x).view(b, t, h, dk)
@@ -24,7 +26,7 @@ def literal_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Ten
     v = attn.v_proj(x).view(b, t, h, dk)
     aK, aV = a_k[labels], a_v[labels]                                  # [B, T, T, dk]
     e = (torch.einsum("bihd,bjhd->bhij", q, k) + torch.einsum("bihd,bijd->bhij", q, aK)) / math.sqrt(dk)
-    e = e.masked_fill(~mask, float("-inf"))
+    e = (e + bias).masked_fill(~mask, float("-inf"))
     alpha = e.softmax(-1)
     z = torch.einsum("bhij,bjhd->bihd", alpha, v) + torch.einsum("bhij,bijd->bihd", alpha, aV)
     return attn.out_proj(z.reshape(b, t, h * dk))
@@ -47,6 +49,33 @@ def test_relative_terms_equal_literal_equations():
     assert torch.allclose(fast[valid], slow[valid], atol=1e-5)
 
 
+def test_additive_terms_take_the_fused_path_and_equal_literal_equations(monkeypatch):
+    """Key terms without value terms, and logit biases (GPS), go through SDPA with a float mask;
+    outputs and gradients (of the table and the bias) equal the literal equations."""
+    torch.manual_seed(2)
+    attn = MultiHeadAttention(32, 4).train()            # dropout 0: training mode, deterministic
+    b, t, r = 3, 9, 7
+    x = torch.randn(b, t, 32)
+    lengths = torch.tensor([9, 6, 2])
+    mask = (torch.arange(t)[None, :] < lengths[:, None])[:, None, None, :]
+    labels = torch.randint(0, r, (b, t, t))
+    a_k = torch.randn(r, 8).index_fill(0, torch.tensor([0]), 0.0).requires_grad_()
+    bias = torch.randn(b, 4, t, t, requires_grad=True)
+    monkeypatch.setattr(attn, "_attend_with_terms", None)       # the explicit path is not taken
+    valid = torch.arange(t)[None, :] < lengths[:, None]
+    for terms, literal_bias in ((AttentionTerms([RelativeTerm(labels, a_k, None)], bias), bias),
+                                (AttentionTerms([RelativeTerm(labels, a_k, None)]), 0.0),
+                                (AttentionTerms([], logit_bias=bias), bias)):
+        fast = attn(x, x, mask, terms)
+        grads = torch.autograd.grad(fast[valid].sum(), [a_k, bias], allow_unused=True)
+        key = a_k if terms.relative else torch.zeros(r, 8)
+        slow = literal_attention(attn, x, mask, labels, key, torch.zeros(r, 8), literal_bias)
+        expected = torch.autograd.grad(slow[valid].sum(), [a_k, bias], allow_unused=True)
+        assert torch.allclose(fast[valid], slow[valid], atol=1e-5)
+        for g, e in zip(grads, expected):
+            assert (g is None) == (e is None) and (g is None or torch.allclose(g, e, atol=1e-4))
+
+
 def test_no_terms_uses_fused_path_with_same_result():
     torch.manual_seed(1)
     attn = MultiHeadAttention(16, 2).eval()
@@ -57,6 +86,29 @@ def test_no_terms_uses_fused_path_with_same_result():
     explicit = attn(x, x, mask, AttentionTerms([RelativeTerm(torch.zeros(5, 5, dtype=torch.long),
                                                               zero, zero)]))
     assert torch.allclose(fused, explicit, atol=1e-6)
+
+
+def test_attention_dropout_on_the_cpu_uses_the_cheap_mask_on_the_weights():
+    """Training with attention dropout on the CPU: softmax, then depnmt's dropout of the weights
+    (the same RNG draws as a literal computation), with and without terms."""
+    from depnmt.model.dropout import dropout
+    torch.manual_seed(4)
+    attn = MultiHeadAttention(16, 2, dropout=0.3).train()
+    x = torch.randn(2, 5, 16)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    bias = torch.randn(2, 2, 5, 5)
+    for terms in (None, AttentionTerms([], logit_bias=bias)):
+        state = torch.get_rng_state()
+        fast = attn(x, x, mask, terms)
+        torch.set_rng_state(state)
+        q, k, v = (p(x).view(2, 5, 2, 8).transpose(1, 2)
+                   for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+        e = q @ k.transpose(-1, -2) / math.sqrt(8) + (0.0 if terms is None else bias)
+        alpha = dropout(e.masked_fill(~mask, float("-inf")).softmax(-1), 0.3)
+        slow = attn.out_proj((alpha @ v).transpose(1, 2).reshape(2, 5, 16))
+        assert torch.allclose(fast, slow, atol=1e-5)
+        assert not torch.allclose(fast, attn.eval()(x, x, mask, terms), atol=1e-3)
+        attn.train()
 
 
 def test_sinusoidal_table_matches_formula():
