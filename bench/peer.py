@@ -158,7 +158,8 @@ def fmt(x: float | None, unit: str = "") -> str:
     return f"{x:,.0f}{unit}" if abs(x) >= 100 else f"{x:.2f}{unit}"
 
 
-def table(rows: list[tuple[str, float | None, float | None]], names=("OpenNMT-py", "depnmt")) -> str:
+def table(rows: list[tuple[str, float | None, float | None]],
+          names=("OpenNMT-py", "depnmt")) -> str:
     """A markdown table: figure | peer | depnmt | ratio (depnmt / peer)."""
     out = [f"| figure | {names[0]} | {names[1]} | ratio |", "|---|---|---|---|"]
     for name, peer, ours in rows:
@@ -476,7 +477,8 @@ print("SECONDS", dt)
 
 def summarize(work: Path) -> tuple[str, dict]:
     """The issue's table from the JSON results under ``work``."""
-    train = [json.loads(p.read_text()) for p in sorted((work / "train").glob("*-*-*.json"))]
+    train = [json.loads(p.read_text()) for p in sorted((work / "train").glob("*-*-*.json"))
+             if p.stem.split("-")[0] in SCHEMES]
     for r in train:     # the whole process tree (data loader workers included) when sampled
         r["rss_mb"] = r.get("peak_tree_rss_mb") or r["peak_rss_mb"]
     dec = [json.loads(p.read_text()) for p in sorted((work / "decode").glob("speed-*.json"))]
@@ -514,6 +516,15 @@ def summarize(work: Path) -> tuple[str, dict]:
             sps = med(dec, "sentences_per_s", toolkit=name)
             ours = med(dec, "sentences_per_s", toolkit="depnmt")
             text += f"| {label} | {fmt(sps)} | {ratio(ours, sps)} | {fmt(bleus.get(name))} |\n"
+    if train:
+        text += ("\n\n| segment (run order) | target tok/s per window | mean w/o first | "
+                 "load before | load after |\n|---|---|---|---|---|\n")
+        runs = {(n, rnd): i for i, (rnd, n) in enumerate(interleaved(1 + max(
+            r["round"] for r in train), TOOLKITS))}
+        for r in sorted(train, key=lambda r: (r["scheme"], runs[r["toolkit"], r["round"]])):
+            wins = ", ".join(fmt(w["tgt_tokens_per_s"]) for w in r.get("windows", []))
+            text += (f"| {r['scheme']} {r['toolkit']} round {r['round']} | {wins} | "
+                     f"{fmt(r['tgt_tokens_per_s'])} | {r['load_before']} | {r['load_after']} |\n")
     loads = sorted({r["load_before"] for r in train + dec} | {r["load_after"] for r in train + dec})
     segs = {(r["scheme"], r["toolkit"]) for r in train}
     info = {"segments": len(train), "decode_rounds": len(dec), "kinds": sorted(segs),
@@ -575,10 +586,10 @@ def main(ctx, work, venv, prepare_dir, bpe_dir, phases, schemes, rounds, segment
         if todo & {"data", "train", "decode"}:
             peer.data(prepare_dir, bpe_dir)
         if "train" in todo:
+            peer.depnmt_batch_fill()
             for scheme in schemes.split(","):
                 for rnd, toolkit in interleaved(rounds, TOOLKITS):
                     peer.segment(scheme, toolkit, rnd, segment_steps, log_every)
-            peer.depnmt_batch_fill()
         if "decode" in todo:
             (peer.work / "decode").mkdir(exist_ok=True)
             peer.decode_models(decode_steps, chunk_steps)

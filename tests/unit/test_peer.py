@@ -111,9 +111,11 @@ def test_summary_from_result_files(tmp_path):
         if tk == "onmt":
             rec["tgt_per_batch"] = 3700.0
         (tmp_path / "train" / f"abs-{tk}-{rnd}.json").write_text(json.dumps(rec))
+    (tmp_path / "train" / "depnmt-batch-fill.json").write_text(json.dumps({"tgt_per_batch": 3500}))
     text, info = peer.summarize(tmp_path)
     row = next(ln for ln in text.splitlines() if ln.startswith("| training, abs"))
     assert row == "| training, abs, target tok/s | 225 | 400 | **1.78** |"   # medians
     rss = next(ln for ln in text.splitlines() if ln.startswith("| peak RSS"))
     assert "| 3,100 | 2,100 | **0.68** |" in rss                           # maxima
+    assert "| target tokens in a 4,096-token batch | 3,700 | 3,500 | **0.95** |" in text
     assert info["segments"] == 4
