@@ -525,7 +525,8 @@ def summarize(work: Path) -> tuple[str, dict]:
             wins = ", ".join(fmt(w["tgt_tokens_per_s"]) for w in r.get("windows", []))
             text += (f"| {r['scheme']} {r['toolkit']} round {r['round']} | {wins} | "
                      f"{fmt(r['tgt_tokens_per_s'])} | {r['load_before']} | {r['load_after']} |\n")
-    loads = sorted({r["load_before"] for r in train + dec} | {r["load_after"] for r in train + dec})
+    loads = sorted({r["load_before"] for r in train + dec} | {r["load_after"] for r in train + dec},
+                   key=lambda load: float(load.split()[0]))
     segs = {(r["scheme"], r["toolkit"]) for r in train}
     info = {"segments": len(train), "decode_rounds": len(dec), "kinds": sorted(segs),
             "loads": loads[:1] + loads[-1:], "bleu": bleus}
