@@ -228,7 +228,7 @@ def decode(model: TransformerNMT, batch: Batch, steps: int) -> None:
     """Incremental greedy decoding of exactly ``steps`` steps (no early stop at EOS)."""
     model.eval()
     memory, src_mask = model.encode(batch.src, batch.src_feats)
-    state = model.start_state(memory, src_mask, batch.src_feats)
+    state = model.start_state(memory, src_mask)
     token = torch.full((batch.src.shape[0], 1), BOS, dtype=torch.long, device=batch.src.device)
     for _ in range(steps):
         token = model.decode(token, state, incremental=True)[:, -1:].argmax(-1)

@@ -88,17 +88,15 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     torch.save(state, buffer)
     data = buffer.getvalue()
     delay = float(os.environ.get("DEPNMT_CHECKPOINT_WRITE_DELAY", "0") or 0)
-    try:
-        with atomic_open(path, "wb") as fh:
-            half = len(data) // 2
-            fh.write(data[:half])
-            if delay:
-                fh.flush()
-                time.sleep(delay)
-            fh.write(data[half:])
-    except OSError as exc:
-        raise DepnmtError(f"{path}: cannot write the checkpoint ({exc.strerror or exc}); the "
-                          f"previous one, if any, is intact") from None
+    # atomic_open: a failed write (disk full) is an error naming ``path``; the previous
+    # checkpoint stays intact and the temporary file is removed
+    with atomic_open(path, "wb") as fh:
+        half = len(data) // 2
+        fh.write(data[:half])
+        if delay:
+            fh.flush()
+            time.sleep(delay)
+        fh.write(data[half:])
 
 
 def load_checkpoint(path: Path, expected_model: dict | None = None) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
                   cfg: SearchConfig) -> list[list[int]]:
     """Arg-max decoding; returns token ids (no BOS/EOS) per sentence of ``src [B, S]``."""
     memory, src_mask = model.encode(src, src_feats)
-    state = model.start_state(memory, src_mask, src_feats)
+    state = model.start_state(memory, src_mask)
     b = src.shape[0]
     limit = max_lengths(src, cfg)
     tokens = torch.full((b, 1), BOS, dtype=torch.long, device=src.device)
@@ -68,52 +68,70 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
 @torch.no_grad()
 def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
                 cfg: SearchConfig) -> list[list[int]]:
-    """Beam search (see module docstring); returns the best hypothesis per sentence."""
+    """Beam search (see module docstring); returns the best hypothesis per sentence.
+
+    Sentences that are done leave the batch (their rows of every tensor and cache are dropped),
+    and the source side of the decoder state is only re-indexed then: a beam step keeps every
+    hypothesis within its own sentence, whose source rows are all equal.
+    """
     if cfg.beam <= 1:
         return greedy_search(model, src, src_feats, cfg)
     b, k, device = src.shape[0], cfg.beam, src.device
     memory, src_mask = model.encode(src, src_feats)
-    state = model.start_state(memory, src_mask, src_feats)
+    state = model.start_state(memory, src_mask)
     state.reorder(torch.arange(b, device=device).repeat_interleave(k))   # (B·K, ...)
     limit = max_lengths(src, cfg)
     scores = torch.full((b, k), -math.inf, device=device)
     scores[:, 0] = 0.0
     seqs = torch.full((b * k, 1), BOS, dtype=torch.long, device=device)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
-    active = torch.ones(b, dtype=torch.bool, device=device)
+    ids = list(range(b))              # original sentence of each row block still in the batch
+    banned = torch.zeros(model.cfg.tgt_vocab_size, device=device)
+    banned[[PAD, BOS]] = -math.inf
+    not_eos = torch.arange(model.cfg.tgt_vocab_size, device=device) != EOS
     for step in range(int(limit.max())):
-        lprobs = torch.log_softmax(model.decode(seqs[:, -1:], state, incremental=True)[:, -1].float(), -1)
-        lprobs[:, PAD] = -math.inf
-        lprobs[:, BOS] = -math.inf
-        at_limit = (step + 1 >= limit).repeat_interleave(k)
-        lprobs[at_limit] = torch.where(torch.arange(lprobs.shape[1], device=device) == EOS,
-                                       lprobs[at_limit], torch.tensor(-math.inf, device=device))
+        n = len(ids)
+        logits = model.decode(seqs[:, -1:], state, incremental=True)[:, -1].float()
+        lprobs = torch.log_softmax(logits, -1) + banned
+        at_limit = step + 1 >= limit                                           # (n,)
+        if bool(at_limit.any()):      # at the length limit only EOS may follow
+            lprobs = lprobs.masked_fill(at_limit.repeat_interleave(k)[:, None] & not_eos,
+                                        -math.inf)
         vocab = lprobs.shape[1]
-        cand = (scores.view(b * k, 1) + lprobs).view(b, k * vocab)
-        cand_scores, cand_idx = cand.topk(min(2 * k, k * vocab), dim=1)          # (B, 2K)
+        cand = (scores.view(n * k, 1) + lprobs).view(n, k * vocab)
+        cand_scores, cand_idx = cand.topk(min(2 * k, k * vocab), dim=1)          # (n, 2K)
         cand_beam, cand_tok = cand_idx // vocab, cand_idx % vocab
         is_eos = (cand_tok == EOS) & torch.isfinite(cand_scores)
         rank = torch.arange(cand_scores.shape[1], device=device).expand_as(cand_scores)
-        final = is_eos & (rank < k) & active[:, None]
-        for i, j in final.nonzero().tolist():
-            hyp = seqs[i * k + cand_beam[i, j]].tolist()[1:]
-            finished[i].append((float(cand_scores[i, j]) / length_penalty(len(hyp) + 1, cfg.alpha), hyp))
-        active &= torch.tensor([len(f) < k for f in finished], device=device)
-        if not bool(active.any()):
-            break
+        final = is_eos & (rank < k)
+        if bool(final.any()):
+            for i, j in final.nonzero().tolist():
+                hyp = seqs[i * k + cand_beam[i, j]].tolist()[1:]
+                finished[ids[i]].append(
+                    (float(cand_scores[i, j]) / length_penalty(len(hyp) + 1, cfg.alpha), hyp))
         # the K best continuations that are not EOS stay alive
         order = (rank + is_eos.long() * 4 * k).argsort(dim=1)[:, :k]
         alive_scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -math.inf)
-        src_rows = (torch.arange(b, device=device)[:, None] * k + cand_beam.gather(1, order)).view(-1)
-        state.reorder(src_rows)
-        seqs = torch.cat([seqs[src_rows], cand_tok.gather(1, order).view(-1, 1)], dim=1)
-        scores = alive_scores.masked_fill(~active[:, None], -math.inf)
-    best = []
-    for i in range(b):
-        if not finished[i]:  # only when the loop ran zero steps; keep the best live prefix
-            finished[i].append((0.0, seqs[i * k].tolist()[1:]))
-        best.append(max(finished[i], key=lambda sh: sh[0])[1])
-    return best
+        src_rows = (torch.arange(n, device=device)[:, None] * k + cand_beam.gather(1, order))
+        tokens = cand_tok.gather(1, order)
+        open_ = (limit > step + 1).tolist()       # past its limit a sentence can add nothing
+        keep = [i for i in range(n) if len(finished[ids[i]]) < k and open_[i]]
+        if not keep:
+            break
+        if len(keep) < n:             # finished sentences leave the batch
+            kept = torch.tensor(keep, device=device)
+            ids = [ids[i] for i in keep]
+            src_rows, tokens, alive_scores = src_rows[kept], tokens[kept], alive_scores[kept]
+            limit = limit[kept]
+            state.reorder(src_rows.view(-1))
+        else:
+            state.reorder_targets(src_rows.view(-1))
+        seqs = torch.cat([seqs[src_rows.view(-1)], tokens.view(-1, 1)], dim=1)
+        scores = alive_scores
+    for row, i in enumerate(ids):     # only when the loop ran zero steps; keep the best prefix
+        if not finished[i]:
+            finished[i].append((0.0, seqs[row * k].tolist()[1:]))
+    return [max(f, key=lambda sh: sh[0])[1] for f in finished]
 
 
 def search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],

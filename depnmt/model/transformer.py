@@ -99,21 +99,28 @@ class DecoderLayer(nn.Module):
 
 
 class DecoderState:
-    """Incremental-decoding state: per-layer self-attention caches and cross-attention keys."""
+    """Incremental-decoding state: per-layer self-attention caches and cross-attention keys.
 
-    def __init__(self, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
-                 src_feats: dict[str, Tensor]):
+    Rows (dim 0) are hypotheses. The source side (``memory_kv`` ``[N, H, S, d_k]``, ``src_mask``
+    ``[N, 1, 1, S]``) is read-only after :meth:`TransformerNMT.start_state`: no per-source
+    feature is kept, since decoding reads none after the encoder has run.
+    """
+
+    def __init__(self, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor):
         self.memory_kv = memory_kv
         self.src_mask = src_mask
-        self.src_feats = src_feats
         self.caches: list[dict] = [{} for _ in memory_kv]
         self.length = 0
 
     def reorder(self, index: Tensor) -> None:
-        """Keep hypotheses ``index`` (beam search); every tensor is indexed on dim 0."""
+        """Keep hypotheses ``index`` (rows of every tensor, source side included)."""
         self.memory_kv = [(k[index], v[index]) for k, v in self.memory_kv]
         self.src_mask = self.src_mask[index]
-        self.src_feats = {n: t[index] for n, t in self.src_feats.items()}
+        self.reorder_targets(index)
+
+    def reorder_targets(self, index: Tensor) -> None:
+        """Keep hypotheses ``index`` of the target-side caches only: for a beam step whose
+        ``index`` maps every row to a row of the same source sentence (equal source rows)."""
         self.caches = [{n: t[index] for n, t in c.items()} for c in self.caches]
 
 
@@ -160,11 +167,11 @@ class TransformerNMT(nn.Module):
         return x, src_mask
 
     # -- decoder ---------------------------------------------------------------------------
-    def start_state(self, memory: Tensor, src_mask: Tensor,
-                    src_feats: dict[str, Tensor]) -> DecoderState:
-        """A state for incremental decoding with cross-attention keys computed once."""
+    def start_state(self, memory: Tensor, src_mask: Tensor) -> DecoderState:
+        """A state for incremental decoding with cross-attention keys and values computed once
+        per source (``memory [B, S, D]``)."""
         kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
-        return DecoderState(kv, src_mask, src_feats)
+        return DecoderState(kv, src_mask)
 
     def decode(self, tgt_in: Tensor, state: DecoderState, incremental: bool = False) -> Tensor:
         """Logits ``[B, T, V]`` for ``tgt_in [B, T]``.
@@ -188,7 +195,7 @@ class TransformerNMT(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_feats: dict[str, Tensor]) -> Tensor:
         memory, src_mask = self.encode(src, src_feats)
-        return self.decode(tgt_in, self.start_state(memory, src_mask, src_feats))
+        return self.decode(tgt_in, self.start_state(memory, src_mask))
 
 
 def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:

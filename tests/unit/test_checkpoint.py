@@ -62,6 +62,6 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stdout.startswith(f"{path}: cannot write the checkpoint (File too large)")
+    assert proc.stdout.startswith(f"{path}: cannot write: File too large")
     assert path.read_bytes() == before and load_checkpoint(path)["progress"]["step"] == 3
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]

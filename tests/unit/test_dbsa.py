@@ -167,8 +167,8 @@ def test_incremental_decoding_equals_full_recomputation():
     src[0, 3], src[0, 4:] = EOS, PAD
     tgt = torch.randint(4, 50, (3, 6))
     memory, mask = m.encode(src, {})
-    full = m.decode(tgt, m.start_state(memory, mask, {}))
-    state = m.start_state(memory, mask, {})
+    full = m.decode(tgt, m.start_state(memory, mask))
+    state = m.start_state(memory, mask)
     steps = torch.cat([m.decode(tgt[:, t:t + 1], state, incremental=True) for t in range(6)], 1)
     assert torch.allclose(full, steps, atol=1e-5)
     assert "parse_k" in state.caches[0] and state.caches[0]["parse_k"].shape[1] == 6

@@ -431,7 +431,7 @@ def test_incremental_decoding_is_unaffected():
     with torch.no_grad():
         full = model(batch.src, tgt, batch.src_feats)
         memory, mask = model.encode(batch.src, batch.src_feats)
-        state = model.start_state(memory, mask, batch.src_feats)
+        state = model.start_state(memory, mask)
         steps = [model.decode(tgt[:, i:i + 1], state, incremental=True) for i in range(5)]
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
 

@@ -139,7 +139,7 @@ def test_incremental_decoding_equals_full_recomputation():
     tgt = torch.randint(4, 50, (3, 6))
     full = model(src, tgt, {})
     memory, mask = model.encode(src, {})
-    state = model.start_state(memory, mask, {})
+    state = model.start_state(memory, mask)
     steps = [model.decode(tgt[:, i:i + 1], state, incremental=True) for i in range(6)]
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
 
@@ -215,3 +215,44 @@ def test_prefetch_preserves_order_and_raises():
         raise ValueError("boom")
     with pytest.raises(ValueError, match="boom"):
         list(prefetch(broken()))
+
+
+def peaky_model_and_sources(seed=0):
+    """A tiny abs+rel model whose output layer is scaled up (EOS wins at varied steps, so
+    sentences finish at different times) and 7 sources of lengths 2..9 with padding."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(30, 30, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
+                      decoder_layers=2, dropout=0.0, scheme=["abs", "rel"])
+    model = TransformerNMT(cfg).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(3.0)
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, 30, (7, 9), generator=g)
+    lengths = torch.randint(2, 10, (7,), generator=g)
+    for i in range(7):
+        src[i, lengths[i] - 1] = EOS
+        src[i, lengths[i]:] = PAD
+    return model, src
+
+
+# Produced by depnmt 0e880a7's beam search (before finished sentences left the batch and before
+# the source side stopped being re-indexed every step): beam 4, alpha 0.6, a = 1.5, b = 2.
+BEAM_BEFORE = [[20, 20, 20, 20, 20, 20], [27] * 13, [4] * 9, [4] * 6, [20, 20, 27], [6, 6, 6],
+               [27] * 9]
+
+
+def test_beam_output_unchanged_by_batch_shrinking():
+    model, src = peaky_model_and_sources()
+    cfg = SearchConfig(beam=4, alpha=0.6, max_len_a=1.5, max_len_b=2)
+    assert beam_search(model, src, {}, cfg) == BEAM_BEFORE
+
+
+def test_beam_batched_equals_each_sentence_alone():
+    """Sentences leave the batch as they finish; each result is that of the sentence alone."""
+    model, src = peaky_model_and_sources()
+    for cfg in (SearchConfig(3, 0.0, 1.0, 1), SearchConfig(5, 1.0, 0.5, 4)):
+        batched = beam_search(model, src, {}, cfg)
+        alone = [beam_search(model, src[i:i + 1, :int((src[i] != PAD).sum())], {}, cfg)[0]
+                 for i in range(src.shape[0])]
+        assert batched == alone
+        assert len({len(h) for h in batched}) > 2          # sentences did finish at varied steps
