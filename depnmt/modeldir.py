@@ -31,7 +31,7 @@ from typing import Any
 
 from . import __version__
 from .errors import DepnmtError, InputError
-from .textio import atomic_open, iter_lines, read_json
+from .textio import atomic_open, iter_lines, make_dir, naming, read_json
 from .vocab import Vocab
 
 CONFIG = "config.json"
@@ -177,8 +177,9 @@ def named_checkpoint(model_dir: Path, name: str) -> Path:
 def lock_for_writing(model_dir: Path) -> Iterator[None]:
     """Hold ``MODEL_DIR/.lock`` for the block (created with the folder if needed) and remove
     the temporary files an interrupted writer left; an error when another process holds it."""
-    model_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(model_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    make_dir(model_dir)
+    with naming(model_dir / LOCK, "write"):
+        fd = os.open(model_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -62,8 +62,8 @@ def test_average_writes_the_mean_and_translate_uses_it(kept_model, tiny_bpe, cap
                     "--checkpoint", "avg2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 30
     (ckpt / "broken.pt").write_bytes(b"not a checkpoint")      # the name picks this very file
-    for name, message in (("broken", "broken.pt: not a readable depnmt checkpoint"),
-                          (str(ckpt / "broken.pt"), "broken.pt: not a readable"),
+    for name, message in (("broken", "broken.pt: not a depnmt checkpoint"),
+                          (str(ckpt / "broken.pt"), "broken.pt: not a depnmt checkpoint"),
                           ("avg9", "no checkpoint named 'avg9'"),
                           ("avg9", "avg2, best, broken, last, step12, step9"),
                           ("elsewhere/avg2.pt", "elsewhere/avg2.pt: no such checkpoint file")):

@@ -131,10 +131,12 @@ def test_dropout_masks_follow_the_torch_rng_state():
 def test_resume_keeps_the_saved_precision_and_older_models_stay_fp32(tmp_path):
     from depnmt.commands.train import inherit_saved
     from depnmt.modeldir import write_config
-    model = {"scheme": ["abs"], "tie_decoder_embeddings": True, "share_all_embeddings": False}
+    from depnmt.model.transformer import ModelConfig
+    model = ModelConfig(src_vocab_size=10, tgt_vocab_size=10).to_dict()
     params = {"train_precision": "auto", "train_max_steps": 9}
     for saved, given, expected in (({"amp": True}, set(), "fp32"),       # before --precision
                                    ({"amp": True, "precision": "bf16"}, set(), "bf16"),
                                    ({"amp": True, "precision": "bf16"}, {"train_precision"}, "auto")):
-        write_config(tmp_path, {"model": model, "training": saved})
+        write_config(tmp_path, {"model": model, "tokenizers": {"src": {}, "tgt": {}},
+                                "parser": {"src": None}, "training": saved})
         assert inherit_saved(params, given, tmp_path)["train_precision"] == expected
