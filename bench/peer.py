@@ -355,6 +355,7 @@ class Peer:
         batcher = TokenBatcher(lengths, self.s.max_tokens, self.s.seed)
         batches = batcher.batches(1)
         fill = statistics.mean(sum(lengths[i][1] for i in b) for b in batches)
+        res.parent.mkdir(parents=True, exist_ok=True)
         res.write_text(json.dumps({"tgt_per_batch": fill, "batches": len(batches)}))
         return fill
 
