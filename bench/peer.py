@@ -443,7 +443,7 @@ class Peer:
     def bleu(self, toolkit: str) -> float:
         """test_2016_flickr BLEU (sacreBLEU, detokenized, against prepare's raw references)."""
         import sacrebleu
-        from depnmt.bpe import merge_subwords
+        from depnmt.subwords import merge_subwords
         from depnmt.modeldir import read_config
         from depnmt.tokenize import make_tokenizer
         detok = make_tokenizer(read_config(self.work / "decode" / "depnmt-model")

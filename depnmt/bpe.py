@@ -1,4 +1,4 @@
-"""The ``bpe`` stage: subword-nmt BPE (or word-level vocabularies) and the subword→word alignment.
+"""The ``bpe`` stage: subword-nmt BPE (or word-level vocabularies).
 
 Learning follows subword-nmt's README "best practice" for joint BPE: codes are learned on the
 training text of both sides (``--joint``) or of each side (``--separate``); each side's training
@@ -31,12 +31,11 @@ reproduces ``Segmenter.segment`` except for the two cases below.
 
 The subword→word alignment is *not* stored in a file: it is exactly recoverable from the
 subwords themselves, because subword-nmt appends "@@" to every piece of a word except the
-last, so a word ends at each piece without "@@" (:func:`word_spans`, :func:`word_index`,
-:func:`merge_subwords`). Two cases would break that, and :class:`Segmenter` handles both:
+last, so a word ends at each piece without "@@" (:mod:`depnmt.subwords`). Two cases would break that, and :class:`Segmenter` handles both:
 
 * A token that itself ends with "@@" (e.g. "C@@") would look like a continuation. Such tokens
   are escaped by appending "‡" before segmentation (and a token ending in "@@‡…" gets one more
-  "‡", so the escape is reversible); :func:`merge_subwords` removes it. The escaped forms are
+  "‡", so the escape is reversible); :func:`~depnmt.subwords.merge_subwords` removes it. The escaped forms are
   what the subword files and vocabularies contain.
 * Empty tokens cannot be written on a space-separated line; like subword-nmt, ``segment``
   drops them (a line split on " " never contains any).
@@ -49,7 +48,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -63,68 +61,17 @@ from subword_nmt import apply_bpe, learn_bpe
 from .errors import DepnmtError, InputError
 from .log import info, progress_bar, track, warn
 from .manifest import load_manifest, write_manifest
+# merge_subwords is re-exported: scripts written by `depnmt export` import it from here
+from .subwords import ESCAPE, SEPARATOR, escape_token, merge_subwords  # noqa: F401
 from .textio import atomic_open, count_lines, iter_lines, make_dir, read_json, write_lines
 from .vocab import Vocab
 
-SEPARATOR = "@@"
-ESCAPE = "\u2021"  # "‡", appended to tokens that end with the separator
 MAX_CHUNK_CHARS = 500
 CONFIG_FILE = "bpe.json"
 CONFIG_FORMAT = 1
 SIDES = ("src", "tgt")
 SPLITS = ("train", "dev", "test")
 CODES_HEADER = "#version: 0.2\n"
-
-_NEEDS_ESCAPE = re.compile(re.escape(SEPARATOR) + ESCAPE + r"*\Z")
-_ESCAPED = re.compile(re.escape(SEPARATOR) + ESCAPE + r"+\Z")
-
-
-# -- escaping and the subword→word alignment ------------------------------------------------
-
-def escape_token(token: str) -> str:
-    """``token`` with "‡" appended if it ends with "@@" (optionally followed by "‡"s)."""
-    return token + ESCAPE if _NEEDS_ESCAPE.search(token) else token
-
-
-def unescape_word(word: str) -> str:
-    """Undo :func:`escape_token`."""
-    return word[:-1] if _ESCAPED.search(word) else word
-
-
-def word_spans(subwords: list[str]) -> list[tuple[int, int]]:
-    """``(start, end)`` (end exclusive) of each word's subwords; a word ends at a piece without "@@".
-
-    Trailing continuation pieces (a dangling "@@", e.g. in truncated model output) form a word.
-    """
-    spans, start = [], 0
-    for i, piece in enumerate(subwords):
-        if not piece.endswith(SEPARATOR):
-            spans.append((start, i + 1))
-            start = i + 1
-    if start < len(subwords):
-        spans.append((start, len(subwords)))
-    return spans
-
-
-def word_index(subwords: list[str]) -> list[int]:
-    """For each subword, the index of the word it belongs to: the kept subword→word alignment."""
-    return [w for w, (start, end) in enumerate(word_spans(subwords)) for _ in range(start, end)]
-
-
-def merge_subwords(subwords: list[str]) -> list[str]:
-    """The words of ``subwords`` (undo "@@ " and the "‡" escape): the de-BPE used by translate.
-
-    A dangling final "@@" is stripped. Words that come out empty (only possible for bare "@@"
-    pieces, which :class:`Segmenter` never produces) are dropped.
-    """
-    words = []
-    for start, end in word_spans(subwords):
-        text = "".join(p[:-len(SEPARATOR)] if p.endswith(SEPARATOR) else p
-                       for p in subwords[start:end])
-        if text:
-            words.append(unescape_word(text))
-    return words
-
 
 def split_tokens(line: str) -> list[str]:
     """The tokens of a tokenized line (split on single spaces, as all stages do)."""

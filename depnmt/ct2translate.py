@@ -19,11 +19,12 @@ import math
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from .bpe import Segmenter, merge_subwords
+from .bpe import Segmenter
 from .errors import DepnmtError
 from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
 from .log import warn
 from .search import SearchConfig
+from .subwords import merge_subwords
 from .translate import CHUNK_LINES, length_batches
 from .vocab import BOS, PAD, SPECIALS
 

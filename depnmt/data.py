@@ -127,7 +127,7 @@ def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: V
 def attach_trees(examples: list[Example], conllu_path: Path, side: str = "src") -> None:
     """Attach the word-level trees of ``conllu_path`` (one per line of the corpus) to examples
     by line index, as ``src_tree`` or (``side="tgt"``) ``tgt_tree``."""
-    from .bpe import merge_subwords
+    from .subwords import merge_subwords
     from .parse.conllu import read_conllu_numbered
     numbered = list(read_conllu_numbered(conllu_path))
     for ex in examples:

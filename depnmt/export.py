@@ -259,7 +259,8 @@ print(list(translator.translate_lines(["A man is riding a bike."])))
 
 # the same by hand:
 import json
-from depnmt.bpe import Segmenter, merge_subwords
+from depnmt.bpe import Segmenter
+from depnmt.subwords import merge_subwords
 from depnmt.tokenize import make_tokenizer
 cfg = json.load(open("{name}/depnmt-export.json"))
 src_tok, tgt_tok = (make_tokenizer(cfg["tokenizers"][s]) for s in ("src", "tgt"))

@@ -68,7 +68,7 @@ def format_matrix(tokens: Sequence[str], cells: list[list[str]]) -> str:
 def format_paths(tree, tokens: Sequence[str]) -> str:
     """``path``: one ``token<TAB>root>…>label`` line per token (words, or subwords with "@@ "
     markers, which take their word's path), as the GPS scheme reads them."""
-    from .bpe import word_index
+    from .subwords import word_index
     from .model.schemes.gps import label_paths
     paths = label_paths(list(tree.heads), list(tree.deprels), tree.sent_ids)
     return "".join(f"{token}\t{'>'.join(paths[w])}\n"

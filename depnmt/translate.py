@@ -19,7 +19,7 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 
-from .bpe import Segmenter, merge_subwords
+from .bpe import Segmenter
 from .checkpoint import load_checkpoint
 from .data import Example, add_features, collate, encode_source
 from .device import amp_dtype, autocast, resolve_device
@@ -29,6 +29,7 @@ from .model.schemes import build_schemes
 from .model.transformer import ModelConfig, TransformerNMT
 from .modeldir import default_checkpoint, load_vocabs, read_config
 from .search import SearchConfig, search
+from .subwords import merge_subwords
 from .vocab import Vocab
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from .bpe import word_spans
+from .subwords import word_spans
 from .figures import pyplot
 
 CELL_INCHES = 0.5

@@ -29,7 +29,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .bpe import word_index, word_spans
+from .subwords import word_index, word_spans
 
 NO_PARENT = -1
 

@@ -72,7 +72,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...bpe import merge_subwords, word_index, word_spans
+from ...subwords import merge_subwords, word_index, word_spans
 from ...errors import DepnmtError
 from ...parse.conllu import Sentence, find_cycle
 from ...trees import CHAIN_HEADS, project_tree

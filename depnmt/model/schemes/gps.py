@@ -50,7 +50,7 @@ import click
 import torch
 from torch import Tensor, nn
 
-from ...bpe import word_index
+from ...subwords import word_index
 from ...errors import DepnmtError
 from ...trees import root_paths, sentence_heads
 from ..attention import AttentionTerms

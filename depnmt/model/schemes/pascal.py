@@ -46,7 +46,7 @@ import click
 import torch
 from torch import Tensor
 
-from ...bpe import word_spans
+from ...subwords import word_spans
 from ...errors import DepnmtError
 from ...trees import sentence_heads
 from ..attention import AttentionTerms
