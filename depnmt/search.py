@@ -68,14 +68,13 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
 @torch.no_grad()
 def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
                 cfg: SearchConfig) -> list[list[int]]:
-    """Beam search (see module docstring); returns the best hypothesis per sentence.
+    """Beam search (see module docstring); returns the best hypothesis per sentence. For
+    ``cfg.beam == 1`` call :func:`search`, which decodes greedily.
 
     Sentences that are done leave the batch (their rows of every tensor and cache are dropped),
     and the source side of the decoder state is only re-indexed then: a beam step keeps every
     hypothesis within its own sentence, whose source rows are all equal.
     """
-    if cfg.beam <= 1:
-        return greedy_search(model, src, src_feats, cfg)
     b, k, device = src.shape[0], cfg.beam, src.device
     memory, src_mask = model.encode(src, src_feats)
     state = model.start_state(memory, src_mask)

@@ -13,7 +13,6 @@ return them, one :class:`~depnmt.parse.Sentence` per input line over the words i
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -30,6 +29,7 @@ from .model.transformer import ModelConfig, TransformerNMT
 from .modeldir import default_checkpoint, load_vocabs, read_config
 from .search import SearchConfig, search
 from .subwords import merge_subwords
+from .trees import truncate_tree
 from .vocab import Vocab
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
@@ -187,23 +187,3 @@ def length_batches(lengths: Sequence[int], beam: int, max_tokens: int) -> Iterat
             end += 1
         yield order[start:end]
         start = end
-
-
-def truncate_tree(tree, n_words: int):
-    """The tree restricted to its first ``n_words`` words; arcs leaving the kept part are
-    re-attached to the kept part's root (documented repair for truncated inputs)."""
-    if tree is None or n_words >= len(tree.words):
-        return tree
-    from .parse import Sentence
-    heads = list(tree.heads[:n_words])
-    root = next((i + 1 for i, h in enumerate(heads) if h == 0), None)
-    if root is None:                       # the real root was cut off: promote the first word
-        root = 1
-        heads[0] = 0
-    heads = [h if h <= n_words else root for h in heads]
-    heads = [0 if i + 1 == root else (root if h == 0 else h) for i, h in enumerate(heads)]
-    return Sentence(list(tree.words[:n_words]), heads, list(tree.deprels[:n_words]))
-
-
-def search_config_dict(cfg: SearchConfig) -> dict:
-    return asdict(cfg)

@@ -1,4 +1,5 @@
-"""Tree maths on dependency trees over words, and their projection onto subwords.
+"""Tree maths on dependency trees over words, trees decoded from arc scores (Chu–Liu/Edmonds),
+and their projection onto subwords.
 
 A tree is given by ``heads`` in CoNLL-U convention (as in :class:`depnmt.parse.Sentence`):
 ``heads[i]`` is the head of word ``i + 1``, 1-based, 0 for the root. Node indices returned by
@@ -26,9 +27,11 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from .parse.conllu import Sentence, find_cycle
 from .subwords import word_index, word_spans
 
 NO_PARENT = -1
@@ -134,6 +137,68 @@ def random_heads(n: int, rng: random.Random) -> list[int]:
     for pos, node in enumerate(order[1:], start=1):
         heads[node] = order[rng.randrange(pos)] + 1
     return heads
+
+
+def truncate_tree(tree: Sentence | None, n_words: int) -> Sentence | None:
+    """The tree restricted to its first ``n_words`` words; arcs leaving the kept part are
+    re-attached to the kept part's root (documented repair for truncated inputs)."""
+    if tree is None or n_words >= len(tree.words):
+        return tree
+    heads = list(tree.heads[:n_words])
+    root = next((i + 1 for i, h in enumerate(heads) if h == 0), None)
+    if root is None:                       # the real root was cut off: promote the first word
+        root = 1
+        heads[0] = 0
+    heads = [h if h <= n_words else root for h in heads]
+    heads = [0 if i + 1 == root else (root if h == 0 else h) for i, h in enumerate(heads)]
+    return Sentence(list(tree.words[:n_words]), heads, list(tree.deprels[:n_words]))
+
+
+# -- trees from scores ------------------------------------------------------------------------
+
+def max_spanning_tree(scores: np.ndarray) -> list[int]:
+    """Chu–Liu/Edmonds maximum spanning arborescence with exactly one root arc.
+
+    ``scores[d, h]`` (``[n + 1, n + 1]``, finite off the diagonal) scores the arc h → d; node 0
+    is the root (row 0 and the diagonal are ignored). Returns CoNLL-U heads of nodes 1..n. One
+    root arc is enforced by subtracting from every root arc a constant larger than the score
+    range of any tree (so a single-rooted tree always wins, and among those the best one).
+    """
+    s = np.array(scores, dtype=np.float64)
+    n = s.shape[0] - 1
+    if n <= 0:
+        return []
+    arcs = s[1:][~np.eye(n + 1, dtype=bool)[1:]]
+    s[1:, 0] -= 1.0 + n * (arcs.max() - arcs.min())
+    return [int(h) for h in _chu_liu_edmonds(s)[1:]]
+
+
+def _chu_liu_edmonds(s: np.ndarray) -> np.ndarray:
+    """Heads ``[n + 1]`` (entry 0 unused) of the best arborescence rooted at node 0."""
+    s = s.copy()
+    np.fill_diagonal(s, -np.inf)
+    s[0] = -np.inf
+    heads = s.argmax(axis=1)
+    cycle = [d + 1 for d in find_cycle([int(h) for h in heads[1:]])]
+    if not cycle:
+        return heads
+    cyc = np.array(cycle)
+    rest = np.array([i for i in range(len(s)) if i not in set(cycle)])     # node 0 first
+    gain = s[np.ix_(cyc, rest)] - s[cyc, heads[cyc]][:, None]            # enter the cycle at v
+    leave = s[np.ix_(rest, cyc)]                                         # leave it from u
+    c = len(rest)
+    sub = np.full((c + 1, c + 1), -np.inf)
+    sub[:c, :c] = s[np.ix_(rest, rest)]
+    sub[:c, c] = leave.max(axis=1)
+    sub[c, :c] = gain.max(axis=0)
+    sub_heads = _chu_liu_edmonds(sub)
+    out = heads.copy()
+    for i, d in enumerate(rest[1:], start=1):
+        h = sub_heads[i]
+        out[d] = cyc[leave[i].argmax()] if h == c else rest[h]
+    h = sub_heads[c]
+    out[cyc[gain[:, h].argmax()]] = rest[h]
+    return out
 
 
 # -- subwords ---------------------------------------------------------------------------------

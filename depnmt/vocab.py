@@ -36,14 +36,6 @@ class Vocab:
         return cls([t for t, _ in items], [c for _, c in items])
 
     @classmethod
-    def from_lines(cls, lines: Iterable[str], min_freq: int = 1,
-                   max_size: int | None = None) -> "Vocab":
-        counter: Counter = Counter()
-        for line in lines:
-            counter.update(line.split())
-        return cls.build(counter, min_freq, max_size)
-
-    @classmethod
     def load(cls, path: str | Path) -> "Vocab":
         tokens, counts = [], []
         for lineno, line in enumerate(iter_lines(path), start=1):

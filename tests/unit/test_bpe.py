@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from depnmt.bpe import MAX_CHUNK_CHARS, Segmenter, count_tokens, learn_codes, split_tokens
-from depnmt.subwords import ESCAPE, merge_subwords, word_index, word_spans
+from depnmt.subwords import merge_subwords, word_index, word_spans
 from depnmt.cli import main
 from depnmt.manifest import load_manifest, write_manifest
 from depnmt.textio import read_lines, write_lines

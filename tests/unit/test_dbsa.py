@@ -15,14 +15,13 @@ import torch
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
 from depnmt.model.attention import AttentionTerms, HeadOverride, MultiHeadAttention
-from depnmt.model.schemes.dbsa import (ParseHead, induced_tree, max_spanning_tree,
-                                       parse_targets, uas_counts)
+from depnmt.model.schemes.dbsa import ParseHead, induced_tree, parse_targets, uas_counts
 from depnmt.model.schemes.registry import build_schemes, resolve
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
 from depnmt.parse.conllu import tree_problem
 from depnmt.search import SearchConfig, beam_search
-from depnmt.trees import random_heads
+from depnmt.trees import max_spanning_tree, random_heads
 from depnmt.vocab import EOS, PAD
 
 

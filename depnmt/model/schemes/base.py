@@ -33,13 +33,16 @@ one model, e.g. ``abs`` + ``dep`` + ``rel``), never a particular paper.
 
 from __future__ import annotations
 
+import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import click
 import torch
 from torch import Tensor, nn
 
+from ...errors import DepnmtError
 from ..attention import AttentionTerms
 
 
@@ -121,6 +124,14 @@ class Scheme:
         """Flags this scheme adds to ``depnmt train`` (names must be unique across schemes)."""
         return []
 
+    def source_tree(self, example: Any) -> Any:
+        """``example.src_tree`` (:class:`depnmt.parse.Sentence`); a DepnmtError naming the
+        sentence when it has none (for schemes that ``needs_source_trees``)."""
+        if example.src_tree is None:
+            raise DepnmtError(f"scheme '{self.name}' needs source trees, but sentence "
+                              f"{example.index + 1} has none")
+        return example.src_tree
+
     def learn_options(self, examples: list[Any]) -> dict[str, Any]:
         """Options learned from the training examples (trees attached) before any features are
         computed, e.g. a label vocabulary (GPS). Training records them in the model config's
@@ -143,6 +154,45 @@ class Scheme:
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return SchemeModule()
+
+
+@contextmanager
+def sentence_errors(example: Any) -> Iterator[None]:
+    """Turn a ValueError of the tree functions (a tree that does not fit the subwords) into a
+    DepnmtError naming ``example``'s sentence."""
+    try:
+        yield
+    except ValueError as exc:
+        raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
+
+
+# -- layer lists (``--gps-layers``, ``--pascal-layers``) ----------------------------------------
+
+LAYER_LIST = re.compile(r"\s*(all|[0-9]+(\s*,\s*[0-9]+)*)\s*")
+LAYER_LIST_FORMAT = "'all' or 0-based layer numbers joined by ',' (e.g. 0 or 0,1,2)"
+
+
+def check_layer_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """click callback of ``--gps-layers`` / ``--pascal-layers``: the format (the layer count is
+    checked against the model by :meth:`Scheme.check`)."""
+    if value is not None and not LAYER_LIST.fullmatch(str(value)):
+        raise click.BadParameter(f"'{value}': expected {LAYER_LIST_FORMAT}")
+    return value
+
+
+def parse_layers(spec: str, n_layers: int, flag: str = "layer list") -> list[int]:
+    """``"0"``, ``"0,2"`` or ``"all"`` -> sorted 0-based encoder layers (DepnmtError naming
+    ``flag`` if malformed or out of range)."""
+    spec = str(spec).strip()
+    if not LAYER_LIST.fullmatch(spec):
+        raise DepnmtError(f"{flag} '{spec}' must be {LAYER_LIST_FORMAT}")
+    if spec == "all":
+        return list(range(n_layers))
+    layers = sorted({int(part) for part in spec.split(",")})
+    if any(layer >= n_layers for layer in layers):
+        raise DepnmtError(f"{flag} '{spec}': layers are numbered 0..{n_layers - 1} (0 = the "
+                          f"bottom encoder layer) for a {n_layers}-layer encoder")
+    return layers
 
 
 def pad_features(feats: list[dict[str, Tensor]], length: int) -> dict[str, Tensor]:

@@ -74,8 +74,8 @@ from torch import Tensor, nn
 
 from ...subwords import merge_subwords, word_index, word_spans
 from ...errors import DepnmtError
-from ...parse.conllu import Sentence, find_cycle
-from ...trees import CHAIN_HEADS, project_tree
+from ...parse.conllu import Sentence
+from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
 from ..attention import AttentionTerms, HeadOverride
 from .base import AuxiliaryLoss, ModelDims, Scheme, SchemeModule
 from .registry import register
@@ -166,51 +166,6 @@ def uas_counts(log_probs: Tensor, head: Tensor, word: Tensor, causal: bool) -> d
 
 
 # -- trees from scores ------------------------------------------------------------------------
-
-def max_spanning_tree(scores: np.ndarray) -> list[int]:
-    """Chu–Liu/Edmonds maximum spanning arborescence with exactly one root arc.
-
-    ``scores[d, h]`` (``[n + 1, n + 1]``, finite off the diagonal) scores the arc h → d; node 0
-    is the root (row 0 and the diagonal are ignored). Returns CoNLL-U heads of nodes 1..n. One
-    root arc is enforced by subtracting from every root arc a constant larger than the score
-    range of any tree (so a single-rooted tree always wins, and among those the best one).
-    """
-    s = np.array(scores, dtype=np.float64)
-    n = s.shape[0] - 1
-    if n <= 0:
-        return []
-    arcs = s[1:][~np.eye(n + 1, dtype=bool)[1:]]
-    s[1:, 0] -= 1.0 + n * (arcs.max() - arcs.min())
-    return [int(h) for h in _chu_liu_edmonds(s)[1:]]
-
-
-def _chu_liu_edmonds(s: np.ndarray) -> np.ndarray:
-    """Heads ``[n + 1]`` (entry 0 unused) of the best arborescence rooted at node 0."""
-    s = s.copy()
-    np.fill_diagonal(s, -np.inf)
-    s[0] = -np.inf
-    heads = s.argmax(axis=1)
-    cycle = [d + 1 for d in find_cycle([int(h) for h in heads[1:]])]
-    if not cycle:
-        return heads
-    cyc = np.array(cycle)
-    rest = np.array([i for i in range(len(s)) if i not in set(cycle)])     # node 0 first
-    gain = s[np.ix_(cyc, rest)] - s[cyc, heads[cyc]][:, None]            # enter the cycle at v
-    leave = s[np.ix_(rest, cyc)]                                         # leave it from u
-    c = len(rest)
-    sub = np.full((c + 1, c + 1), -np.inf)
-    sub[:c, :c] = s[np.ix_(rest, rest)]
-    sub[:c, c] = leave.max(axis=1)
-    sub[c, :c] = gain.max(axis=0)
-    sub_heads = _chu_liu_edmonds(sub)
-    out = heads.copy()
-    for i, d in enumerate(rest[1:], start=1):
-        h = sub_heads[i]
-        out[d] = cyc[leave[i].argmax()] if h == c else rest[h]
-    h = sub_heads[c]
-    out[cyc[gain[:, h].argmax()]] = rest[h]
-    return out
-
 
 def induced_tree(log_probs: Tensor, subwords: list[str]) -> Sentence:
     """The word tree of one sentence from its parse head's ``log_probs [≥n, ≥n]`` over the

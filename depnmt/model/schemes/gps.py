@@ -42,7 +42,6 @@ layer; the label embeddings and the LSTM are shared by all layers (s_i is one em
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from typing import Any
 
@@ -54,39 +53,12 @@ from ...subwords import word_index
 from ...errors import DepnmtError
 from ...trees import root_paths, sentence_heads
 from ..attention import AttentionTerms
-from .base import ModelDims, Scheme, SchemeModule
+from .base import ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers
 from .registry import register
 
 PAD_LABEL, UNK_LABEL, ROOT_LABEL = 0, 1, "root"
 SPECIAL_LABELS = ("<pad>", "<unk>")
 DEFAULTS: dict[str, Any] = {"gps_layers": "0", "gps_dim": None}
-
-
-LAYER_LIST = re.compile(r"\s*(all|[0-9]+(\s*,\s*[0-9]+)*)\s*")
-LAYER_LIST_FORMAT = "'all' or 0-based layer numbers joined by ',' (e.g. 0 or 0,1,2)"
-
-
-def check_layer_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """click callback of ``--gps-layers`` / ``--pascal-layers``: the format (the layer count is
-    checked against the model by :meth:`Scheme.check`)."""
-    if value is not None and not LAYER_LIST.fullmatch(str(value)):
-        raise click.BadParameter(f"'{value}': expected {LAYER_LIST_FORMAT}")
-    return value
-
-
-def parse_layers(spec: str, n_layers: int, flag: str = "layer list") -> list[int]:
-    """``"0"``, ``"0,2"`` or ``"all"`` -> sorted 0-based encoder layers (DepnmtError naming
-    ``flag`` if malformed or out of range)."""
-    spec = str(spec).strip()
-    if not LAYER_LIST.fullmatch(spec):
-        raise DepnmtError(f"{flag} '{spec}' must be {LAYER_LIST_FORMAT}")
-    if spec == "all":
-        return list(range(n_layers))
-    layers = sorted({int(part) for part in spec.split(",")})
-    if any(layer >= n_layers for layer in layers):
-        raise DepnmtError(f"{flag} '{spec}': layers are numbered 0..{n_layers - 1} (0 = the "
-                          f"bottom encoder layer) for a {n_layers}-layer encoder")
-    return layers
 
 
 # -- paths ------------------------------------------------------------------------------------
@@ -245,9 +217,7 @@ class GPS(Scheme):
         return {"gps_labels": sorted(counts, key=lambda label: (-counts[label], label))}
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
-        if example.src_tree is None:
-            raise DepnmtError(f"scheme 'gps' needs source trees, but sentence "
-                              f"{example.index + 1} has none")
+        self.source_tree(example)
         if getattr(self, "_ids", None) is None:
             self._ids = label_ids(self.labels())
         paths, sentence = example_paths(example, self._ids, len(example.src))

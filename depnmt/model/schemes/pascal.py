@@ -50,8 +50,8 @@ from ...subwords import word_spans
 from ...errors import DepnmtError
 from ...trees import sentence_heads
 from ..attention import AttentionTerms
-from .base import ModelDims, Scheme, SchemeModule
-from .gps import check_layer_list, parse_layers
+from .base import (ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers,
+                   sentence_errors)
 from .registry import register
 
 PARENT_RULES = ("mean", "first")
@@ -152,15 +152,10 @@ class Pascal(Scheme):
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
         """``pascal_parent [T]``: each source id's parent position (EOS: itself)."""
-        if example.src_tree is None:
-            raise DepnmtError(f"scheme 'pascal' needs source trees, but sentence "
-                              f"{example.index + 1} has none")
-        tree = example.src_tree
-        try:
+        tree = self.source_tree(example)
+        with sentence_errors(example):
             parents = parent_positions(list(tree.heads), tree.sent_ids, example.src_subwords,
                                        self.option("pascal_parent"))
-        except ValueError as exc:
-            raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
         n = len(example.src) - 1
         return {"pascal_parent": torch.tensor(parents[:n] + [float(n)], dtype=torch.float32)}
 

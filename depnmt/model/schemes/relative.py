@@ -43,11 +43,10 @@ import click
 import torch
 from torch import Tensor, nn
 
-from ...errors import DepnmtError
 from ...trees import (CHAIN_HEADS, LINEAL, NON_DEP, SIB, SUBWORD_RULES, pair_relations,
                       project_tree, relative_depth)
 from ..attention import AttentionTerms, RelativeTerm
-from .base import ModelDims, Scheme, SchemeModule
+from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .registry import FUSIONS, register
 
 TERM_CHOICES = ("key,value", "key", "value", "none")
@@ -269,14 +268,9 @@ class TreeScheme(RelativeScheme):
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
         """``{feature: [T, T]}`` labels for the ``T = len(example.src)`` source ids."""
-        if example.src_tree is None:
-            raise DepnmtError(f"scheme '{self.name}' needs source trees, but sentence "
-                              f"{example.index + 1} has none")
-        try:
-            view = project_tree(example.src_tree.heads, example.src_subwords,
+        with sentence_errors(example):
+            view = project_tree(self.source_tree(example).heads, example.src_subwords,
                                 self.option("subword_tree"), self.option("chain_head"))
-        except ValueError as exc:
-            raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
         labels = view.expand(self.labels(view.heads, self.clip_value()))
         return {self.feature: with_special_tokens(labels, len(example.src), self.rows())}
 

@@ -40,11 +40,10 @@ import click
 import torch
 from torch import Tensor
 
-from ...errors import DepnmtError
 from ...trees import ancestor_matrix, depths, project_tree, sentence_heads
 from ..attention import AttentionTerms
 from .absolute import sinusoidal_table
-from .base import ModelDims, Scheme, SchemeModule
+from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .registry import register
 from .relative import OPTIONS as RELATIVE_OPTIONS
 from .relative import DEFAULTS as RELATIVE_DEFAULTS
@@ -121,16 +120,11 @@ class Structural(Scheme):
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
         """``struct_depth [T]`` (depth + 1, 0 for EOS) and ``struct_labels [T, T]``."""
-        if example.src_tree is None:
-            raise DepnmtError(f"scheme 'structural' needs source trees, but sentence "
-                              f"{example.index + 1} has none")
-        tree = example.src_tree
+        tree = self.source_tree(example)
         heads = sentence_heads(list(tree.heads), tree.sent_ids)
-        try:
+        with sentence_errors(example):
             view = project_tree(heads, example.src_subwords, self.option("subword_tree"),
                                 self.option("chain_head"))
-        except ValueError as exc:
-            raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
         length, k = len(example.src), int(self.option("structural_k"))
         node_depth = torch.tensor(depths(view.heads), dtype=torch.long)
         depth = torch.zeros(length, dtype=torch.int16)
