@@ -183,9 +183,9 @@ def sync(device: torch.device) -> None:
 def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: Batch,
                dtype: torch.dtype | None = None) -> None:
     with autocast(batch.src.device, dtype):         # as depnmt.train does (None = fp32)
-        logits = model(batch.src, batch.tgt_in, batch.src_feats)
+        logits, extras = model(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
     loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
-    for aux in model.schemes.auxiliary_losses(batch.src_feats, batch.tgt_feats).values():
+    for aux in extras.losses.values():
         loss = loss + aux.weight * aux.value * batch.n_tokens      # as depnmt.train does
     (loss / batch.n_tokens).backward()
     optimizer.step()

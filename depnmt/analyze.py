@@ -84,12 +84,13 @@ def awsl(model, examples: Sequence, max_tokens: int = 4000) -> list[LayerWeights
         for batch in _batches(examples, max_tokens):
             batch = batch.to(device)
             model.encode(batch.src, batch.src_feats)
+            feats = model.schemes.prepare_features("src", batch.src_feats)
             tokens = (batch.src != PAD) & (batch.src != EOS)
             for n in gps.layers:
                 attn = model.encoder[n].self_attn
                 q, k = attn._split(attn.q_proj(inputs[n])), attn._split(attn.k_proj(inputs[n]))
                 e = (q @ k.transpose(-1, -2)) / attn.d_k ** 0.5           # Eq. 5, first term
-                es = gps.syntax_logits(n, batch.src_feats)               # Eq. 5, second term
+                es = gps.syntax_logits(n, feats)                         # Eq. 5, second term
                 syntax, standard, real = pair_weights(e.float(), es.float(), tokens)
                 acc = layers[n]
                 acc.syntax_sum += float(syntax[real].sum())

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .model.schemes import Extras
 from .model.transformer import TransformerNMT
 from .vocab import BOS, EOS, PAD
 
@@ -41,9 +42,10 @@ def max_lengths(src: Tensor, cfg: SearchConfig) -> Tensor:
 
 @torch.no_grad()
 def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
-                  cfg: SearchConfig) -> list[list[int]]:
-    """Arg-max decoding; returns token ids (no BOS/EOS) per sentence of ``src [B, S]``."""
-    memory, src_mask = model.encode(src, src_feats)
+                  cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
+    """Arg-max decoding; returns token ids (no BOS/EOS) per sentence of ``src [B, S]`` (the
+    encoder's extras, e.g. parse scores, go to ``extras`` when given)."""
+    memory, src_mask = model.encode(src, src_feats, extras)
     state = model.start_state(memory, src_mask)
     b = src.shape[0]
     limit = max_lengths(src, cfg)
@@ -67,7 +69,7 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
 
 @torch.no_grad()
 def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
-                cfg: SearchConfig) -> list[list[int]]:
+                cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
     """Beam search (see module docstring); returns the best hypothesis per sentence. For
     ``cfg.beam == 1`` call :func:`search`, which decodes greedily.
 
@@ -76,7 +78,7 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     hypothesis within its own sentence, whose source rows are all equal.
     """
     b, k, device = src.shape[0], cfg.beam, src.device
-    memory, src_mask = model.encode(src, src_feats)
+    memory, src_mask = model.encode(src, src_feats, extras)
     state = model.start_state(memory, src_mask)
     state.reorder(torch.arange(b, device=device).repeat_interleave(k))   # (B·K, ...)
     limit = max_lengths(src, cfg)
@@ -134,6 +136,7 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
 
 
 def search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
-           cfg: SearchConfig) -> list[list[int]]:
-    """Greedy when ``cfg.beam == 1``, beam search otherwise."""
-    return (greedy_search if cfg.beam <= 1 else beam_search)(model, src, src_feats, cfg)
+           cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
+    """Greedy when ``cfg.beam == 1``, beam search otherwise (the encoder's extras go to
+    ``extras`` when given)."""
+    return (greedy_search if cfg.beam <= 1 else beam_search)(model, src, src_feats, cfg, extras)

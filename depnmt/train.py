@@ -381,13 +381,12 @@ class Trainer:
         """Forward and backward of one batch, the objective divided by ``norm``; returns the
         batch's summed ``loss``, ``nll`` and auxiliary losses (each its mean × target tokens)."""
         with autocast(self.device, self.amp):
-            logits = self.net(batch.src, batch.tgt_in, batch.src_feats)
+            logits, extras = self.net(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
         loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.opts.label_smoothing)
         objective, n = loss, batch.n_tokens
         sums = {"loss": float(loss.detach()), "nll": float(nll.detach())}
         # schemes' auxiliary losses (e.g. DBSA, Deguchi et al. Eq. 18): + λ · mean per token
-        for name, aux in self.model.schemes.auxiliary_losses(batch.src_feats,
-                                                             batch.tgt_feats).items():
+        for name, aux in extras.losses.items():
             sums[name] = float(aux.value.detach()) * n
             if aux.weight:
                 objective = objective + aux.weight * aux.value * n
@@ -417,11 +416,11 @@ class Trainer:
         for _, batch in iterate_batches(self.dev_data, batcher, 0):
             batch = batch.to(self.device)
             with autocast(self.device, self.amp):
-                logits = self.model(batch.src, batch.tgt_in, batch.src_feats)
+                logits, extras = self.model(batch.src, batch.tgt_in, batch.src_feats)
             loss_sum += float(label_smoothed_nll(logits, batch.tgt_out, 0.0)[1])
             correct += token_matches(logits, batch.tgt_out)
             tokens += batch.n_tokens
-            for name, (c, t) in self.model.schemes.validation_counts(batch.src_feats,
+            for name, (c, t) in self.model.schemes.validation_counts(extras, batch.src_feats,
                                                                      batch.tgt_feats).items():
                 acc = counts.setdefault(name, [0, 0])
                 acc[0], acc[1] = acc[0] + c, acc[1] + t

@@ -24,7 +24,7 @@ from .data import Example, add_features, collate, encode_source
 from .device import amp_dtype, autocast, resolve_device
 from .errors import DepnmtError
 from .log import warn
-from .model.schemes import build_schemes
+from .model.schemes import Extras, build_schemes
 from .model.transformer import ModelConfig, TransformerNMT
 from .modeldir import default_checkpoint, load_vocabs, read_config
 from .search import SearchConfig, search
@@ -123,12 +123,14 @@ class Translator:
         for rows in length_batches([len(ex.src) for ex in examples], self.search_cfg.beam,
                                    self.max_tokens):
             batch = collate([examples[i] for i in rows]).to(self.device)
+            extras = Extras() if trees_out is not None else None   # parse scores, for trees
             with autocast(self.device, self.amp):
-                hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg)
+                hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg, extras)
             for i, ids in zip(rows, hyps):
                 results[i] = self.to_text(ids)
-            if trees_out is not None:     # the parse distributions of the encode just run
-                induced = self.model.schemes.induced_source_trees([examples[i] for i in rows])
+            if trees_out is not None:
+                induced = self.model.schemes.induced_source_trees(extras,
+                                                                  [examples[i] for i in rows])
                 if induced is None:
                     raise DepnmtError("this model induces no source trees (it has no encoder "
                                       "parse head: train with DBSA(Enc), scheme dbsa_enc)")

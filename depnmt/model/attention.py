@@ -13,7 +13,10 @@ A positional scheme never touches this module's code; it hands over:
 * :class:`HeadOverride` — a head the scheme computes itself (e.g. a parse head, Deguchi et al.
   2019 Eqs. 11–17): its ``[B, Tq, d_k]`` output replaces head ``h`` in the concatenation before
   ``W^O``, ``W^O [M_1; …; M_override; …; M_H]``. The layer's own head ``h`` is still computed
-  (one head of waste) and discarded, so the fused path stays untouched.
+  (one head of waste) and discarded, so the fused path stays untouched. The head returns what
+  it computed (:class:`HeadResult`): its output, its keys and values (cached by the decoder
+  during incremental decoding) and scores to report (recorded under the override's ``name`` in
+  the ``scores`` dict the caller passes, e.g. a parse distribution).
 
 Relative terms use the gather/scatter form (see ``../shared/STYLE.md``), never a
 ``[B, Tq, Tk, d_k]`` tensor:
@@ -22,7 +25,9 @@ Relative terms use the gather/scatter form (see ``../shared/STYLE.md``), never a
 * value term ``z_i  += Σ_j α_ij a^V_{l(i,j)}``: ``α`` is summed into R bins (scatter_add) and the
   ``[B, H, Tq, R]`` bins are multiplied by ``a^V``.
 
-The literal einsum form of the same equations lives in ``tests/unit/test_attention.py``.
+:func:`reference_attention` writes the same equations literally (einsum over ``[B, Tq, Tk, d_k]``
+tensors of the per-pair vectors); every test of the fast paths compares against it
+(``tests/unit/test_model.py``, ``tests/unit/test_relative.py``).
 """
 
 from __future__ import annotations
@@ -48,18 +53,45 @@ class RelativeTerm:
 
 
 @dataclass
+class KeyValues:
+    """Keys and values of the positions seen so far, time on dim -2: ``[N, H, T, d_k]`` for a
+    layer's heads, ``[N, T, d_k]`` for one head a scheme computes. Rows are hypotheses."""
+
+    k: Tensor
+    v: Tensor
+
+    def extend(self, k: Tensor, v: Tensor) -> "KeyValues":
+        """These keys/values followed by those of new positions."""
+        return KeyValues(torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2))
+
+    def select(self, index: Tensor) -> "KeyValues":
+        """Rows ``index`` (beam search keeps hypotheses ``index``)."""
+        return KeyValues(self.k[index], self.v[index])
+
+
+@dataclass
+class HeadResult:
+    """What a scheme's own head computed."""
+
+    out: Tensor                     # [B, Tq, d_k], replaces the head before W^O
+    kv: KeyValues                   # its keys/values up to now (the decoder's cache keeps them)
+    scores: Tensor | None = None    # to report, e.g. log A_parse [B, Tq, Tk]
+
+
+@dataclass
 class HeadOverride:
-    """A head supplied by a scheme: ``compute(query, kv, mask, cache) -> [B, Tq, d_k]``.
+    """A head supplied by a scheme: ``compute(query, kv, mask, past) -> HeadResult``.
 
     ``query [B, Tq, D]`` and ``kv [B, Tk, D]`` are the attention's inputs (the layer input x
     for self-attention), ``mask`` the attention's mask (broadcastable to ``[B, 1, Tq, Tk]``).
-    During incremental decoding ``kv`` holds only the new positions and ``cache`` is the layer's
-    cache dict (reordered by beam search like every other entry): the head appends its own keys
-    and values there under its own names; otherwise ``cache`` is None.
+    During incremental decoding ``kv`` holds only the new positions and ``past`` the head's
+    keys/values of the earlier ones (the :class:`KeyValues` it returned at the last step, None
+    at the first); otherwise ``past`` is None. ``name`` labels its scores in the caller's record.
     """
 
     head: int
-    compute: Callable[[Tensor, Tensor, Tensor | None, dict | None], Tensor]
+    compute: Callable[[Tensor, Tensor, Tensor | None, KeyValues | None], HeadResult]
+    name: str = ""
 
 
 @dataclass
@@ -128,9 +160,14 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, kv: Tensor | None = None, mask: Tensor | None = None,
                 terms: AttentionTerms | None = None,
                 cached_kv: tuple[Tensor, Tensor] | None = None,
-                head_cache: dict | None = None) -> Tensor:
-        """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``); ``head_cache`` is
-        handed to head overrides during incremental decoding (see :class:`HeadOverride`)."""
+                head_cache: dict[int, KeyValues] | None = None,
+                scores: dict[str, Tensor] | None = None) -> Tensor:
+        """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``).
+
+        During incremental decoding ``head_cache`` holds the head overrides' keys/values by head
+        index (read and updated here, see :class:`HeadOverride`); ``scores``, when given,
+        receives the overrides' scores by name.
+        """
         q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
         dropout_p = self.dropout if self.training else 0.0
@@ -152,12 +189,25 @@ class MultiHeadAttention(nn.Module):
         else:
             out = self._attend_with_terms(q, k, v, mask, terms or AttentionTerms([]))
         for override in terms.head_overrides if terms is not None else ():
-            # Deguchi et al. Eq. 17: [M_1; ...; M_parse; ...] — head h replaced before W^O
-            h = override.head
-            own = override.compute(query, kv, mask, head_cache).to(out.dtype).unsqueeze(1)
-            out = torch.cat([out[:, :h], own, out[:, h + 1:]], dim=1)
+            out = self._override(out, override, query, kv, mask, head_cache, scores)
         b, _, tq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_k))
+
+    @staticmethod
+    def _override(out: Tensor, override: HeadOverride, query: Tensor, kv: Tensor,
+                  mask: Tensor | None, head_cache: dict[int, KeyValues] | None,
+                  scores: dict[str, Tensor] | None) -> Tensor:
+        """Deguchi et al. Eq. 17, ``[M_1; …; M_parse; …]``: head ``h`` of ``out [B, H, Tq, d_k]``
+        replaced by the scheme's own head before W^O."""
+        h = override.head
+        result = override.compute(query, kv, mask, None if head_cache is None
+                                  else head_cache.get(h))
+        if head_cache is not None:
+            head_cache[h] = result.kv
+        if scores is not None and result.scores is not None:
+            scores[override.name] = result.scores
+        own = result.out.to(out.dtype).unsqueeze(1)
+        return torch.cat([out[:, :h], own, out[:, h + 1:]], dim=1)
 
     def _additive_mask(self, q: Tensor, mask: Tensor | None, terms: AttentionTerms) -> Tensor:
         """``[B, H, Tq, Tk]`` float: ``Σ q_i · a^K_{l(i,j)} / √d_k + bias``, ``-inf`` where
@@ -202,3 +252,46 @@ class MultiHeadAttention(nn.Module):
                 bins = weights.new_zeros(b, h, tq, rel.value_table.shape[0])
                 out = out + bins.scatter_add_(-1, idx, weights) @ rel.value_table
         return out
+
+
+def reference_attention(attn: MultiHeadAttention, query: Tensor, kv: Tensor,
+                        mask: Tensor | None, terms: AttentionTerms | None = None) -> Tensor:
+    """The equations the fast paths of :class:`MultiHeadAttention` implement, written literally
+    with ``[B, Tq, Tk, d_k]`` tensors of the per-pair vectors (for tests; no dropout):
+
+        e_ij = (x_i W^Q)(x_j W^K + a^K_ij)^T / √d_k       Omote et al. Eqs. 12, 18 (Shaw's a^K)
+        e_ij ← e_ij · scale_ij + bias_ij                   PASCAL's S ⊙ N; GPS Eq. 5 (a bias)
+        α_ij = softmax_j(e_ij)  over the keys ``mask`` allows
+        z_i  = Σ_j α_ij (x_j W^V + a^V_ij)                 Omote et al. Eqs. 11, 17
+        out  = [z^1; …; M_override; …; z^H] W^O            multi-head concat; Deguchi Eq. 17
+
+    Every relative term adds its own a^K / a^V (Eqs. 21–22 sum them). Shapes as in
+    :meth:`MultiHeadAttention.forward`: query ``[B, Tq, D]``, kv ``[B, Tk, D]``, ``mask``
+    broadcastable to ``[B, 1, Tq, Tk]``; returns ``[B, Tq, D]``.
+    """
+    b, tq, _ = query.shape
+    tk, h, dk = kv.shape[1], attn.n_heads, attn.d_k
+    terms = terms or AttentionTerms([])
+    q = attn.q_proj(query).view(b, tq, h, dk)
+    k = attn.k_proj(kv).view(b, tk, h, dk)
+    v = attn.v_proj(kv).view(b, tk, h, dk)
+    pairs = [(rel, rel.labels.expand(b, tq, tk)) for rel in terms.relative]   # l(i, j)
+    e = torch.einsum("bihd,bjhd->bhij", q, k)
+    for rel, labels in pairs:
+        if rel.key_table is not None:
+            e = e + torch.einsum("bihd,bijd->bhij", q, rel.key_table[labels])
+    e = e / math.sqrt(dk)
+    if terms.logit_scale is not None:
+        e = e * terms.logit_scale
+    if terms.logit_bias is not None:
+        e = e + terms.logit_bias
+    if mask is not None:
+        e = e.masked_fill(~mask, float("-inf"))
+    alpha = e.softmax(-1)
+    z = torch.einsum("bhij,bjhd->bihd", alpha, v)
+    for rel, labels in pairs:
+        if rel.value_table is not None:
+            z = z + torch.einsum("bhij,bijd->bihd", alpha, rel.value_table[labels])
+    for override in terms.head_overrides:
+        z[:, :, override.head] = override.compute(query, kv, mask, None).out
+    return attn.out_proj(z.reshape(b, tq, h * dk))

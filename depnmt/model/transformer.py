@@ -2,7 +2,9 @@
 ``LayerNorm(x + Sublayer(x))`` (Omote et al. 2019 §3.1), and a pluggable positional scheme.
 
 Shapes: ``src [B, S]`` and ``tgt_in [B, T]`` token ids (PAD = 0); ``memory [B, S, D]``;
-logits ``[B, T, V_tgt]``.
+logits ``[B, T, V_tgt]``. ``forward`` returns the logits and an
+:class:`~depnmt.model.schemes.base.Extras` record (what the schemes computed besides them);
+incremental decoding keeps its caches in an explicit :class:`DecoderState`.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..vocab import PAD
-from .attention import MultiHeadAttention
+from .attention import KeyValues, MultiHeadAttention
 from .dropout import Dropout
-from .schemes import ModelDims, SchemeStack, build_schemes
+from .schemes import Extras, ModelDims, SchemeStack, build_schemes
 from .schemes.base import positions
 
 
@@ -69,9 +71,24 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.drop = Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, mask: Tensor, terms) -> Tensor:
-        x = self.norm1(x + self.drop(self.self_attn(x, x, mask, terms)))
+    def forward(self, x: Tensor, mask: Tensor, terms,
+                scores: dict[str, Tensor] | None = None) -> Tensor:
+        x = self.norm1(x + self.drop(self.self_attn(x, x, mask, terms, scores=scores)))
         return self.norm2(x + self.drop(self.ffn(x)))
+
+
+@dataclass
+class LayerCache:
+    """One decoder layer's incremental-decoding cache: self-attention keys/values
+    ``[N, H, T, d_k]`` and those of heads that schemes compute themselves, by head index."""
+
+    self_attn: KeyValues | None = None
+    heads: dict[int, KeyValues] = field(default_factory=dict)
+
+    def select(self, index: Tensor) -> "LayerCache":
+        """Rows (hypotheses) ``index`` of every tensor."""
+        return LayerCache(None if self.self_attn is None else self.self_attn.select(index),
+                          {h: kv.select(index) for h, kv in self.heads.items()})
 
 
 class DecoderLayer(nn.Module):
@@ -84,15 +101,16 @@ class DecoderLayer(nn.Module):
         self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, self_mask: Tensor | None, terms, memory_kv: tuple[Tensor, Tensor],
-                src_mask: Tensor, cache: dict | None) -> Tensor:
+                src_mask: Tensor, cache: LayerCache | None,
+                scores: dict[str, Tensor] | None = None) -> Tensor:
         if cache is None:
-            h = self.self_attn(x, x, self_mask, terms)
+            h = self.self_attn(x, x, self_mask, terms, scores=scores)
         else:  # incremental: append this step's keys/values to the cache
             k, v = self.self_attn.project_kv(x)
-            if "k" in cache:
-                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
-            h = self.self_attn(x, x, self_mask, terms, cached_kv=(k, v), head_cache=cache)
+            kv = KeyValues(k, v) if cache.self_attn is None else cache.self_attn.extend(k, v)
+            cache.self_attn = kv
+            h = self.self_attn(x, x, self_mask, terms, cached_kv=(kv.k, kv.v),
+                               head_cache=cache.heads, scores=scores)
         x = self.norm1(x + self.drop(h))
         x = self.norm2(x + self.drop(self.cross_attn(x, mask=src_mask, cached_kv=memory_kv)))
         return self.norm3(x + self.drop(self.ffn(x)))
@@ -109,7 +127,7 @@ class DecoderState:
     def __init__(self, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor):
         self.memory_kv = memory_kv
         self.src_mask = src_mask
-        self.caches: list[dict] = [{} for _ in memory_kv]
+        self.caches = [LayerCache() for _ in memory_kv]
         self.length = 0
 
     def reorder(self, index: Tensor) -> None:
@@ -121,11 +139,11 @@ class DecoderState:
     def reorder_targets(self, index: Tensor) -> None:
         """Keep hypotheses ``index`` of the target-side caches only: for a beam step whose
         ``index`` maps every row to a row of the same source sentence (equal source rows)."""
-        self.caches = [{n: t[index] for n, t in c.items()} for c in self.caches]
+        self.caches = [c.select(index) for c in self.caches]
 
 
 class TransformerNMT(nn.Module):
-    """Encoder–decoder Transformer; ``forward`` returns logits for teacher forcing."""
+    """Encoder–decoder Transformer; ``forward`` returns logits and extras for teacher forcing."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -157,13 +175,17 @@ class TransformerNMT(nn.Module):
                 emb.weight[PAD].zero_()
 
     # -- encoder ---------------------------------------------------------------------------
-    def encode(self, src: Tensor, src_feats: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """``src [B, S]`` -> ``memory [B, S, D]`` and ``src_mask [B, 1, 1, S]`` (True = token)."""
+    def encode(self, src: Tensor, src_feats: dict[str, Tensor],
+               extras: Extras | None = None) -> tuple[Tensor, Tensor]:
+        """``src [B, S]`` -> ``memory [B, S, D]`` and ``src_mask [B, 1, 1, S]`` (True = token);
+        the schemes' scores go to ``extras`` when given."""
         src_mask = (src != PAD)[:, None, None, :]
         pos = positions(src.shape[1], device=src.device)
-        x = self.drop(self.schemes.embed(self.src_embed(src) * self.scale, "src", pos, src_feats))
+        feats = self.schemes.prepare_features("src", src_feats)
+        scores = None if extras is None else extras.scores
+        x = self.drop(self.schemes.embed(self.src_embed(src) * self.scale, "src", pos, feats))
         for i, layer in enumerate(self.encoder):
-            x = layer(x, src_mask, self.schemes.attention_terms("src", i, src_feats, pos, pos))
+            x = layer(x, src_mask, self.schemes.attention_terms("src", i, feats, pos, pos), scores)
         return x, src_mask
 
     # -- decoder ---------------------------------------------------------------------------
@@ -173,8 +195,10 @@ class TransformerNMT(nn.Module):
         kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         return DecoderState(kv, src_mask)
 
-    def decode(self, tgt_in: Tensor, state: DecoderState, incremental: bool = False) -> Tensor:
-        """Logits ``[B, T, V]`` for ``tgt_in [B, T]``.
+    def decode(self, tgt_in: Tensor, state: DecoderState, incremental: bool = False,
+               extras: Extras | None = None) -> Tensor:
+        """Logits ``[B, T, V]`` for ``tgt_in [B, T]``; the schemes' scores go to ``extras`` when
+        given.
 
         With ``incremental``, ``tgt_in`` holds only the next position(s) and the self-attention
         caches in ``state`` grow; otherwise the whole prefix is decoded with a causal mask.
@@ -184,18 +208,27 @@ class TransformerNMT(nn.Module):
         q_pos = positions(t, offset, tgt_in.device)
         k_pos = positions(offset + t, 0, tgt_in.device)
         causal = torch.ones(t, offset + t, dtype=torch.bool, device=tgt_in.device).tril(offset)
-        x = self.drop(self.schemes.embed(self.tgt_embed(tgt_in) * self.scale, "tgt", q_pos, {}))
+        feats = self.schemes.prepare_features("tgt", {})
+        scores = None if extras is None else extras.scores
+        x = self.drop(self.schemes.embed(self.tgt_embed(tgt_in) * self.scale, "tgt", q_pos, feats))
         for i, layer in enumerate(self.decoder):
-            terms = self.schemes.attention_terms("tgt", i, {}, q_pos, k_pos)
+            terms = self.schemes.attention_terms("tgt", i, feats, q_pos, k_pos)
             x = layer(x, causal, terms, state.memory_kv[i], state.src_mask,
-                      state.caches[i] if incremental else None)
+                      state.caches[i] if incremental else None, scores)
         if incremental:
             state.length += t
         return self.output(x)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, src_feats: dict[str, Tensor]) -> Tensor:
-        memory, src_mask = self.encode(src, src_feats)
-        return self.decode(tgt_in, self.start_state(memory, src_mask))
+    def forward(self, src: Tensor, tgt_in: Tensor, src_feats: dict[str, Tensor],
+                tgt_feats: dict[str, Tensor] | None = None) -> tuple[Tensor, Extras]:
+        """Teacher forcing: logits ``[B, T, V]`` and the pass's :class:`Extras`; given the target
+        features (training), the schemes' auxiliary losses are in ``extras.losses``."""
+        extras = Extras()
+        memory, src_mask = self.encode(src, src_feats, extras)
+        logits = self.decode(tgt_in, self.start_state(memory, src_mask), extras=extras)
+        if tgt_feats is not None:
+            extras.losses = self.schemes.auxiliary_losses(extras, src_feats, tgt_feats)
+        return logits, extras
 
 
 def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:

@@ -78,7 +78,7 @@ def largest_log_prob_gap(model: Path, exported: Path, tiny_bpe: Path) -> float:
         for s, t, scored in zip(src, tgt, theirs.model.score_batch(src, tgt)):
             ids = ours.tgt_vocab.encode(t) + [EOS]
             logits = ours.model(torch.tensor([encode_source(s, ours.src_vocab)]),
-                                torch.tensor([[BOS] + ids[:-1]]), {})
+                                torch.tensor([[BOS] + ids[:-1]]), {})[0]
             log_p = torch.log_softmax(logits[0], -1)[torch.arange(len(ids)), ids]
             gap = max(gap, (log_p - torch.tensor(scored.log_probs)).abs().max().item())
     return gap

@@ -14,8 +14,11 @@ import torch
 
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
-from depnmt.model.attention import AttentionTerms, HeadOverride, MultiHeadAttention
-from depnmt.model.schemes.dbsa import ParseHead, induced_tree, parse_targets, uas_counts
+from depnmt.model.attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
+                                    MultiHeadAttention)
+from depnmt.model.schemes import Extras
+from depnmt.model.schemes.dbsa import (PARSE_HEAD, ParseHead, induced_tree, parse_targets,
+                                       uas_counts)
 from depnmt.model.schemes.registry import build_schemes, resolve
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
@@ -100,14 +103,15 @@ def test_head_override_replaces_one_head_before_w_o():
     x = torch.randn(2, 5, 16)
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     own = torch.randn(2, 5, 4)
-    out = attn(x, x, mask, AttentionTerms([], None, [HeadOverride(2, lambda *a: own)]))
+    result = HeadResult(own, KeyValues(own, own))
+    out = attn(x, x, mask, AttentionTerms([], None, [HeadOverride(2, lambda *a: result)]))
     heads = torch.softmax(attn._split(attn.q_proj(x)) @ attn._split(attn.k_proj(x)).transpose(-1, -2)
                           / 2.0, -1) @ attn._split(attn.v_proj(x))           # (B, H, T, d_k)
     heads[:, 2] = own
     expected = attn.out_proj(heads.transpose(1, 2).reshape(2, 5, 16))
     assert torch.allclose(out, expected, atol=1e-5)
     with pytest.raises(ValueError, match="same attention head"):
-        AttentionTerms.merge([AttentionTerms([], None, [HeadOverride(0, lambda *a: own)])] * 2)
+        AttentionTerms.merge([AttentionTerms([], None, [HeadOverride(0, lambda *a: result)])] * 2)
 
 
 def test_parse_heads_sit_in_the_chosen_layers():
@@ -128,8 +132,8 @@ def test_layer_beyond_the_model_is_a_clear_error():
 def test_gradients_reach_u1_and_u():
     m = model().train()
     exs, batch = batch_of(m)
-    logits = m(batch.src, batch.tgt_in, batch.src_feats)
-    losses = m.schemes.auxiliary_losses(batch.src_feats, batch.tgt_feats)
+    logits, extras = m(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
+    losses = extras.losses
     assert set(losses) == {"parse_enc", "parse_dec"}
     sum(l.value for l in losses.values()).backward(retain_graph=True)
     for side in ("src", "tgt"):
@@ -148,12 +152,12 @@ def test_decoder_never_looks_ahead():
     src = torch.randint(4, 40, (2, 6))
     src[:, -1] = EOS
     tgt = torch.randint(4, 50, (2, 7))
-    logits = m(src, tgt, {})
-    parse = parts(m)["tgt"].last.clone()
+    logits, extras = m(src, tgt, {})
+    parse = extras.scores["parse_dec"]
     changed = tgt.clone()
     changed[:, 4:] = torch.randint(4, 50, (2, 3))
-    logits2 = m(src, changed, {})
-    parse2 = parts(m)["tgt"].last
+    logits2, extras2 = m(src, changed, {})
+    parse2 = extras2.scores["parse_dec"]
     assert torch.allclose(logits[:, :4], logits2[:, :4], atol=1e-5)
     assert torch.allclose(parse[:, :4], parse2[:, :4], atol=1e-6)
     assert (parse.exp().triu(1) == 0).all()
@@ -170,17 +174,43 @@ def test_incremental_decoding_equals_full_recomputation():
     state = m.start_state(memory, mask)
     steps = torch.cat([m.decode(tgt[:, t:t + 1], state, incremental=True) for t in range(6)], 1)
     assert torch.allclose(full, steps, atol=1e-5)
-    assert "parse_k" in state.caches[0] and state.caches[0]["parse_k"].shape[1] == 6
+    assert state.caches[0].heads[PARSE_HEAD].k.shape[1] == 6
     # beam search reorders the parse head's cache with the others
     assert len(beam_search(m, src, {}, SearchConfig(beam=2, max_len_a=0, max_len_b=3))) == 3
+
+
+def test_beam_search_with_the_caches_equals_uncached_decoding(monkeypatch):
+    """Beam search reorders the parse head's keys/values with the other caches: the same
+    hypotheses come out when every step re-decodes each hypothesis's whole prefix uncached."""
+    from depnmt.model.transformer import DecoderState
+    m = model("abs+dbsa_dec+rel", dbsa_dec_layer=1, layers=1)
+    src = torch.randint(4, 40, (3, 6))
+    src[:, -1] = EOS
+    src[0, 3], src[0, 4:] = EOS, PAD
+    cfg = SearchConfig(beam=3, alpha=0.0, max_len_a=0, max_len_b=6)
+    cached = beam_search(m, src, {}, cfg)
+    decode, reorder_targets = TransformerNMT.decode, DecoderState.reorder_targets
+
+    def uncached(self, tgt_in, state, incremental=False, extras=None):
+        state.prefix = torch.cat([getattr(state, "prefix", tgt_in[:, :0]), tgt_in], 1)
+        return decode(self, state.prefix, state)[:, -tgt_in.shape[1]:]
+
+    def reorder_prefix(self, index):
+        reorder_targets(self, index)
+        if hasattr(self, "prefix"):
+            self.prefix = self.prefix[index]
+
+    monkeypatch.setattr(TransformerNMT, "decode", uncached)
+    monkeypatch.setattr(DecoderState, "reorder_targets", reorder_prefix)
+    assert beam_search(m, src, {}, cfg) == cached
 
 
 def test_decoder_loss_drops_tokens_whose_head_is_in_the_future():
     m = model()
     exs, batch = batch_of(m, seed=3)
-    m(batch.src, batch.tgt_in, batch.src_feats)
+    extras = m(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)[1]
     head = batch.tgt_feats["dbsa_tgt_head"]
-    logp = parts(m)["tgt"].last.detach()
+    logp = extras.scores["parse_dec"].detach()
     nll, n = 0.0, 0
     for b in range(head.shape[0]):
         for t in range(head.shape[1]):
@@ -189,7 +219,7 @@ def test_decoder_loss_drops_tokens_whose_head_is_in_the_future():
                 nll -= float(logp[b, t, h])
                 n += 1
     assert n < int((head > 0).sum())          # some heads were in the future
-    loss = m.schemes.auxiliary_losses(batch.src_feats, batch.tgt_feats)["parse_dec"]
+    loss = extras.losses["parse_dec"]
     assert float(loss.value.detach()) == pytest.approx(nll / n, rel=1e-5)
 
 
@@ -289,11 +319,12 @@ def test_induced_trees_are_valid_conllu(tmp_path):
 def test_model_induces_source_trees_after_encode():
     m = model()
     exs, batch = batch_of(m, seed=5)
-    m.encode(batch.src, batch.src_feats)
-    trees = m.schemes.induced_source_trees(exs)
+    extras = Extras()
+    m.encode(batch.src, batch.src_feats, extras)
+    trees = m.schemes.induced_source_trees(extras, exs)
     assert [len(t) for t in trees] == [len(e.src_tree) for e in exs]
     assert all(tree_problem(t.heads) is None for t in trees)
-    assert model("abs").schemes.induced_source_trees(exs) is None
+    assert model("abs").schemes.induced_source_trees(extras, exs) is None
 
 
 # -- the objective ----------------------------------------------------------------------------
@@ -324,7 +355,8 @@ def test_lambda_zero_gives_the_plain_token_loss():
     stats, grads = step_gradients(m, batch, 0.0)
     m.zero_grad()
     m.train()
-    loss, _ = label_smoothed_nll(m(batch.src, batch.tgt_in, batch.src_feats), batch.tgt_out, 0.1)
+    loss, _ = label_smoothed_nll(m(batch.src, batch.tgt_in, batch.src_feats)[0], batch.tgt_out,
+                                 0.1)
     (loss / batch.n_tokens).backward()
     assert stats["loss"] == pytest.approx(float(loss.detach()) / batch.n_tokens, rel=1e-6)
     assert set(stats["aux"]) == {"parse_enc", "parse_dec"}       # still reported

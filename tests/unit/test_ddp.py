@@ -66,9 +66,9 @@ def test_every_parameter_gets_a_gradient(name):
     examples = bench.make_examples(setup)
     model = setup.model(name, examples)
     batch = bench.make_batches(setup, examples)[0]
-    logits = model(batch.src, batch.tgt_in, batch.src_feats)
+    logits, extras = model(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
     loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
-    for aux in model.schemes.auxiliary_losses(batch.src_feats, batch.tgt_feats).values():
+    for aux in extras.losses.values():
         loss = loss + aux.weight * aux.value
     loss.backward()
     assert [n for n, p in model.named_parameters() if p.grad is None] == []

@@ -323,14 +323,15 @@ def test_cross_sentence_pairs_and_eos_get_no_syntax_term():
     ex = random_example(0, 6, rng, two_sentences=True, bpe=False)
     batch = batch_of(model, [ex, random_example(1, 2, rng, bpe=False)])
     with torch.no_grad():
-        bias = model.schemes.parts[0].syntax_logits(0, batch.src_feats)[0]   # (H, S, S)
+        feats = model.schemes.prepare_features("src", batch.src_feats)
+        bias = model.schemes.parts[0].syntax_logits(0, feats)[0]              # (H, S, S)
     sent = torch.tensor(sentence_of(ex.src_tree))
     across = sent[:, None] != sent[None, :]
     assert across.any() and (bias[:, :6, :6][:, across] == 0).all()
     assert (bias[:, :6, :6][:, ~across] != 0).all()
     assert (bias[:, 6] == 0).all() and (bias[:, :, 6] == 0).all()           # EOS
     with torch.no_grad():
-        other = model.schemes.parts[0].syntax_logits(0, batch.src_feats)[1]
+        other = model.schemes.parts[0].syntax_logits(0, feats)[1]
     assert (other[:, 2:] == 0).all() and (other[:, :, 2:] == 0).all()     # EOS and padding
 
 
@@ -430,7 +431,7 @@ def test_incremental_decoding_is_unaffected():
     batch = batch_of(model, [random_example(i, n, rng) for i, n in enumerate([5, 3])])
     tgt = torch.randint(4, 50, (2, 5))
     with torch.no_grad():
-        full = model(batch.src, tgt, batch.src_feats)
+        full = model(batch.src, tgt, batch.src_feats)[0]
         memory, mask = model.encode(batch.src, batch.src_feats)
         state = model.start_state(memory, mask)
         steps = [model.decode(tgt[:, i:i + 1], state, incremental=True) for i in range(5)]
@@ -452,7 +453,7 @@ def literal_awsl(model, examples, layer: int) -> tuple[float, float]:
         feats = {k: v.unsqueeze(0) for k, v in ex.feats.items()}
         x = model.schemes.embed(model.src_embed(src) * model.scale, "src",
                                 torch.arange(len(ex.src)), feats)
-        es_all = gps.syntax_logits(0, feats)[0]
+        es_all = gps.syntax_logits(0, model.schemes.prepare_features("src", feats))[0]
         q = attn.q_proj(x)[0].view(-1, h, dk)
         k = attn.k_proj(x)[0].view(-1, h, dk)
         n = len(ex.src) - 1                                       # EOS excluded

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from depnmt.model.attention import AttentionTerms, MultiHeadAttention, RelativeTerm
+from depnmt.model.attention import (AttentionTerms, MultiHeadAttention, RelativeTerm,
+                                    reference_attention)
 from depnmt.model.schemes.absolute import sinusoidal_table
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.search import SearchConfig, beam_search, greedy_search, length_penalty
@@ -16,20 +17,11 @@ from depnmt.vocab import BOS, EOS, PAD
 
 def literal_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor,
                       labels: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor,
-                      bias: torch.Tensor | float = 0.0) -> torch.Tensor:
-    """Shaw et al. (2018) Eqs. 11–15 written out with a [B, T, T, d_k] tensor of a_ij (plus an
-    additive logit ``bias``)."""
-    b, t, _ = x.shape
-    h, dk = attn.n_heads, attn.d_k
-    q = attn.q_proj(x).view(b, t, h, dk)
-    k = attn.k_proj(x).view(b, t, h, dk)
-    v = attn.v_proj(x).view(b, t, h, dk)
-    aK, aV = a_k[labels], a_v[labels]                                  # [B, T, T, dk]
-    e = (torch.einsum("bihd,bjhd->bhij", q, k) + torch.einsum("bihd,bijd->bhij", q, aK)) / math.sqrt(dk)
-    e = (e + bias).masked_fill(~mask, float("-inf"))
-    alpha = e.softmax(-1)
-    z = torch.einsum("bhij,bjhd->bihd", alpha, v) + torch.einsum("bhij,bijd->bihd", alpha, aV)
-    return attn.out_proj(z.reshape(b, t, h * dk))
+                      bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Shaw et al. (2018) with tables ``a_k``, ``a_v`` (plus an additive logit ``bias``), by
+    :func:`reference_attention`."""
+    return reference_attention(attn, x, x, mask,
+                               AttentionTerms([RelativeTerm(labels, a_k, a_v)], bias))
 
 
 def test_relative_terms_equal_literal_equations():
@@ -64,7 +56,7 @@ def test_additive_terms_take_the_fused_path_and_equal_literal_equations(monkeypa
     monkeypatch.setattr(attn, "_attend_with_terms", None)       # the explicit path is not taken
     valid = torch.arange(t)[None, :] < lengths[:, None]
     for terms, literal_bias in ((AttentionTerms([RelativeTerm(labels, a_k, None)], bias), bias),
-                                (AttentionTerms([RelativeTerm(labels, a_k, None)]), 0.0),
+                                (AttentionTerms([RelativeTerm(labels, a_k, None)]), None),
                                 (AttentionTerms([], logit_bias=bias), bias)):
         fast = attn(x, x, mask, terms)
         grads = torch.autograd.grad(fast[valid].sum(), [a_k, bias], allow_unused=True)
@@ -74,6 +66,30 @@ def test_additive_terms_take_the_fused_path_and_equal_literal_equations(monkeypa
         assert torch.allclose(fast[valid], slow[valid], atol=1e-5)
         for g, e in zip(grads, expected):
             assert (g is None) == (e is None) and (g is None or torch.allclose(g, e, atol=1e-4))
+
+
+def test_every_kind_of_term_at_once_equals_the_reference():
+    """Relative key and value terms ([B, T, T] and shared [T, T] labels), a logit scale, a
+    logit bias and a head override together, against :func:`reference_attention`."""
+    from depnmt.model.attention import HeadOverride, HeadResult, KeyValues
+    torch.manual_seed(5)
+    attn = MultiHeadAttention(32, 4).eval()
+    b, t, r = 2, 6, 5
+    x = torch.randn(b, t, 32)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2], dtype=torch.bool)[:, None, None, :]
+    tables = [torch.randn(r, 8).index_fill(0, torch.tensor([0]), 0.0) for _ in range(3)]
+    own = torch.randn(b, t, 8)
+    terms = AttentionTerms(
+        [RelativeTerm(torch.randint(0, r, (b, t, t)), tables[0], tables[1]),
+         RelativeTerm(torch.randint(0, r, (t, t)), None, tables[2])],
+        logit_bias=torch.randn(b, 4, t, t),
+        head_overrides=[HeadOverride(1, lambda *a: HeadResult(own, KeyValues(own, own)))],
+        logit_scale=torch.rand(b, 1, t, t) + 0.5)
+    fast = attn(x, x, mask, terms)
+    slow = reference_attention(attn, x, x, mask, terms)
+    assert torch.allclose(fast, slow, atol=1e-5)
+    terms.logit_scale = None
+    assert not torch.allclose(attn(x, x, mask, terms), slow, atol=1e-3)   # the scale mattered
 
 
 def test_no_terms_uses_fused_path_with_same_result():
@@ -137,7 +153,7 @@ def test_incremental_decoding_equals_full_recomputation():
     model = tiny_model()
     src = random_src()
     tgt = torch.randint(4, 50, (3, 6))
-    full = model(src, tgt, {})
+    full = model(src, tgt, {})[0]
     memory, mask = model.encode(src, {})
     state = model.start_state(memory, mask)
     steps = [model.decode(tgt[:, i:i + 1], state, incremental=True) for i in range(6)]
@@ -156,7 +172,7 @@ def sequence_logprob(model, src, hyp):
     tgt_in = torch.tensor([[BOS] + hyp])
     tgt_out = torch.tensor([hyp + [EOS]])
     with torch.no_grad():
-        return -float(label_smoothed_nll(model(src, tgt_in, {}), tgt_out, 0.0)[1])
+        return -float(label_smoothed_nll(model(src, tgt_in, {})[0], tgt_out, 0.0)[1])
 
 
 def test_beam_finds_at_least_greedy_probability():

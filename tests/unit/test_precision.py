@@ -66,7 +66,7 @@ def train_losses(dtype: torch.dtype | None, steps: int = 40) -> list[float]:
     for step in range(steps):
         batch = run.batches[step % len(run.batches)]
         with autocast(CPU, dtype):
-            logits = run.model(batch.src, batch.tgt_in, batch.src_feats)
+            logits = run.model(batch.src, batch.tgt_in, batch.src_feats)[0]
         assert logits.dtype == (dtype or torch.float32)
         loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
         assert loss.dtype == torch.float32                          # loss in fp32

@@ -12,6 +12,7 @@ import torch
 
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
+from depnmt.model.attention import AttentionTerms, RelativeTerm, reference_attention
 from depnmt.model.schemes.registry import resolve
 from depnmt.model.schemes.relative import dep_labels, deplabel_labels, shaw_labels
 from depnmt.model.transformer import ModelConfig, TransformerNMT
@@ -115,16 +116,12 @@ def summed_vectors(model, side, layer, views, t):
 
 
 def literal_attention(attn, x, mask, a_k, a_v):
-    """Eqs. 11–12 / 17–18 / 21–22 written out with ``[B, T, T, d_k]`` tensors."""
-    b, t, _ = x.shape
-    h, dk = attn.n_heads, attn.d_k
-    q = attn.q_proj(x).view(b, t, h, dk)
-    k = attn.k_proj(x).view(b, t, h, dk)
-    v = attn.v_proj(x).view(b, t, h, dk)
-    e = (torch.einsum("bihd,bjhd->bhij", q, k) + torch.einsum("bihd,bijd->bhij", q, a_k))
-    alpha = (e / math.sqrt(dk)).masked_fill(~mask, float("-inf")).softmax(-1)
-    z = torch.einsum("bhij,bjhd->bihd", alpha, v) + torch.einsum("bhij,bijd->bihd", alpha, a_v)
-    return attn.out_proj(z.reshape(b, t, h * dk))
+    """Eqs. 11–12 / 17–18 / 21–22 with the summed per-pair vectors ``a_k``, ``a_v``
+    ``[B, T, T, d_k]``: :func:`reference_attention` with one table row per pair."""
+    b, t, _, dk = a_k.shape
+    rows = torch.arange(b * t * t).view(b, t, t)
+    term = RelativeTerm(rows, a_k.reshape(-1, dk), a_v.reshape(-1, dk))
+    return reference_attention(attn, x, x, mask, AttentionTerms([term]))
 
 
 def literal_forward(model, src, tgt_in, views):
@@ -185,7 +182,7 @@ def test_fast_path_equals_literal_equations(spec, terms):
     examples = [random_example(i, n, rng, bpe=True) for i, n in enumerate([7, 3, 5])]
     batch = batch_of(model, examples)
     with torch.no_grad():
-        fast = model(batch.src, batch.tgt_in, batch.src_feats)
+        fast = model(batch.src, batch.tgt_in, batch.src_feats)[0]
         slow = literal_forward(model, batch.src, batch.tgt_in, views_of(examples))
     keep = batch.tgt_out != 0
     assert torch.allclose(fast[keep], slow[keep], atol=1e-5)
@@ -199,7 +196,7 @@ def test_fast_path_equals_literal_for_each_subword_rule(rule, chain_head):
     examples = [random_example(i, n, rng, bpe=True) for i, n in enumerate([6, 4])]
     batch = batch_of(model, examples)
     with torch.no_grad():
-        fast = model(batch.src, batch.tgt_in, batch.src_feats)
+        fast = model(batch.src, batch.tgt_in, batch.src_feats)[0]
         slow = literal_forward(model, batch.src, batch.tgt_in,
                                views_of(examples, rule, chain_head))
     keep = batch.tgt_out != 0
@@ -225,7 +222,7 @@ def test_incremental_decoding_equals_full_recomputation(spec):
     batch = batch_of(model, [random_example(i, n, rng, bpe=False) for i, n in enumerate([5, 3])])
     tgt = torch.randint(4, 50, (2, 7))
     with torch.no_grad():
-        full = model(batch.src, tgt, batch.src_feats)
+        full = model(batch.src, tgt, batch.src_feats)[0]
         memory, mask = model.encode(batch.src, batch.src_feats)
         state = model.start_state(memory, mask)
         steps = [model.decode(tgt[:, i:i + 1], state, incremental=True) for i in range(7)]

@@ -10,17 +10,23 @@ A scheme has two halves:
   (``embed``) and/or :class:`~depnmt.model.attention.AttentionTerms` for self-attention layers
   (relative terms, logit biases, or whole heads it computes itself: ``HeadOverride``).
 
-Three optional hooks serve schemes that *learn* from trees instead of reading them (DBSA):
+A module keeps nothing between calls. What a forward pass computes besides the logits is
+*returned*: ``TransformerNMT.forward`` gives ``(logits, extras)`` (nanoGPT's ``(logits, loss)``),
+an :class:`Extras` record holding the scores of the heads schemes compute themselves (DBSA's
+parse distributions, by name) and the auxiliary losses. Tensors that every layer of one pass
+shares (GPS's path embeddings) are computed by ``prepare_features`` at the start of the pass
+and handed to ``embed`` / ``attention_terms`` with the batch's features.
 
-* ``auxiliary_losses`` — losses of the last teacher-forced forward pass, each with its weight λ;
-  the training loop minimises ``token loss + Σ λ · loss`` (translate never asks for them);
+Three optional hooks read a pass's :class:`Extras`, for schemes that *learn* from trees instead
+of reading them (DBSA):
+
+* ``auxiliary_losses`` — extra losses, each with its weight λ; ``forward`` computes them when
+  given the target features (training), and the training loop minimises
+  ``token loss + Σ λ · loss``;
 * ``validation_counts`` — ``(correct, total)`` counts over a dev batch (e.g. UAS), which the
   training loop sums, prints and logs to ``metrics.jsonl`` as ``dev_{name}`` percentages;
-* ``induced_source_trees`` — word trees of the sources of the last ``encode`` (``depnmt
-  translate --induced-trees``).
-
-A module may keep what these hooks need (e.g. attention distributions) from its last forward
-pass; they are called right after it.
+* ``induced_source_trees`` — word trees of the sources of an ``encode`` (``depnmt translate
+  --induced-trees``).
 
 Which trees a scheme needs: ``needs_source_trees`` — the model reads source trees (training
 *and* translate, which then runs the parser); ``trains_on_source_trees`` — only training reads
@@ -35,7 +41,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator
 
 import click
@@ -70,8 +76,27 @@ class AuxiliaryLoss:
     weight: float
 
 
+@dataclass
+class Extras:
+    """What one forward pass computed besides the logits (returned, never kept on a module).
+
+    ``scores``: what the heads schemes compute themselves report, by name (DBSA: ``parse_enc``,
+    ``parse_dec``, log A_parse ``[B, T, T]``), filled by the passes that are given this record;
+    ``losses``: the schemes' auxiliary losses, computed from them by a teacher-forced
+    ``forward`` given the target features.
+    """
+
+    scores: dict[str, Tensor] = field(default_factory=dict)
+    losses: dict[str, AuxiliaryLoss] = field(default_factory=dict)
+
+
 class SchemeModule(nn.Module):
     """Parameters and per-forward terms of one scheme. Defaults add nothing."""
+
+    def prepare_features(self, side: str, feats: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Tensors computed once per pass of ``side`` from the batch's features and shared by
+        its layers (added to the features ``embed`` and ``attention_terms`` receive)."""
+        return {}
 
     def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
         """Add this scheme's term to embeddings ``x [B, T, D]``; ``positions [T]`` are absolute
@@ -84,19 +109,21 @@ class SchemeModule(nn.Module):
         ``q_pos [Tq]`` / ``k_pos [Tk]`` are absolute positions of queries and keys."""
         return None
 
-    def auxiliary_losses(self, src_feats: dict[str, Tensor],
+    def auxiliary_losses(self, extras: Extras, src_feats: dict[str, Tensor],
                          tgt_feats: dict[str, Tensor]) -> dict[str, AuxiliaryLoss]:
-        """Extra losses of the last teacher-forced forward pass, by name."""
+        """Extra losses of the teacher-forced pass that returned ``extras``, by name."""
         return {}
 
-    def validation_counts(self, src_feats: dict[str, Tensor],
+    def validation_counts(self, extras: Extras, src_feats: dict[str, Tensor],
                           tgt_feats: dict[str, Tensor]) -> dict[str, tuple[int, int]]:
-        """``{name: (correct, total)}`` of the last teacher-forced forward pass (dev metrics)."""
+        """``{name: (correct, total)}`` of the teacher-forced pass that returned ``extras``
+        (dev metrics)."""
         return {}
 
-    def induced_source_trees(self, examples: list[Any]) -> list[Any] | None:
+    def induced_source_trees(self, extras: Extras, examples: list[Any]) -> list[Any] | None:
         """Word trees (:class:`depnmt.parse.Sentence`) the model induced for the sources of the
-        last ``encode`` of ``examples`` (in batch order); None if this scheme induces none."""
+        ``encode`` of ``examples`` (in batch order) that filled ``extras``; None if this scheme
+        induces none."""
         return None
 
 
@@ -226,19 +253,28 @@ class SchemeStack(nn.Module):
     def needs_source_trees(self) -> bool:
         return any(s.needs_source_trees for s in self.schemes)
 
-    def auxiliary_losses(self, src_feats: dict[str, Tensor],
-                         tgt_feats: dict[str, Tensor]) -> dict[str, AuxiliaryLoss]:
-        return {k: v for p in self.parts for k, v in p.auxiliary_losses(src_feats, tgt_feats).items()}
+    def prepare_features(self, side: str, feats: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``feats`` with every part's per-pass tensors added (see
+        :meth:`SchemeModule.prepare_features`)."""
+        out = dict(feats)
+        for part in self.parts:
+            out.update(part.prepare_features(side, feats))
+        return out
 
-    def validation_counts(self, src_feats: dict[str, Tensor],
+    def auxiliary_losses(self, extras: Extras, src_feats: dict[str, Tensor],
+                         tgt_feats: dict[str, Tensor]) -> dict[str, AuxiliaryLoss]:
+        return {k: v for p in self.parts
+                for k, v in p.auxiliary_losses(extras, src_feats, tgt_feats).items()}
+
+    def validation_counts(self, extras: Extras, src_feats: dict[str, Tensor],
                           tgt_feats: dict[str, Tensor]) -> dict[str, tuple[int, int]]:
         return {k: v for p in self.parts
-                for k, v in p.validation_counts(src_feats, tgt_feats).items()}
+                for k, v in p.validation_counts(extras, src_feats, tgt_feats).items()}
 
-    def induced_source_trees(self, examples: list[Any]) -> list[Any] | None:
+    def induced_source_trees(self, extras: Extras, examples: list[Any]) -> list[Any] | None:
         """The first part's induced source trees (see :meth:`SchemeModule.induced_source_trees`)."""
         for part in self.parts:
-            trees = part.induced_source_trees(examples)
+            trees = part.induced_source_trees(extras, examples)
             if trees is not None:
                 return trees
         return None

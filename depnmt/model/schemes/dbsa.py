@@ -76,8 +76,8 @@ from ...subwords import merge_subwords, word_index, word_spans
 from ...errors import DepnmtError
 from ...parse.conllu import Sentence
 from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
-from ..attention import AttentionTerms, HeadOverride
-from .base import AuxiliaryLoss, ModelDims, Scheme, SchemeModule
+from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues
+from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule
 from .registry import register
 
 PARSE_HEAD = 0          # the head M_parse replaces (Eq. 17 lists it first; the plugin: head 0)
@@ -216,66 +216,65 @@ class ParseHead(nn.Module):
 
 
 class DBSAModule(SchemeModule):
-    """One parse head in layer ``layer`` (0-based) of ``side``'s self-attention."""
+    """One parse head in layer ``layer`` (0-based) of ``side``'s self-attention; its log A_parse
+    of a full (non-incremental) pass is reported in the pass's extras as ``parse_{enc,dec}``."""
 
     def __init__(self, dims: ModelDims, side: str, layer: int, weight: float, chain_head: str):
         super().__init__()
         self.side, self.layer, self.weight, self.chain_head = side, layer, weight, chain_head
+        self.name = f"parse_{SIDE_NAMES[side]}"
         self.parse = ParseHead(dims.d_model, dims.d_k)
-        self.last: Tensor | None = None   # log A_parse of the last full (non-incremental) pass
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
         if side != self.side or layer != self.layer:
             return None
-        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, self._head)])
+        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, self._head, self.name)])
 
-    def _head(self, query: Tensor, kv: Tensor, mask: Tensor | None, cache: dict | None) -> Tensor:
-        """``M_parse = A_parse V_parse`` (Eq. 16): ``[B, Tq, d_k]``."""
+    def _head(self, query: Tensor, kv: Tensor, mask: Tensor | None,
+              past: KeyValues | None) -> HeadResult:
+        """``M_parse = A_parse V_parse`` (Eq. 16) ``[B, Tq, d_k]``, with ``log A_parse``."""
         q, k, v = self.parse.q_proj(query), self.parse.k_proj(kv), self.parse.v_proj(kv)
-        if cache is not None:                           # incremental decoding (causal head)
-            if "parse_k" in cache:
-                k, v = torch.cat([cache["parse_k"], k], 1), torch.cat([cache["parse_v"], v], 1)
-            cache["parse_k"], cache["parse_v"] = k, v
-        log_probs = self.parse.log_probs(q, k, mask)
-        if cache is None:
-            self.last = log_probs
-        return log_probs.exp().to(v.dtype) @ v
+        keys = KeyValues(k, v) if past is None else past.extend(k, v)   # causal head: cached
+        log_probs = self.parse.log_probs(q, keys.k, mask)
+        return HeadResult(log_probs.exp().to(keys.v.dtype) @ keys.v, keys, log_probs)
 
-    def _gold(self, src_feats: dict[str, Tensor], tgt_feats: dict[str, Tensor]):
+    def _gold(self, extras: Extras, src_feats: dict[str, Tensor], tgt_feats: dict[str, Tensor]):
+        """``(log A_parse, gold head, gold word)`` of this side, or None (no scores, no trees)."""
         feats = src_feats if self.side == "src" else tgt_feats
         key = f"dbsa_{self.side}_head"
-        if self.last is None or key not in feats:
+        if self.name not in extras.scores or key not in feats:
             return None
-        return feats[key], feats[f"dbsa_{self.side}_word"]
+        return extras.scores[self.name], feats[key], feats[f"dbsa_{self.side}_word"]
 
-    def auxiliary_losses(self, src_feats: dict[str, Tensor],
+    def auxiliary_losses(self, extras: Extras, src_feats: dict[str, Tensor],
                          tgt_feats: dict[str, Tensor]) -> dict[str, AuxiliaryLoss]:
         """``e_parse``: mean cross-entropy of the gold heads (Eq. 18); on the decoder side,
         tokens whose head lies in the future are left out."""
-        gold = self._gold(src_feats, tgt_feats)
+        gold = self._gold(extras, src_feats, tgt_feats)
         if gold is None:
             return {}
-        head = gold[0]
+        log_probs, head = gold[0], gold[1]
         supervised = head > 0
         if self.side == "tgt":
             supervised &= head - 1 <= torch.arange(head.shape[1], device=head.device)
-        nll = -self.last.gather(-1, (head - 1).clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        nll = -log_probs.gather(-1, (head - 1).clamp(min=0).unsqueeze(-1)).squeeze(-1)
         value = nll[supervised].sum() / supervised.sum().clamp(min=1)
-        return {f"parse_{SIDE_NAMES[self.side]}": AuxiliaryLoss(value, self.weight)}
+        return {self.name: AuxiliaryLoss(value, self.weight)}
 
-    def validation_counts(self, src_feats: dict[str, Tensor],
+    def validation_counts(self, extras: Extras, src_feats: dict[str, Tensor],
                           tgt_feats: dict[str, Tensor]) -> dict[str, tuple[int, int]]:
-        gold = self._gold(src_feats, tgt_feats)
+        gold = self._gold(extras, src_feats, tgt_feats)
         if gold is None:
             return {}
-        counts = uas_counts(self.last, gold[0], gold[1], causal=self.side == "tgt")
+        counts = uas_counts(*gold, causal=self.side == "tgt")
         return {f"uas_{SIDE_NAMES[self.side]}{k}": v for k, v in counts.items()}
 
-    def induced_source_trees(self, examples: list[Any]) -> list[Sentence] | None:
-        if self.side != "src" or self.last is None:
+    def induced_source_trees(self, extras: Extras, examples: list[Any]) -> list[Sentence] | None:
+        log_probs = extras.scores.get(self.name)
+        if self.side != "src" or log_probs is None:
             return None
-        return [induced_tree(self.last[i], ex.src_subwords[: len(ex.src) - 1])
+        return [induced_tree(log_probs[i], ex.src_subwords[: len(ex.src) - 1])
                 for i, ex in enumerate(examples)]
 
 

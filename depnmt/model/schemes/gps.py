@@ -139,27 +139,19 @@ class GPSModule(SchemeModule):
                                     for layer in layers})
         self.key = nn.ModuleDict({str(layer): nn.Linear(dim, dims.d_model, bias=False)
                                   for layer in layers})
-        self._cache: tuple | None = None
 
-    def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
-        if side == "src":          # a new encode: parameters may have changed since the last
-            self._cache = None
-        return x
-
-    def path_embeddings(self, feats: dict[str, Tensor]) -> Tensor:
-        """``s [B, S, dim]`` of a batch, computed once per encode (cached by feature tensor,
-        train/eval mode and grad mode; :meth:`embed` starts a new encode) and shared by the
-        layers."""
-        paths = feats["gps_paths"]
-        key = (paths, self.training, torch.is_grad_enabled())
-        if self._cache is None or any(a is not b for a, b in zip(self._cache[0], key)):
-            self._cache = (key, self.paths.encode_unique(paths))
-        return self._cache[1]
+    def prepare_features(self, side: str, feats: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``gps_s [B, S, dim]``: the path embeddings ``s_i`` of a batch, computed once per
+        encode and shared by the layers."""
+        if side != "src":
+            return {}
+        return {"gps_s": self.paths.encode_unique(feats["gps_paths"])}
 
     def syntax_logits(self, layer: int, feats: dict[str, Tensor]) -> Tensor:
         """Eq. 5's second term ``(s_i W_s^Q)(s_j W_s^K)^T / √d_k`` per head, 0 for pairs across
-        sentences and for EOS/padding: ``[B, H, S, S]``."""
-        s = self.path_embeddings(feats)
+        sentences and for EOS/padding: ``[B, H, S, S]``; ``feats`` are the prepared features
+        (with ``gps_s``, :meth:`prepare_features`)."""
+        s = feats["gps_s"]
         b, n, _ = s.shape
         q = self.query[str(layer)](s).view(b, n, self.n_heads, self.d_k).transpose(1, 2)
         k = self.key[str(layer)](s).view(b, n, self.n_heads, self.d_k).transpose(1, 2)
