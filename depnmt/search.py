@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from .model.schemes import Extras
-from .model.transformer import TransformerNMT
+from .model.transformer import DecoderState, TransformerNMT
 from .vocab import BOS, EOS, PAD
 
 
@@ -67,6 +67,19 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
             for seq in seqs]
 
 
+def _next_log_probs(model: TransformerNMT, state: DecoderState, last: Tensor, banned: Tensor,
+                    at_limit: Tensor, k: int) -> Tensor:
+    """log p(next token) ``[n·K, V]`` of the live hypotheses, whose last tokens are ``last
+    [n·K, 1]``; ``banned [V]`` is added (-inf for PAD and BOS), and the hypotheses of a sentence
+    at its length limit (``at_limit [n]``) may only end (EOS)."""
+    logits = model.decode(last, state, incremental=True)[:, -1].float()
+    lprobs = torch.log_softmax(logits, -1) + banned
+    if bool(at_limit.any()):
+        not_eos = torch.arange(lprobs.shape[1], device=lprobs.device) != EOS
+        lprobs = lprobs.masked_fill(at_limit.repeat_interleave(k)[:, None] & not_eos, -math.inf)
+    return lprobs
+
+
 @torch.no_grad()
 def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
                 cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
@@ -89,15 +102,9 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     ids = list(range(b))              # original sentence of each row block still in the batch
     banned = torch.zeros(model.cfg.tgt_vocab_size, device=device)
     banned[[PAD, BOS]] = -math.inf
-    not_eos = torch.arange(model.cfg.tgt_vocab_size, device=device) != EOS
     for step in range(int(limit.max())):
         n = len(ids)
-        logits = model.decode(seqs[:, -1:], state, incremental=True)[:, -1].float()
-        lprobs = torch.log_softmax(logits, -1) + banned
-        at_limit = step + 1 >= limit                                           # (n,)
-        if bool(at_limit.any()):      # at the length limit only EOS may follow
-            lprobs = lprobs.masked_fill(at_limit.repeat_interleave(k)[:, None] & not_eos,
-                                        -math.inf)
+        lprobs = _next_log_probs(model, state, seqs[:, -1:], banned, step + 1 >= limit, k)
         vocab = lprobs.shape[1]
         cand = (scores.view(n * k, 1) + lprobs).view(n, k * vocab)
         cand_scores, cand_idx = cand.topk(min(2 * k, k * vocab), dim=1)          # (n, 2K)

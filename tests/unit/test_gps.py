@@ -191,6 +191,20 @@ def normal_pdf(x: float, mu: float, sigma: float) -> float:
     return math.exp(-(x - mu) ** 2 / (2 * sigma ** 2)) / math.sqrt(2 * math.pi * sigma ** 2)
 
 
+def literal_path_embeddings(model: TransformerNMT, ex: Example) -> torch.Tensor:
+    """GPS's ``s_i = LSTM(p_i)`` token by token, 0 for EOS: ``[T, dim]``."""
+    gps = dict(zip(model.cfg.scheme, model.schemes.parts))["gps"]
+    labels = model.cfg.scheme_options["gps_labels"]
+    ids = {label: i + len(SPECIAL_LABELS) for i, label in enumerate(labels)}
+    of_word = words_of(ex.src_subwords)
+    s = torch.zeros(len(ex.src), gps.paths.lstm.hidden_size)
+    for t in range(len(ex.src) - 1):
+        path = torch.tensor([[ids.get(label, UNK_LABEL)
+                              for label in literal_path(ex.src_tree, of_word[t])]])
+        s[t] = gps.paths.lstm(gps.paths.embed(path))[0][0, -1]
+    return s
+
+
 def literal_encode(model: TransformerNMT, ex: Example) -> torch.Tensor:
     """One sentence, unpadded, every term written out pair by pair: ``[T, D]``."""
     opts = model.cfg.scheme_options
@@ -208,15 +222,7 @@ def literal_encode(model: TransformerNMT, ex: Example) -> torch.Tensor:
     if "structural" in names:                                             # PE(depth) per token
         for t in range(n):
             x[t] = x[t] + table[len(literal_path(tree, of_word[t])) - 1]
-    s = None
-    if "gps" in names:                                                    # s_i = LSTM(p_i)
-        gps = parts["gps"]
-        ids = {label: i + len(SPECIAL_LABELS) for i, label in enumerate(opts["gps_labels"])}
-        s = torch.zeros(t_len, gps.paths.lstm.hidden_size)
-        for t in range(n):
-            path = torch.tensor([[ids.get(label, UNK_LABEL)
-                                  for label in literal_path(tree, of_word[t])]])
-            s[t] = gps.paths.lstm(gps.paths.embed(path))[0][0, -1]
+    s = literal_path_embeddings(model, ex) if "gps" in names else None
     for layer_no, layer in enumerate(model.encoder):
         attn = layer.self_attn
         q = attn.q_proj(x).view(t_len, h, dk)

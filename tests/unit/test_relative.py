@@ -4,7 +4,6 @@ per-pair vectors, for every scheme and ablation, on random trees and padded batc
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
