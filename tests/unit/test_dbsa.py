@@ -15,7 +15,7 @@ import torch
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
 from depnmt.model.attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
-                                    MultiHeadAttention)
+                                    MultiHeadAttention, reference_attention)
 from depnmt.model.schemes import Extras
 from depnmt.model.schemes.dbsa import (PARSE_HEAD, ParseHead, induced_tree, parse_targets,
                                        uas_counts)
@@ -104,12 +104,10 @@ def test_head_override_replaces_one_head_before_w_o():
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     own = torch.randn(2, 5, 4)
     result = HeadResult(own, KeyValues(own, own))
-    out = attn(x, x, mask, AttentionTerms([], None, [HeadOverride(2, lambda *a: result)]))
-    heads = torch.softmax(attn._split(attn.q_proj(x)) @ attn._split(attn.k_proj(x)).transpose(-1, -2)
-                          / 2.0, -1) @ attn._split(attn.v_proj(x))           # (B, H, T, d_k)
-    heads[:, 2] = own
-    expected = attn.out_proj(heads.transpose(1, 2).reshape(2, 5, 16))
-    assert torch.allclose(out, expected, atol=1e-5)
+    terms = AttentionTerms([], None, [HeadOverride(2, lambda *a: result)])
+    out = attn(x, x, mask, terms)
+    assert torch.allclose(out, reference_attention(attn, x, x, mask, terms), atol=1e-5)
+    assert not torch.allclose(out, attn(x, x, mask), atol=1e-3)
     with pytest.raises(ValueError, match="same attention head"):
         AttentionTerms.merge([AttentionTerms([], None, [HeadOverride(0, lambda *a: result)])] * 2)
 
