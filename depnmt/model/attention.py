@@ -27,7 +27,7 @@ Relative terms use the gather/scatter form (see ``../shared/STYLE.md``), never a
 
 :func:`reference_attention` writes the same equations literally (einsum over ``[B, Tq, Tk, d_k]``
 tensors of the per-pair vectors); every test of the fast paths compares against it
-(``tests/unit/test_model.py``, ``tests/unit/test_relative.py``).
+(``tests/unit/test_model.py``, ``test_relative.py``, ``test_dbsa.py``).
 """
 
 from __future__ import annotations
