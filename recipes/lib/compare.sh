@@ -15,6 +15,9 @@
 # stopped at any moment and continued by running the same command again.
 
 ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-enc+dec gps gps-all pascal structural"
+# Omote et al. (RANLP 2019) Table 3: Transformer_dep without the absolute PE, with both b^K and
+# b^V, b^V only, b^K only, and neither (= Transformer_abs without its PE).
+ABLATION_SYSTEMS="dep-noabs dep-noabs-bV dep-noabs-bK noabs"
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
@@ -103,9 +106,13 @@ system_flags() {
     dbsa-dec)     FLAGS=(--scheme "Transformer_abs+DBSA(Dec)" --dbsa-dec-layer "$DBSA_LAYER") ;;
     dbsa-enc+dec) FLAGS=(--scheme "Transformer_abs+DBSA(Enc)+DBSA(Dec)" --dbsa-enc-layer "$DBSA_LAYER"
                          --dbsa-dec-layer "$DBSA_LAYER") ;;
+    dep-noabs)    FLAGS=(--scheme dep) ;;
+    dep-noabs-bV) FLAGS=(--scheme dep --dep-terms value) ;;
+    dep-noabs-bK) FLAGS=(--scheme dep --dep-terms key) ;;
+    noabs)        FLAGS=(--scheme none) ;;
     gps)          FLAGS=(--scheme Transformer_gps --gps-layers 0) ;;
     gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
-    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS)" >&2; return 2 ;;
+    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS)" >&2; return 2 ;;
   esac
 }
 
@@ -114,7 +121,7 @@ tree_sides() {
   local src="" tgt="" s
   for s in "$@"; do
     case $s in
-      abs|rel) ;;
+      abs|rel|noabs) ;;
       dbsa-dec) tgt=1 ;;
       dbsa-enc+dec) src=1; tgt=1 ;;
       *) src=1 ;;
@@ -167,9 +174,9 @@ run_campaign() {
   done
 }
 
-# report_systems BASE SYSTEMS...: the results table against abs and rel (when run), every seed
-# of $SEEDS a run of each system, as $(seeded BASE SEED)/results.{md,json,png} for one seed and
-# BASE-seeds-1-2-3/results.* for several (mean ± sd over seeds, intervals, p-values), and the
+# report_systems BASE SYSTEMS...: the results table against abs and rel (when run; BASELINES
+# names others), every seed of $SEEDS a run of each system, as
+# $(seeded BASE SEED)/results.{md,json,png} for one seed and BASE-seeds-1-2-3/results.* for several (mean ± sd over seeds, intervals, p-values), and the
 # dev loss/BLEU curves of every run as curves.png beside it.
 report_systems() {
   local base=$1 args=() baselines=() curves=() s seed out
@@ -181,7 +188,7 @@ report_systems() {
       curves+=(-m "$out/models/$s" -l "$s (seed $seed)")
     done
   done
-  for s in abs rel; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
+  for s in ${BASELINES:-abs rel}; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
   if [ "$(echo $SEEDS | wc -w)" -gt 1 ]; then out="$base-seeds-$(echo $SEEDS | tr ' ' -)"
   else out=$(seeded "$base" "$SEEDS"); fi
   mkdir -p "$out"

