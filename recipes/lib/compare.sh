@@ -112,6 +112,7 @@ system_flags() {
     noabs)        FLAGS=(--scheme none) ;;
     gps)          FLAGS=(--scheme Transformer_gps --gps-layers 0) ;;
     gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
+    gps-[0-9])    FLAGS=(--scheme Transformer_gps --gps-layers "${1#gps-}") ;;   # GPS Table 3
     *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS)" >&2; return 2 ;;
   esac
 }

@@ -141,7 +141,7 @@ def test_compare_recipes_know_every_system():
     script = f"""
         . {REPO}/recipes/lib/compare.sh
         DBSA_LAYER=2
-        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
+        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS gps-3; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
         echo "sides: $(tree_sides abs rel) / $(tree_sides abs gps) / $(tree_sides dbsa-dec) / $(tree_sides dep dbsa-dec)"
         echo "seeded: $(seeded out/compare) / $(SEED=3 seeded out/compare)"
         system_flags nonsense
@@ -154,6 +154,7 @@ def test_compare_recipes_know_every_system():
     assert lines["gps-all"] == "--scheme Transformer_gps --gps-layers all"
     assert lines["dep-noabs-bK"] == "--scheme dep --dep-terms key"      # Omote's Table 3
     assert lines["noabs"] == "--scheme none"
+    assert lines["gps-3"] == "--scheme Transformer_gps --gps-layers 3"   # GPS's Table 3
     assert lines["sides"] == " / src / tgt / both"
     assert lines["seeded"] == "out/compare / out/compare-seed3"    # other seeds side by side
     from depnmt.model.schemes.registry import resolve
@@ -172,6 +173,64 @@ def test_wmt_recipe_checks_its_settings_before_downloading(tmp_path):
                                 capture_output=True, text=True, check=False, timeout=60)
         assert result.returncode == 2 and message in result.stderr
         assert not (tmp_path / "w" / "download").exists()
+
+
+def fake_wmt_download(folder: Path, shared_data: Path) -> Path:
+    """A WMT recipe download folder (train/dev/test.{en,de} and `done`) cut from Multi30k."""
+    import gzip
+    folder.mkdir(parents=True)
+    for lang in ("en", "de"):
+        with gzip.open(shared_data / "multi30k" / f"train.{lang}.gz", "rt", encoding="utf-8") as fh:
+            lines = [next(fh) for _ in range(340)]
+        for split, part in (("train", lines[:300]), ("dev", lines[300:320]),
+                            ("test", lines[320:340])):
+            (folder / f"{split}.{lang}").write_text("".join(part), encoding="utf-8")
+    (folder / "done").touch()
+    return folder
+
+
+@pytest.mark.slow
+def test_wmt_recipe_runs_de_en_end_to_end(tmp_path, shared_data):
+    """SRC=de TGT=en (the GPS paper's NC11 direction) on a prepared download folder: German
+    source, English target, tiny model, a few updates, translated and reported."""
+    download = fake_wmt_download(tmp_path / "download", shared_data)
+    work = tmp_path / "work"
+    recipe = REPO / "recipes" / "wmt-en-de" / "run.sh"
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+           "DEPNMT_WORK": str(work), "DOWNLOAD": str(download), "SRC": "de", "TGT": "en",
+           "SETTING": "nc11", "SYSTEMS": "abs", "STEPS": "4", "VALID_EVERY": "4", "WARMUP": "2",
+           "BEAM": "1", "MAX_TOKENS": "400", "UPDATE_FREQ": "1", "ARCH": TINY_ARCH}
+    for k in ("SEED", "SEEDS"):
+        env.pop(k, None)
+    result = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    prep = manifest(work / "prepare")
+    assert (prep["src_lang"], prep["tgt_lang"]) == ("de", "en")
+    assert prep["options"]["langid_filter"] == "none"               # nc11: no language filter
+    assert prep["inputs"]["train.src"].endswith("train.de")
+    assert len((work / "runs" / "hyps" / "abs.en").read_text().splitlines()) == 20
+    assert "tok:13a" in (work / "runs" / "results.md").read_text()
+
+
+def test_wmt_recipe_filters_wmt16_by_source_language(tmp_path, shared_data):
+    """SETTING=wmt16 runs `prepare --langid-filter src` (the paper's WMT16 filter);
+    LANGID_FILTER=none turns it off; a direction other than en↔de is refused."""
+    pytest.importorskip("py3langid")
+    download = fake_wmt_download(tmp_path / "download", shared_data)
+    recipe = REPO / "recipes" / "wmt-en-de" / "run.sh"
+    base = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "DOWNLOAD": str(download)}
+    for name, extra, expected in (("a", {}, "src"), ("b", {"LANGID_FILTER": "none"}, "none")):
+        env = {**base, "DEPNMT_WORK": str(tmp_path / name), **extra}
+        result = subprocess.run(["bash", str(recipe), "--until", "prepare"], env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stderr[-2000:]
+        prep = manifest(tmp_path / name / "prepare")
+        assert prep["options"]["langid_filter"] == expected
+        assert prep["counts"]["train"]["read"] == 300
+    bad = subprocess.run(["bash", str(recipe)], env={**base, "SRC": "fr"}, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "SRC/TGT must be en/de or de/en" in bad.stderr
 
 
 def test_comparison_protocols():
