@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from .options import SEED
+
 DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
@@ -18,7 +20,7 @@ DIR = click.Path(exists=True, file_okay=False, path_type=Path)
               help="Output folder: a `prepare` folder for `depnmt bpe`.")
 @click.option("--parse-fraction", type=click.FloatRange(0.0, 1.0), default=1.0,
               show_default=True, help="Share of the training sentences whose parse pair is added.")
-@click.option("--seed", type=int, default=1, show_default=True,
+@click.option("--seed", type=SEED, default=1, show_default=True,
               help="Which sentences --parse-fraction < 1 picks.")
 def command(prepare_dir: Path, parse_dir: Path, out_dir: Path, parse_fraction: float,
             seed: int) -> None:
