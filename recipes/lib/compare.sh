@@ -113,6 +113,7 @@ system_flags() {
     gps)          FLAGS=(--scheme Transformer_gps --gps-layers 0) ;;
     gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
     gps-[0-9])    FLAGS=(--scheme Transformer_gps --gps-layers "${1#gps-}") ;;   # GPS Table 3
+    multitask)    FLAGS=(--scheme Transformer_abs) ;;   # on $WORK/multitask-bpe (multitask_data)
     *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS)" >&2; return 2 ;;
   esac
 }
@@ -123,6 +124,7 @@ tree_sides() {
   for s in "$@"; do
     case $s in
       abs|rel|noabs) ;;
+      multitask) src=1 ;;                    # its data needs the source trees
       dbsa-dec) tgt=1 ;;
       dbsa-enc+dec) src=1; tgt=1 ;;
       *) src=1 ;;
@@ -132,12 +134,27 @@ tree_sides() {
   elif [ -n "$src" ]; then echo src; fi
 }
 
+# multitask_data PREPARE_DIR TREES_DIR BPE_FLAGS...: the data of system "multitask" (Currey &
+# Heafield 2019: translation mixed with parsing the source, task tags): `depnmt multitask` into
+# $WORK/multitask, then `depnmt bpe BPE_FLAGS` into $WORK/multitask-bpe; each skipped when done.
+multitask_data() {
+  local prepare=$1 trees=$2
+  shift 2
+  done_stage "$WORK/multitask" || depnmt multitask -i "$prepare" -t "$trees" -o "$WORK/multitask"
+  done_stage "$WORK/multitask-bpe" || depnmt bpe -i "$WORK/multitask" -o "$WORK/multitask-bpe" "$@"
+}
+
 # run_system NAME: train (or resume) with the shared budget and seed $SEED, average the last
-# $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source.
+# $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source. System
+# "multitask" trains on $WORK/multitask-bpe and translates the tagged $WORK/multitask test source.
 # TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
 run_system() {
   local name=$1 out=${OUT:-$WORK}
   local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG" ckpt=()
+  local data=${DATA:-$WORK/bpe} test_src=${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}
+  if [ "$name" = multitask ]; then
+    data=$WORK/multitask-bpe test_src=$WORK/multitask/test.raw.$SRC_LANG
+  fi
   system_flags "$name"
   mkdir -p "$out/models" "$out/hyps"
   if ! done_stage "$model"; then
@@ -146,7 +163,7 @@ run_system() {
     local launch
     read -r -a launch <<< "${TRAIN_LAUNCH:-depnmt}"
     echo "== $name (seed $SEED): train $(date -u +%H:%M:%S)"
-    "${launch[@]}" train --data "${DATA:-$WORK/bpe}" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
+    "${launch[@]}" train --data "$data" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
       "${FLAGS[@]}" --seed "$SEED" "${resume[@]}"
   fi
   local kept
@@ -159,7 +176,7 @@ run_system() {
   if [ ! -s "$hyp" ]; then
     echo "== $name (seed $SEED): translate $(date -u +%H:%M:%S)"
     depnmt translate -m "$model" "${ckpt[@]}" --beam "$BEAM" --alpha "${ALPHA:-0.6}" \
-      -i "${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}" > "$hyp.tmp"
+      -i "$test_src" > "$hyp.tmp"
     mv "$hyp.tmp" "$hyp"
   fi
 }

