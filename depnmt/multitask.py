@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 from contextlib import ExitStack
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import DepnmtError, InputError
@@ -82,34 +83,37 @@ def linearize(words: list[str], heads: list[int], deprels: list[str]) -> list[st
     return out
 
 
-def _trees(parse_dir: Path, split: str, lang: str, lines: list[str]) -> list[list[str]]:
-    """The linearized tree of every line of ``PREPARE/{split}.{lang}`` (``lines``)."""
+def _trees(parse_dir: Path, split: str, lang: str,
+           lines: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
+    """``(line, its linearized tree)`` for every line of ``PREPARE/{split}.{lang}`` (``lines``),
+    streamed; the tree file must have exactly one tree per line, over the line's tokens."""
     from .parse.conllu import read_conllu_numbered
     path = parse_dir / f"{split}.{lang}.conllu"
     if not path.is_file():
         raise DepnmtError(f"{path}: missing; run `depnmt parse -i PREPARE -o {parse_dir} "
                           f"--side src` first")
-    out = []
     numbered = read_conllu_numbered(path)
-    for index, line in enumerate(lines):
+    index = 0
+    for index, line in enumerate(lines, start=1):
         lineno, tree = next(numbered, (None, None))
         if tree is None:
-            raise InputError(path, None, f"has {index} trees but the text has {len(lines)} lines")
+            raise InputError(path, None, f"has {index - 1} trees but the text has more lines")
         if tree.text != line:
-            raise InputError(path, lineno, f"tree {index + 1} has words {tree.words[:8]}… but "
-                                           f"text line {index + 1} has {line.split()[:8]}…")
+            raise InputError(path, lineno, f"tree {index} has words {tree.words[:8]}… but "
+                                           f"text line {index} has {line.split()[:8]}…")
         try:
-            out.append(linearize(tree.words, tree.heads, tree.deprels))
+            linear = linearize(tree.words, tree.heads, tree.deprels)
         except ValueError as exc:
-            raise InputError(path, lineno, f"tree {index + 1}: {exc}") from None
+            raise InputError(path, lineno, f"tree {index}: {exc}") from None
+        yield line, linear
     if next(numbered, None) is not None:
-        raise InputError(path, None, f"has more trees than the text's {len(lines)} lines")
-    return out
+        raise InputError(path, None, f"has more trees than the text's {index} lines")
 
 
 def write_multitask(prepare_dir: Path, parse_dir: Path, out_dir: Path,
                     parse_fraction: float = 1.0, seed: int = 1) -> dict:
     """Write the mixed corpus (module docstring) into ``out_dir``; returns its manifest.
+    Streams (two passes over the training files), so corpus size is no memory concern.
 
     ``parse_fraction`` < 1 adds the parse pairs of that share of the training sentences only
     (chosen at random with ``seed``)."""
@@ -117,35 +121,35 @@ def write_multitask(prepare_dir: Path, parse_dir: Path, out_dir: Path,
     manifest, langs, splits = prepared_inputs(prepare_dir)
     src, tgt = langs["src"], langs["tgt"]
     make_dir(out_dir)
-    counts = {}
-    outputs = []
+    counts, outputs = {}, []
     for split in splits:
-        text = {side: list(iter_lines(prepare_dir / f"{split}.{lang}")) for side, lang in
-                langs.items()}
-        raw = {side: list(iter_lines(prepare_dir / f"{split}.raw.{lang}")) for side, lang in
-               langs.items()}
-        rows = [(TAGS["translate"] + " " + s, t, TAGS["translate"] + " " + rs, rt)
-                for s, t, rs, rt in zip(text["src"], text["tgt"], raw["src"], raw["tgt"])]
-        n_parse = 0
-        if split == "train":
-            trees = _trees(parse_dir, split, src, text["src"])
-            chosen = range(len(trees))
-            if parse_fraction < 1.0:
-                rng = random.Random(seed)
-                chosen = sorted(rng.sample(range(len(trees)), round(parse_fraction * len(trees))))
-            for i in chosen:
-                linear = " ".join(trees[i])
-                rows.append((TAGS["parse"] + " " + text["src"][i], linear,
-                             TAGS["parse"] + " " + raw["src"][i], linear))
-            n_parse = len(chosen)
-        names = [f"{split}.{src}", f"{split}.{tgt}", f"{split}.raw.{src}", f"{split}.raw.{tgt}"]
+        inputs = [prepare_dir / f"{split}.{src}", prepare_dir / f"{split}.{tgt}",
+                  prepare_dir / f"{split}.raw.{src}", prepare_dir / f"{split}.raw.{tgt}"]
+        names = [path.name for path in inputs]
+        n_translate = n_parse = 0
         with ExitStack() as stack:
             files = [stack.enter_context(atomic_open(out_dir / name)) for name in names]
-            for row in rows:
-                for fh, value in zip(files, row):
+            tag = TAGS["translate"] + " "
+            for s, t, rs, rt in zip(*(iter_lines(path) for path in inputs)):
+                for fh, value in zip(files, (tag + s, t, tag + rs, rt)):
                     fh.write(value + "\n")
+                n_translate += 1
+            if split == "train":
+                chosen = None
+                if parse_fraction < 1.0:
+                    rng = random.Random(seed)
+                    chosen = set(rng.sample(range(n_translate), round(parse_fraction * n_translate)))
+                tag = TAGS["parse"] + " "
+                trees = _trees(parse_dir, split, src, iter_lines(inputs[0]))
+                for i, ((s, linear), rs) in enumerate(zip(trees, iter_lines(inputs[2]))):
+                    if chosen is not None and i not in chosen:
+                        continue
+                    text = " ".join(linear)
+                    for fh, value in zip(files, (tag + s, text, tag + rs, text)):
+                        fh.write(value + "\n")
+                    n_parse += 1
         outputs += names
-        counts[split] = {"translate": len(rows) - n_parse, "parse": n_parse}
+        counts[split] = {"translate": n_translate, "parse": n_parse}
     return write_manifest(
         out_dir, "prepare", inputs={"prepare": str(prepare_dir.resolve()),
                                     "parse": str(parse_dir.resolve())},

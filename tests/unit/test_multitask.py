@@ -75,3 +75,17 @@ def test_a_forest_or_a_cycle_is_refused():
     with pytest.raises(ValueError, match="cycle"):
         linearize(["a", "b", "c"], [0, 3, 2], ["root", "dep", "dep"])
     assert linearize([], [], []) == []
+
+
+def test_tree_file_must_have_one_tree_per_line(tmp_path):
+    from depnmt.errors import InputError
+    from depnmt.multitask import _trees
+    from depnmt.parse import Sentence, write_conllu
+    trees = [Sentence(["a", "b"], [0, 1], ["root", "dep"]), Sentence(["c"], [0], ["root"])]
+    write_conllu(tmp_path / "train.en.conllu", trees)
+    assert list(_trees(tmp_path, "train", "en", ["a b", "c"])) == [
+        ("a b", ["(root", "a", "(dep", "b", ")", ")"]), ("c", ["(root", "c", ")"])]
+    with pytest.raises(InputError, match="more trees than the text's 1 lines"):
+        list(_trees(tmp_path, "train", "en", ["a b"]))
+    with pytest.raises(InputError, match="has 2 trees but the text has more lines"):
+        list(_trees(tmp_path, "train", "en", ["a b", "c", "d"]))
