@@ -31,8 +31,9 @@
 #                   the decoding: as omote-ablation (≤ 50 words, words seen ≥ 2 times, greedy).
 #                   BLEU on the detokenized Japanese (Sudachi tokens joined, as `translate`
 #                   writes them, against the untokenized references) with sacreBLEU's ja-mecab
-#                   tokenizer (MeCab + IPAdic, offline from PyPI: sacrebleu[ja]), as WAT does;
-#                   the signature in results.md says tok:ja-mecab-….
+#                   tokenizer (MeCab + IPAdic, offline from PyPI: sacrebleu[ja]; sacreBLEU's
+#                   default for a Japanese target); the signature in results.md says
+#                   tok:ja-mecab-….
 # Stages, each skipped when its manifest.json exists (so re-running resumes, trainings included):
 #   extract  the first FIRST pairs of train-1 + train-2, dev.txt (1,790), test.txt (1,812)
 #   prepare  Sudachi (mode C, as GiNZA) for Japanese, Moses for English, the setting's filters
