@@ -22,6 +22,7 @@ COMMANDS = {
     "prepare": ("prepare", "Read, normalise, tokenize and filter a parallel corpus into train/dev/test."),
     "parse": ("parse", "Dependency-parse tokenized text into CoNLL-U (stanza, spaCy/GiNZA or given trees)."),
     "models": ("models", "Download stanza's parser models (only when asked; parse never downloads)."),
+    "multitask": ("multitask", "Mix translation with source parsing (linearized trees, task tags)."),
     "bpe": ("bpe", "Learn and apply subword-nmt BPE (or word-level vocabularies)."),
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
     "average": ("average", "Average the last or best checkpoints of a run (train --keep-last N)."),

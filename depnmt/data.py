@@ -154,6 +154,11 @@ class TokenBatcher:
     length (Multi30k, 4,096: 3,856 instead of 3,527 target tokens per batch, and 2.9% instead of
     13.7% target padding). Everything depends only on ``(seed, epoch)``, so a resumed run sees
     the same order.
+
+    ``max_sentences`` (``depnmt train --batch-sentences``) also closes a batch at that many
+    sentences: the two limits combine, whichever is reached first. Batches of exactly N
+    sentences, as both Omote et al. papers state their batch sizes, need ``max_tokens`` of at
+    least N × the longest pair (only the epoch's last batch is then shorter).
     """
 
     def __init__(self, lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int = 1,

@@ -17,6 +17,12 @@ Rules, in order:
   side has no tokens (``empty``), fewer than ``min_len`` tokens (``too_short``) or more than
   ``max_len`` tokens (``too_long``; 0 = no limit). Every dropped pair is counted in the manifest.
   Unfiltered splits keep every line, empty ones included, so they stay aligned with the input.
+* ``langid_filter`` (``src`` or ``both``; filtered splits only) drops a pair whose source (or
+  either side) py3langid does not identify as its language (``wrong_language``;
+  :mod:`depnmt.langid`), the GPS paper's WMT16 filter after Bugliarello and Okazaki (2020).
+* ``max_pairs``: training stops at the first N pairs that pass the filters (Omote et al.'s
+  Table 3: "the first 100,000 sentence pairs of 50 words or less"); ``first`` instead limits the
+  pairs read, before filtering.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from .textio import atomic_open, count_lines, iter_lines, make_dir
 from .tokenize import Tokenizer, default_kind, make_tokenizer
 
 SPLITS = ("train", "dev", "test")
-DROP_REASONS = ("empty", "too_short", "too_long")
+DROP_REASONS = ("empty", "too_short", "too_long", "wrong_language")
+LANGID_SIDES = ("none", "src", "both")
 
 
 @dataclass
@@ -51,6 +58,8 @@ class Settings:
     dev_size: int = 1000
     test_size: int = 1000
     corpus: str | None = None
+    langid_filter: str = "none"     # none | src | both
+    max_pairs: int | None = None    # training: the first N pairs that pass the filters
     held_out: dict[str, int] = field(default_factory=dict)  # filled in by plan_splits
 
 
@@ -138,6 +147,17 @@ def drop_reason(src_tokens: list[str], tgt_tokens: list[str], min_len: int,
     return None
 
 
+def wrong_language(src_raw: str, tgt_raw: str, settings: Settings) -> bool:
+    """Whether py3langid places the source (``langid_filter`` src) or either side (both) of a
+    pair in another language than the split's."""
+    from .langid import identify
+    if settings.langid_filter == "none":
+        return False
+    if identify(src_raw) != settings.src_lang:
+        return True
+    return settings.langid_filter == "both" and identify(tgt_raw) != settings.tgt_lang
+
+
 def output_names(split: str, src_lang: str, tgt_lang: str) -> list[str]:
     """The four files written for ``split``: tokenized src, tgt, then raw src, tgt."""
     return [f"{split}.{src_lang}", f"{split}.{tgt_lang}",
@@ -149,16 +169,22 @@ def process_split(source: SplitSource, out_dir: Path, tokenizers: tuple[Tokenize
     """Tokenize, filter and write one split; return its counts for the manifest."""
     names = output_names(source.name, settings.src_lang, settings.tgt_lang)
     dropped = dict.fromkeys(DROP_REASONS, 0)
-    kept = empty_kept = 0
+    kept = empty_kept = read = 0
+    limit = settings.max_pairs if source.name == "train" else None
     tok_src, tok_tgt = tokenizers
     with ExitStack() as stack:
         outs = [stack.enter_context(atomic_open(out_dir / name)) for name in names]
         pairs = track(iter_pairs(source), f"{source.name}: tokenizing", total=source.size)
         for src_line, tgt_line in pairs:
+            if limit is not None and kept >= limit:
+                break
+            read += 1
             src_raw, src_toks = tok_src.process(src_line)
             tgt_raw, tgt_toks = tok_tgt.process(tgt_line)
             reason = source.filtered and drop_reason(src_toks, tgt_toks, settings.min_len,
                                                      settings.max_len)
+            if source.filtered and not reason and wrong_language(src_raw, tgt_raw, settings):
+                reason = "wrong_language"
             if reason:
                 dropped[reason] += 1
                 continue
@@ -166,20 +192,25 @@ def process_split(source: SplitSource, out_dir: Path, tokenizers: tuple[Tokenize
             empty_kept += not (src_toks and tgt_toks)
             for out, text in zip(outs, (" ".join(src_toks), " ".join(tgt_toks), src_raw, tgt_raw)):
                 out.write(text + "\n")
-    report_split(source, kept, dropped, empty_kept)
-    return {"read": source.size, "kept": kept, "dropped": dropped}
+    report_split(source, read, kept, dropped, empty_kept)
+    if limit is not None and kept < limit:
+        warn(f"{source.name}: only {kept} pairs passed the filters, fewer than --max-pairs "
+             f"{limit} (read more with a larger --first, or a larger input)")
+    return {"read": read, "kept": kept, "dropped": dropped}
 
 
-def report_split(source: SplitSource, kept: int, dropped: dict[str, int], empty_kept: int) -> None:
+def report_split(source: SplitSource, read: int, kept: int, dropped: dict[str, int],
+                 empty_kept: int) -> None:
     """One info line per split, and warnings for surprising outcomes."""
     drops = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in dropped.items() if n)
-    info(f"{source.name}: {kept} of {source.size} pairs kept"
+    info(f"{source.name}: {kept} of {read} pairs kept"
          + (f" (dropped: {drops})" if drops else ""))
     if empty_kept:
         warn(f"{source.name}: {empty_kept} kept pairs have an empty side (from {source.src} / "
              f"{source.tgt}); they are kept so the lines stay aligned with the input")
-    if kept == 0 and source.size:
-        warn(f"{source.name}: every pair was filtered out; check --min-len/--max-len")
+    if kept == 0 and read:
+        warn(f"{source.name}: every pair was filtered out; check --min-len/--max-len"
+             + (" and --langid-filter" if dropped["wrong_language"] else ""))
 
 
 def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: Settings,
@@ -189,6 +220,15 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
     if settings.src_lang == settings.tgt_lang:
         raise DepnmtError(f"source and target language are both '{settings.src_lang}'; output "
                           f"file names would collide")
+    if settings.langid_filter not in LANGID_SIDES:
+        raise DepnmtError(f"unknown --langid-filter '{settings.langid_filter}' (choose from "
+                          f"{', '.join(LANGID_SIDES)})")
+    extra = {}
+    if settings.langid_filter != "none":
+        from . import langid
+        for lang in (settings.src_lang, settings.tgt_lang)[:1 + (settings.langid_filter == "both")]:
+            langid.check_language(lang)
+        extra["langid"] = langid.version()
     sources = plan_splits(files, settings)
     make_dir(out_dir)
     counts = {s.name: process_split(s, out_dir, tokenizers, settings) for s in sources}
@@ -201,4 +241,4 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
                           extra={"src_lang": settings.src_lang, "tgt_lang": settings.tgt_lang,
                                  "tokenizers": {"src": tokenizers[0].config(),
                                                 "tgt": tokenizers[1].config()},
-                                 "counts": counts})
+                                 "counts": counts, **extra})

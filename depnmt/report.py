@@ -182,7 +182,9 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
             record["vs"][base] = {key: comparison(metrics[key], key, by_name[base], record, stats,
                                                   shuffles, n_samples, seed) for key in METRICS}
     base_speed = by_name[baselines[0]]["tgt_tokens_per_s_mean"] if baselines else None
+    signatures = {key: sc.signature(metric) for key, metric in metrics.items()}
     for record in records:
+        record["signatures"] = signatures            # e.g. BLEU's tok:ja-mecab-… for Japanese
         speed = record["tgt_tokens_per_s_mean"]
         record["tok_s_ratio"] = speed / base_speed if base_speed and speed else None
     return records
@@ -240,6 +242,10 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
                   "approximate randomization stratified over runs (Clark et al. 2011, MultEval; "
                   "two-sided); p boot: paired bootstrap on the pooled runs (Koehn 2004; "
                   "one-sided)."]
+    if records and records[0].get("signatures"):
+        names = {"bleu": "BLEU", "chrf": "chrF"}
+        lines += ["", "sacreBLEU signatures: " + "; ".join(
+            f"{names[key]} `{text}`" for key, text in records[0]["signatures"].items())]
     return "\n".join(lines) + "\n"
 
 

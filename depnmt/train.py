@@ -67,6 +67,7 @@ class TrainOptions:
     """Optimisation and schedule settings (``depnmt train`` flags)."""
 
     max_tokens: int = 4096          # padded tokens per batch (of each process)
+    batch_sentences: int = 0        # also at most this many sentences per batch; 0 = no limit
     update_freq: int = 1            # batches accumulated per optimizer step (by each process)
     lr: float = 7e-4                # peak learning rate, reached after `warmup` steps
     warmup: int = 4000
@@ -163,7 +164,8 @@ class Trainer:
             self.optimizer, lambda s: inverse_sqrt(s, opts.warmup))
         self.scaler = grad_scaler(self.device, self.amp)
         self.progress = Progress()
-        self.batcher = TokenBatcher(example_lengths(self.train_data), opts.max_tokens, opts.seed)
+        self.batcher = TokenBatcher(example_lengths(self.train_data), opts.max_tokens, opts.seed,
+                                    max_sentences=opts.batch_sentences or None)
         if resume:
             self._restore()
         self.net = dist.wrap(self.model, self.device)   # what training runs: DDP or the model

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..corpora import CORPORA, corpus_files, get_corpus
-from ..prepare import Settings, make_side_tokenizer, prepare
+from ..prepare import LANGID_SIDES, Settings, make_side_tokenizer, prepare
 from ..tokenize import KINDS
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -73,6 +73,15 @@ def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
 @click.option("--filter-eval/--no-filter-eval", default=False, show_default=True,
               help="Also apply --min-len/--max-len to dev and test. By default they keep every "
                    "line, so scores stay comparable with other work.")
+@click.option("--langid-filter", type=click.Choice(LANGID_SIDES), default="none",
+              show_default=True, help="Drop training pairs whose source (src) or either side "
+              "(both) an offline language identifier (py3langid; pip install 'depnmt[langid]') "
+              "does not place in --src-lang/--tgt-lang: the GPS paper's WMT16 filter. Counted "
+              "as wrong_language in the manifest; dev/test only with --filter-eval.")
+@click.option("--max-pairs", type=click.IntRange(min=1), metavar="N",
+              help="Keep only the first N training pairs that pass the filters (Omote et al.'s "
+                   "ablation: the first 100,000 pairs of ≤ 50 words); --first limits the pairs "
+                   "read, before filtering.")
 @click.option("--dev-size", type=click.IntRange(min=0), default=1000, show_default=True,
               metavar="N", help="Without dev files: hold out N pairs for dev.")
 @click.option("--test-size", type=click.IntRange(min=0), default=1000, show_default=True,
@@ -81,7 +90,7 @@ def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
               help="Output folder (created if needed; files in it are replaced).")
 def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, src_lang,
             tgt_lang, tokenizer_src, tokenizer_tgt, lowercase, first, max_len, min_len,
-            filter_eval, dev_size, test_size, out_dir):
+            filter_eval, langid_filter, max_pairs, dev_size, test_size, out_dir):
     """Read, normalise, tokenize and filter a parallel corpus into train/dev/test.
 
     Give either a named corpus (--corpus) or your own files: --train-src and --train-tgt,
@@ -121,7 +130,8 @@ def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, 
         raise click.UsageError("--src-lang and --tgt-lang are required with your own files")
     settings = Settings(src_lang=src_lang, tgt_lang=tgt_lang, lowercase=lowercase, first=first,
                         min_len=min_len, max_len=max_len, filter_eval=filter_eval,
-                        dev_size=dev_size, test_size=test_size, corpus=corpus)
+                        dev_size=dev_size, test_size=test_size, corpus=corpus,
+                        langid_filter=langid_filter, max_pairs=max_pairs)
     tokenizers = (make_side_tokenizer(tokenizer_src, src_lang, lowercase, corpus_tokenizer),
                   make_side_tokenizer(tokenizer_tgt, tgt_lang, lowercase, corpus_tokenizer))
     prepare(out_dir, files, settings, tokenizers, inputs_extra=inputs_extra)

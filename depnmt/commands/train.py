@@ -26,6 +26,10 @@ TRAIN = [  # flag, TrainOptions field, type, default, help
         "padded tokens per batch: sentences × the batch's longest sequence of either side "
         "(source incl. EOS, target incl. BOS/EOS); sentences are sorted by that length so "
         "batches fill up (per process under torchrun)")),
+    ("--batch-sentences", "batch_sentences", COUNT, 0, (
+        "also close a batch at this many sentences (0 = no limit); combined with --max-tokens, "
+        "whichever is reached first: for batches of exactly N sentences (Omote et al.'s "
+        "batch sizes) raise --max-tokens to N × the longest pair")),
     ("--update-freq", "update_freq", POSITIVE, 1, ("batches accumulated per update (gradient "
                                               "accumulation; per process under torchrun)")),
     ("--lr", "lr", RATE, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),

@@ -15,6 +15,9 @@
 # stopped at any moment and continued by running the same command again.
 
 ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-enc+dec gps gps-all pascal structural"
+# Omote et al. (RANLP 2019) Table 3: Transformer_dep without the absolute PE, with both b^K and
+# b^V, b^V only, b^K only, and neither (= Transformer_abs without its PE).
+ABLATION_SYSTEMS="dep-noabs dep-noabs-bV dep-noabs-bK noabs"
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
@@ -103,9 +106,15 @@ system_flags() {
     dbsa-dec)     FLAGS=(--scheme "Transformer_abs+DBSA(Dec)" --dbsa-dec-layer "$DBSA_LAYER") ;;
     dbsa-enc+dec) FLAGS=(--scheme "Transformer_abs+DBSA(Enc)+DBSA(Dec)" --dbsa-enc-layer "$DBSA_LAYER"
                          --dbsa-dec-layer "$DBSA_LAYER") ;;
+    dep-noabs)    FLAGS=(--scheme dep) ;;
+    dep-noabs-bV) FLAGS=(--scheme dep --dep-terms value) ;;
+    dep-noabs-bK) FLAGS=(--scheme dep --dep-terms key) ;;
+    noabs)        FLAGS=(--scheme none) ;;
     gps)          FLAGS=(--scheme Transformer_gps --gps-layers 0) ;;
     gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
-    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS)" >&2; return 2 ;;
+    gps-[0-9])    FLAGS=(--scheme Transformer_gps --gps-layers "${1#gps-}") ;;   # GPS Table 3
+    multitask)    FLAGS=(--scheme Transformer_abs) ;;   # on $WORK/multitask-bpe (multitask_data)
+    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS)" >&2; return 2 ;;
   esac
 }
 
@@ -114,7 +123,8 @@ tree_sides() {
   local src="" tgt="" s
   for s in "$@"; do
     case $s in
-      abs|rel) ;;
+      abs|rel|noabs) ;;
+      multitask) src=1 ;;                    # its data needs the source trees
       dbsa-dec) tgt=1 ;;
       dbsa-enc+dec) src=1; tgt=1 ;;
       *) src=1 ;;
@@ -124,12 +134,27 @@ tree_sides() {
   elif [ -n "$src" ]; then echo src; fi
 }
 
+# multitask_data PREPARE_DIR TREES_DIR BPE_FLAGS...: the data of system "multitask" (Currey &
+# Heafield 2019: translation mixed with parsing the source, task tags): `depnmt multitask` into
+# $WORK/multitask, then `depnmt bpe BPE_FLAGS` into $WORK/multitask-bpe; each skipped when done.
+multitask_data() {
+  local prepare=$1 trees=$2
+  shift 2
+  done_stage "$WORK/multitask" || depnmt multitask -i "$prepare" -t "$trees" -o "$WORK/multitask"
+  done_stage "$WORK/multitask-bpe" || depnmt bpe -i "$WORK/multitask" -o "$WORK/multitask-bpe" "$@"
+}
+
 # run_system NAME: train (or resume) with the shared budget and seed $SEED, average the last
-# $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source.
+# $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source. System
+# "multitask" trains on $WORK/multitask-bpe and translates the tagged $WORK/multitask test source.
 # TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
 run_system() {
   local name=$1 out=${OUT:-$WORK}
   local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG" ckpt=()
+  local data=${DATA:-$WORK/bpe} test_src=${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}
+  if [ "$name" = multitask ]; then
+    data=$WORK/multitask-bpe test_src=$WORK/multitask/test.raw.$SRC_LANG
+  fi
   system_flags "$name"
   mkdir -p "$out/models" "$out/hyps"
   if ! done_stage "$model"; then
@@ -138,7 +163,7 @@ run_system() {
     local launch
     read -r -a launch <<< "${TRAIN_LAUNCH:-depnmt}"
     echo "== $name (seed $SEED): train $(date -u +%H:%M:%S)"
-    "${launch[@]}" train --data "${DATA:-$WORK/bpe}" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
+    "${launch[@]}" train --data "$data" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
       "${FLAGS[@]}" --seed "$SEED" "${resume[@]}"
   fi
   local kept
@@ -151,7 +176,7 @@ run_system() {
   if [ ! -s "$hyp" ]; then
     echo "== $name (seed $SEED): translate $(date -u +%H:%M:%S)"
     depnmt translate -m "$model" "${ckpt[@]}" --beam "$BEAM" --alpha "${ALPHA:-0.6}" \
-      -i "${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}" > "$hyp.tmp"
+      -i "$test_src" > "$hyp.tmp"
     mv "$hyp.tmp" "$hyp"
   fi
 }
@@ -167,9 +192,9 @@ run_campaign() {
   done
 }
 
-# report_systems BASE SYSTEMS...: the results table against abs and rel (when run), every seed
-# of $SEEDS a run of each system, as $(seeded BASE SEED)/results.{md,json,png} for one seed and
-# BASE-seeds-1-2-3/results.* for several (mean ± sd over seeds, intervals, p-values), and the
+# report_systems BASE SYSTEMS...: the results table against abs and rel (when run; BASELINES
+# names others), every seed of $SEEDS a run of each system, as
+# $(seeded BASE SEED)/results.{md,json,png} for one seed and BASE-seeds-1-2-3/results.* for several (mean ± sd over seeds, intervals, p-values), and the
 # dev loss/BLEU curves of every run as curves.png beside it.
 report_systems() {
   local base=$1 args=() baselines=() curves=() s seed out
@@ -181,7 +206,7 @@ report_systems() {
       curves+=(-m "$out/models/$s" -l "$s (seed $seed)")
     done
   done
-  for s in abs rel; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
+  for s in ${BASELINES:-abs rel}; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
   if [ "$(echo $SEEDS | wc -w)" -gt 1 ]; then out="$base-seeds-$(echo $SEEDS | tr ' ' -)"
   else out=$(seeded "$base" "$SEEDS"); fi
   mkdir -p "$out"

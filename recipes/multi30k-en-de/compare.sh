@@ -23,6 +23,9 @@
 # in the default list; add it with SYSTEMS (both sides are then parsed into $WORK/parse-both
 # with PARSE_BOTH, default "--backend stanza", after `depnmt models download en de` fetched
 # stanza's models: needs internet once).
+# SYSTEMS may add "multitask" (Currey & Heafield 2019's multi-task baseline: Transformer_abs
+# trained on translation mixed with parsing the source into linearized trees, task tags;
+# `depnmt multitask`), a data-level baseline: $WORK/multitask and $WORK/multitask-bpe.
 # Re-running skips what is done (stage manifests, finished models, averages, written
 # hypotheses) and resumes an interrupted training: stop a campaign at any time, run the same
 # command again to continue it.
@@ -48,6 +51,7 @@ case $(tree_sides $SYSTEMS) in
   *) TREES="" ;;
 esac
 done_stage "$WORK/bpe" || depnmt bpe -i "$WORK/prepare" -o "$WORK/bpe" --merges 8000 --joint
+[[ " $SYSTEMS " != *" multitask "* ]] || multitask_data "$WORK/prepare" "$TREES" --merges 8000 --joint
 
 run_campaign "$WORK/compare$TAG" $SYSTEMS
 report_systems "$WORK/compare$TAG" $SYSTEMS

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# WMT En→De as the GPS paper (seed 002, §4.1) ran it, on GPUs: training data downloaded from
-# its public homes, newstest sets through sacrebleu, Moses tokenization, joint BPE (32k merges),
-# source trees from the English parser, Transformer-base, 8,000 warm-up steps, label smoothing
+# WMT En→De (and De→En) as the GPS paper (seed 002, §4.1) ran it, on GPUs: training data
+# downloaded from its public homes, newstest sets through sacrebleu, Moses tokenization, joint
+# BPE (32k merges), source trees from the source language's parser, Transformer-base, 8,000 warm-up steps, label smoothing
 # 0.1, beam 4 with α = 0.6, sacreBLEU.
 #
 #   bash recipes/wmt-en-de/run.sh                          # SETTING=wmt16, every system
 #   SETTING=wmt17 bash recipes/wmt-en-de/run.sh
 #   SETTING=nc11 bash recipes/wmt-en-de/run.sh             # News Commentary v11 only
 #   SYSTEMS="abs gps" bash recipes/wmt-en-de/run.sh --until bpe
+#   SRC=de TGT=en SETTING=nc11 bash recipes/wmt-en-de/run.sh   # the paper's NC11 De→En
 #
 # Settings (the paper's Table 1):
 #   wmt16  Europarl v7 + Common Crawl + News Commentary v11; dev newstest2015, test newstest2016;
@@ -15,23 +16,35 @@
 #   wmt17  Europarl v7 + Common Crawl + News Commentary v12 + Rapid 2016; dev newstest2016,
 #          test newstest2017; 100k updates, dropout 0.1
 #   nc11   News Commentary v11; dev newstest2015, test newstest2016; 20k updates, dropout 0.3
-# Not reproduced: the paper also drops WMT16 pairs whose source is not English (a language-ID
-# filter following Bugliarello & Okazaki 2020); filter train.en/train.de yourself before
-# `prepare` if you need it. Parser: PARSE (default "--backend stanza", as close to the paper's
-# Stanford CoreNLP as is installable; the parse stage first fetches stanza's English models with
-# `depnmt models download en`, into $STANZA_RESOURCES_DIR or stanza's default folder, or the
-# PARSE flags' --stanza-dir). SHARDS=N parses in N parallel shards;
+# Direction: SRC=en TGT=de (default) or SRC=de TGT=en, the direction of the paper's NC11 rows of
+# Table 2 and of its layer study (Table 3: SYSTEMS="gps gps-1 gps-2 gps-3 gps-4 gps-5 gps-all",
+# the syntax term in encoder layer 0…5 or all); the source trees are then German (stanza's
+# German models). DOWNLOAD=DIR shares one download folder between the two directions. WMT16: the paper drops the pairs whose source is not in the source language (after
+# Bugliarello & Okazaki 2020); so does `prepare --langid-filter src` here (py3langid, offline;
+# LANGID_FILTER=none to keep them, =both to check the target too; every other setting: none).
+# On clean text it only drops short lines it misidentifies (README, "prepare"). Parser: PARSE
+# (default "--backend stanza", as close to the paper's Stanford CoreNLP as is installable; the
+# parse stage first fetches stanza's models for the source language with `depnmt models download
+# LANG`, into $STANZA_RESOURCES_DIR or stanza's default folder, or the PARSE flags'
+# --stanza-dir). SHARDS=N parses in N parallel shards;
 # on a cluster run each `depnmt parse --shard i/N` on its own node, then `--merge`.
 # Batches: MAX_TOKENS per process (default 4096) × UPDATE_FREQ (default 2); with torchrun set
 # TRAIN_LAUNCH="torchrun --nproc_per_node 4 -m depnmt.cli" (see the README) and UPDATE_FREQ=1.
+# ARCH overrides the model size, VALID_EVERY the validation interval (2000). A download folder
+# that holds train/dev/test.{en,de} and a `done` file is used as it is.
 # Every stage is skipped when done; trainings resume.
 set -euo pipefail
 . "$(dirname "$0")/../lib/compare.sh"
 usage="usage: bash recipes/wmt-en-de/run.sh [--until download|prepare|parse|bpe|train]"
 read_until "$usage" "$@"
 SETTING=${SETTING:-wmt16}
-WORK=${DEPNMT_WORK:-work/wmt-en-de-$SETTING}
-SRC_LANG=en TGT_LANG=de
+SRC_LANG=${SRC:-en} TGT_LANG=${TGT:-de}
+case $SRC_LANG-$TGT_LANG in
+  en-de|de-en) ;;
+  *) echo "error: SRC/TGT must be en/de or de/en, not '$SRC_LANG/$TGT_LANG'" >&2; exit 2 ;;
+esac
+WORK=${DEPNMT_WORK:-work/wmt-$SRC_LANG-$TGT_LANG-$SETTING}
+LANGID_FILTER=${LANGID_FILTER:-$([ "$SETTING" = wmt16 ] && echo src || echo none)}
 SYSTEMS=${SYSTEMS:-abs pascal structural gps dep+rel}
 DBSA_LAYER=${DBSA_LAYER:-4}
 BEAM=${BEAM:-4}
@@ -49,13 +62,14 @@ case $SETTING in
 esac
 for s in $SYSTEMS; do system_flags "$s"; done          # unknown names fail before any work
 read -r -a parse_flags <<< "${PARSE:---backend stanza}"
-COMMON=(--layers 6 --d-model 512 --heads 8 --d-ff 2048 --dropout "$DROPOUT" --label-smoothing 0.1
-        --share-all-embeddings --lr 7e-4 --warmup 8000 --max-tokens "${MAX_TOKENS:-4096}"
-        --update-freq "${UPDATE_FREQ:-2}" --max-steps "$STEPS" --valid-every 2000
+read -r -a arch <<< "${ARCH:---layers 6 --d-model 512 --heads 8 --d-ff 2048}"
+COMMON=("${arch[@]}" --dropout "$DROPOUT" --label-smoothing 0.1
+        --share-all-embeddings --lr 7e-4 --warmup "${WARMUP:-8000}" --max-tokens "${MAX_TOKENS:-4096}"
+        --update-freq "${UPDATE_FREQ:-2}" --max-steps "$STEPS" --valid-every "${VALID_EVERY:-2000}"
         --valid-max-sentences 500 --beam "$BEAM" --alpha 0.6)
 
 # download: the parallel corpora (cached in $WORK/download) and the newstest sets (sacrebleu)
-D=$WORK/download
+D=${DOWNLOAD:-$WORK/download}
 mkdir -p "$D"
 if [ ! -f "$D/done" ]; then
   for url in $URLS; do
@@ -78,16 +92,18 @@ if [ ! -f "$D/done" ]; then
   mv "$D/train.en.part" "$D/train.en"; mv "$D/train.de.part" "$D/train.de"
   for split in dev test; do
     set_name=$DEV; [ $split = test ] && set_name=$TEST
-    sacrebleu -t "$set_name" -l en-de --echo src > "$D/$split.en"
-    sacrebleu -t "$set_name" -l en-de --echo ref > "$D/$split.de"
+    sacrebleu -t "$set_name" -l "$SRC_LANG-$TGT_LANG" --echo src > "$D/$split.$SRC_LANG"
+    sacrebleu -t "$set_name" -l "$SRC_LANG-$TGT_LANG" --echo ref > "$D/$split.$TGT_LANG"
   done
   touch "$D/done"
 fi
 stop_after download
 
-done_stage "$WORK/prepare" || depnmt prepare --src-lang en --tgt-lang de \
-  --train-src "$D/train.en" --train-tgt "$D/train.de" --dev-src "$D/dev.en" --dev-tgt "$D/dev.de" \
-  --test-src "$D/test.en" --test-tgt "$D/test.de" --max-len 250 -o "$WORK/prepare"
+S=$SRC_LANG T=$TGT_LANG
+done_stage "$WORK/prepare" || depnmt prepare --src-lang "$S" --tgt-lang "$T" \
+  --train-src "$D/train.$S" --train-tgt "$D/train.$T" --dev-src "$D/dev.$S" --dev-tgt "$D/dev.$T" \
+  --test-src "$D/test.$S" --test-tgt "$D/test.$T" --max-len 250 --langid-filter "$LANGID_FILTER" \
+  -o "$WORK/prepare"
 stop_after prepare
 
 sides=$(tree_sides $SYSTEMS)

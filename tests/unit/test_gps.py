@@ -554,3 +554,23 @@ def test_inspect_path_prints_each_tokens_root_path(tmp_path):
     assert result.exit_code == 0, result.output
     assert "\nsch@@\troot>obl\no@@\troot>obl\no@@\troot>obl\nl\troot>obl\n" in result.output
     assert result.output.endswith("e@@\troot>advmod\nr\troot>advmod\n")   # toge@@ … r
+
+
+def test_structural_distance_worked_example_full_matrix():
+    """Every pair of a small tree, computed by hand from the definitions in structural.py's
+    docstring (the paper's §3.2 as confirmed by a secondary source; see its provenance note).
+
+    "the cat sat on mats": sat is the root; the→cat→sat, on→mats→sat.
+    abs (depths):  the 2, cat 1, sat 0, on 2, mats 1.
+    On one root path: the/cat/sat, on/mats/sat (difference abs_i − abs_j); across the two
+    branches (the|cat vs on|mats): ±(abs_i + abs_j), + when i > j."""
+    heads = [2, 3, 0, 5, 3]
+    expected = [
+        #  the  cat  sat   on  mats          (j)
+        [   0,   1,   2,  -4,  -3],         # the  (i = 0)
+        [  -1,   0,   1,  -3,  -2],         # cat
+        [  -2,  -1,   0,  -2,  -1],         # sat
+        [   4,   3,   2,   0,   1],         # on
+        [   3,   2,   1,  -1,   0],         # mats
+    ]
+    assert structural_distance(heads).tolist() == expected

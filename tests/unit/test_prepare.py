@@ -64,7 +64,8 @@ def test_writes_all_files_aligned_with_manifest(tmp_path):
     assert set(m["outputs"]) == {f"{s}.{kind}{lang}" for s in ("train", "dev", "test")
                                  for kind in ("", "raw.") for lang in ("en", "de")}
     assert m["counts"]["train"] == {"read": 4, "kept": 3,
-                                    "dropped": {"empty": 1, "too_short": 0, "too_long": 0}}
+                                    "dropped": {"empty": 1, "too_short": 0, "too_long": 0,
+                                                "wrong_language": 0}}
     assert m["inputs"]["dev.tgt"].endswith("dev.de")
     assert make_tokenizer(m["tokenizers"]["tgt"]).config() == m["tokenizers"]["tgt"]
     assert m["tokenizers"]["src"]["kind"] == "moses"
@@ -108,9 +109,10 @@ def test_filters_drop_both_sides_together_and_are_counted(tmp_path):
     assert read_lines(out / "train.de") == ["Ein Hund rennt .", "Ein Vogel singt ."]
     assert read_lines(out / "train.raw.de") == ["Ein Hund rennt.", "Ein Vogel singt."]
     counts = manifest(out)["counts"]
-    assert counts["train"]["dropped"] == {"empty": 1, "too_short": 0, "too_long": 1}
+    assert counts["train"]["dropped"] == {"empty": 1, "too_short": 0, "too_long": 1,
+                                          "wrong_language": 0}
     assert counts["dev"] == {"read": 2, "kept": 2, "dropped": {"empty": 0, "too_short": 0,
-                                                               "too_long": 0}}
+                                                               "too_long": 0, "wrong_language": 0}}
 
 
 def test_min_len_zero_keeps_empty_pairs_and_min_len_counts_short_ones(tmp_path):
@@ -119,7 +121,7 @@ def test_min_len_zero_keeps_empty_pairs_and_min_len_counts_short_ones(tmp_path):
     assert count_lines(tmp_path / "a" / "train.en") == 4
     assert run("prepare", *args, "--min-len", "5", "-o", tmp_path / "b") == 0
     dropped = manifest(tmp_path / "b")["counts"]["train"]["dropped"]
-    assert dropped == {"empty": 1, "too_short": 2, "too_long": 0}
+    assert dropped == {"empty": 1, "too_short": 2, "too_long": 0, "wrong_language": 0}
 
 
 def test_first_n_and_held_out_splits_from_the_end(tmp_path):
@@ -135,6 +137,57 @@ def test_first_n_and_held_out_splits_from_the_end(tmp_path):
     m = manifest(out)
     assert m["options"]["first"] == 8 and m["options"]["held_out"] == {"dev": 2, "test": 1}
     assert m["counts"]["train"]["read"] == 5
+
+
+def test_max_pairs_keeps_the_first_n_that_pass_the_filters(tmp_path, capsys):
+    """Omote et al.'s Table 3 data: "the first N pairs of ≤ 50 words", i.e. filter, then count
+    (--first would count before filtering)."""
+    src = [f"Sentence {i}." if i % 3 else "A much longer sentence number " + str(i) + " ."
+           for i in range(12)]
+    tgt = [f"Satz {i}." for i in range(12)]
+    args = own_files(tmp_path, (src, tgt), EVAL, EVAL)
+    assert run("prepare", *args, "--max-len", "3", "--max-pairs", "4", "-o", tmp_path / "a") == 0
+    assert read_lines(tmp_path / "a" / "train.raw.en") == [src[i] for i in (1, 2, 4, 5)]
+    counts = manifest(tmp_path / "a")["counts"]["train"]
+    assert (counts["read"], counts["kept"], counts["dropped"]["too_long"]) == (6, 4, 2)
+    assert run("prepare", *args, "--max-len", "3", "--max-pairs", "9", "-o", tmp_path / "b") == 0
+    assert count_lines(tmp_path / "b" / "train.en") == 8
+    assert "only 8 pairs passed the filters, fewer than --max-pairs 9" in capsys.readouterr().err
+
+
+LANGID = (["A dog runs in the park.", "Der Hund läuft im Park und bellt laut.",
+           "Two children are playing football on the beach.", "The weather is nice today.",
+           "A woman is reading a newspaper."],
+          ["Ein Hund rennt im Park.", "The dog runs in the park and barks loudly.",
+           "Zwei Kinder spielen am Strand Fußball.", "The weather is very nice today.",
+           "Eine Frau liest eine Zeitung."])
+
+
+def test_langid_filter_drops_pairs_in_another_language(tmp_path):
+    """WMT16's filter in the GPS paper: pairs whose source is not English are dropped (and
+    counted); ``both`` checks the target's language too (pair 3 has an English target)."""
+    pytest.importorskip("py3langid")
+    args = own_files(tmp_path, LANGID, EVAL, EVAL)
+    assert run("prepare", *args, "--langid-filter", "src", "-o", tmp_path / "a") == 0
+    assert read_lines(tmp_path / "a" / "train.raw.en") == [LANGID[0][i] for i in (0, 2, 3, 4)]
+    m = manifest(tmp_path / "a")
+    assert m["counts"]["train"]["dropped"]["wrong_language"] == 1
+    assert m["options"]["langid_filter"] == "src" and m["langid"].startswith("py3langid ")
+    assert m["counts"]["dev"]["kept"] == 2                  # dev/test keep every line
+    assert run("prepare", *args, "--langid-filter", "both", "-o", tmp_path / "b") == 0
+    assert read_lines(tmp_path / "b" / "train.raw.de") == [LANGID[1][i] for i in (0, 2, 4)]
+    assert manifest(tmp_path / "b")["counts"]["train"]["dropped"]["wrong_language"] == 2
+    assert run("prepare", *args, "-o", tmp_path / "c") == 0          # off by default
+    assert count_lines(tmp_path / "c" / "train.en") == 5
+
+
+def test_langid_filter_rejects_a_language_it_does_not_know(tmp_path, capsys):
+    pytest.importorskip("py3langid")
+    args = own_files(tmp_path, TRAIN)
+    args[1] = "xx"
+    assert run("prepare", *args, "--langid-filter", "src", "-o", tmp_path / "o") == 2
+    err = capsys.readouterr().err
+    assert "py3langid does not know language 'xx'" in err and "Traceback" not in err
 
 
 def test_too_few_pairs_to_hold_out_is_a_clear_error(tmp_path, capsys):

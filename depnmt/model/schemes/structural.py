@@ -27,9 +27,20 @@ relative terms, like ``dep+rel``). The preset ``Transformer_structural`` is ``ab
 stage's ``parataxis`` join is undone, :func:`depnmt.trees.sentence_heads`); a pair across them
 is "not on one root path". EOS and padding get no absolute term and relative label 0 (no term).
 
-*Provenance note:* the definitions above are Wang et al. §3.1 as we read the paper; its text
-could not be re-checked while writing this module, so ``rel``'s sign convention in particular
-should be verified against the paper before comparing numbers with it.
+*Provenance (checked 2026-11-23, issue 14):* the paper's own text (arXiv 1909.00383, §3.2, its
+Eqs. for ``abs`` and ``rel``) could **not** be obtained in this environment (no copy in
+``../shared/papers``; the stored public copies hold only its abstract and introduction; no public
+code of the authors' was found). What a secondary source (a public Chinese-language summary of the
+paper) confirms: ``abs`` is the distance on the dependency tree from the word to the origin, the
+main verb (= the root); ``rel`` of a pair on one path is the difference of their ``abs``, of any
+other pair their sum times +1 or −1 by word order, and 0 for a word with itself. Still
+**unverified**: (1) which word order gets the + sign (depnmt gives + to i > j, the opposite of
+the sequential relative position ``j − i`` of Shaw et al., which is negative for i > j); (2) how
+the paper combines the sequential and structural absolute positions: the summary says through a
+nonlinear function, where depnmt sums PE(pos) + PE(depth). Compare numbers with the paper's
+Table 2 only with these two caveats. The worked example in ``tests/unit/test_gps.py``
+(``test_structural_distance_worked_example_full_matrix``) is computed by hand from the
+definitions above, not taken from the paper.
 """
 
 from __future__ import annotations

@@ -1,0 +1,161 @@
+"""Multi-task data with linearized parses (after Currey and Heafield 2019, "Incorporating Source
+Syntax into Transformer-Based Neural Machine Translation", WMT): one unchanged encoder-decoder
+learns to translate and, as an auxiliary task, to parse its source sentences, from one mixed
+corpus whose source lines carry a task tag.
+
+``depnmt multitask -i PREPARE -t PARSE -o OUT`` writes OUT as a ``prepare`` folder (the next
+stage is ``depnmt bpe -i OUT``):
+
+* train: every pair of PREPARE's training data as a translation pair, its source prefixed with
+  :data:`TAGS` ``["translate"]``; then every training source sentence again, prefixed with
+  ``TAGS["parse"]``, paired with its linearized tree from PARSE (:func:`linearize`). So the
+  auxiliary task's data is the translation data's own source side, parsed — 2N pairs for N;
+* dev and test: translation pairs only (tagged), so dev BLEU and the test set measure
+  translation. ``translate`` needs the tag too: give it OUT's ``test.raw.SRC`` (already tagged),
+  or prefix your input lines with ``xxtranslatexx``.
+
+The tags are plain lower-case alphanumeric words, so every tokenizer (Moses, Sudachi, keep) and
+``--lowercase`` leave them whole and BPE learns them early (they begin every source line); they
+are ordinary vocabulary entries — the model is unchanged.
+
+**What is ours, not the paper's.** The paper's text beyond its abstract could not be read here:
+the abstract says a single encoder and decoder is trained on translation and parsing of the
+source's linearized parses; the task tags and the 1:1 mix are the usual way to do that (Johnson
+et al. 2017's target-language tags), not details checked against the paper. The paper parses
+with a *constituency* parser; depnmt has dependency trees, so the auxiliary target is the
+dependency tree linearized as nested brackets (:func:`linearize`). Tree schemes cannot train on
+OUT (the tags have no trees); use it with ``abs`` or ``rel``.
+"""
+
+from __future__ import annotations
+
+import random
+from contextlib import ExitStack
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .errors import DepnmtError, InputError
+from .manifest import write_manifest
+from .textio import atomic_open, iter_lines, make_dir
+
+TAGS = {"translate": "xxtranslatexx", "parse": "xxparsexx"}
+CLOSE = ")"
+SPLITS = ("train", "dev", "test")
+
+
+def linearize(words: list[str], heads: list[int], deprels: list[str]) -> list[str]:
+    """The tree as bracketed tokens: each word's subtree is ``(LABEL``, the left dependents'
+    subtrees, the word, the right dependents' subtrees, ``)``, dependents in sentence order.
+
+    ``heads`` are CoNLL-U heads (1-based, 0 = root). "The dog barks ." with The→dog (det),
+    dog→barks (nsubj), .→barks (punct) gives ``(root (nsubj (det The ) dog ) barks (punct . ) )``.
+    Every word appears once; the words are in sentence order exactly when the tree is
+    projective. Labels are kept whole (``(obl:tmod``). Iterative, so any depth is fine. Raises ``ValueError`` on a forest or a cycle.
+    """
+    n = len(words)
+    children: list[list[int]] = [[] for _ in range(n + 1)]
+    for i, h in enumerate(heads, start=1):
+        if not 0 <= h <= n:
+            raise ValueError(f"word {i} has head {h}, outside 0..{n}")
+        children[h].append(i)
+    if n and len(children[0]) != 1:
+        raise ValueError(f"{len(children[0])} roots (a tree has one)")
+    out: list[str] = []
+    stack: list[tuple[int, int]] = [(c, 0) for c in reversed(children[0])]
+    seen = 0
+    while stack:
+        node, state = stack.pop()
+        if state == 0:                                  # open the subtree
+            seen += 1
+            out.append("(" + deprels[node - 1])
+            left = [c for c in children[node] if c < node]
+            right = [c for c in children[node] if c > node]
+            stack.append((node, 2))                     # then close it
+            stack.extend((c, 0) for c in reversed(right))
+            stack.append((node, 1))                     # the word itself, after the left ones
+            stack.extend((c, 0) for c in reversed(left))
+        elif state == 1:
+            out.append(words[node - 1])
+        else:
+            out.append(CLOSE)
+    if seen != n:
+        raise ValueError(f"only {seen} of {n} words hang from the root (a cycle)")
+    return out
+
+
+def _trees(parse_dir: Path, split: str, lang: str,
+           lines: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
+    """``(line, its linearized tree)`` for every line of ``PREPARE/{split}.{lang}`` (``lines``),
+    streamed; the tree file must have exactly one tree per line, over the line's tokens."""
+    from .parse.conllu import read_conllu_numbered
+    path = parse_dir / f"{split}.{lang}.conllu"
+    if not path.is_file():
+        raise DepnmtError(f"{path}: missing; run `depnmt parse -i PREPARE -o {parse_dir} "
+                          f"--side src` first")
+    numbered = read_conllu_numbered(path)
+    index = 0
+    for index, line in enumerate(lines, start=1):
+        lineno, tree = next(numbered, (None, None))
+        if tree is None:
+            raise InputError(path, None, f"has {index - 1} trees but the text has more lines")
+        if tree.text != line:
+            raise InputError(path, lineno, f"tree {index} has words {tree.words[:8]}… but "
+                                           f"text line {index} has {line.split()[:8]}…")
+        try:
+            linear = linearize(tree.words, tree.heads, tree.deprels)
+        except ValueError as exc:
+            raise InputError(path, lineno, f"tree {index}: {exc}") from None
+        yield line, linear
+    if next(numbered, None) is not None:
+        raise InputError(path, None, f"has more trees than the text's {index} lines")
+
+
+def write_multitask(prepare_dir: Path, parse_dir: Path, out_dir: Path,
+                    parse_fraction: float = 1.0, seed: int = 1) -> dict:
+    """Write the mixed corpus (module docstring) into ``out_dir``; returns its manifest.
+    Streams (two passes over the training files), so corpus size is no memory concern.
+
+    ``parse_fraction`` < 1 adds the parse pairs of that share of the training sentences only
+    (chosen at random with ``seed``)."""
+    from .bpe import prepared_inputs
+    manifest, langs, splits = prepared_inputs(prepare_dir)
+    src, tgt = langs["src"], langs["tgt"]
+    make_dir(out_dir)
+    counts, outputs = {}, []
+    for split in splits:
+        inputs = [prepare_dir / f"{split}.{src}", prepare_dir / f"{split}.{tgt}",
+                  prepare_dir / f"{split}.raw.{src}", prepare_dir / f"{split}.raw.{tgt}"]
+        names = [path.name for path in inputs]
+        n_translate = n_parse = 0
+        with ExitStack() as stack:
+            files = [stack.enter_context(atomic_open(out_dir / name)) for name in names]
+            tag = TAGS["translate"] + " "
+            for s, t, rs, rt in zip(*(iter_lines(path) for path in inputs)):
+                for fh, value in zip(files, (tag + s, t, tag + rs, rt)):
+                    fh.write(value + "\n")
+                n_translate += 1
+            if split == "train":
+                chosen = None
+                if parse_fraction < 1.0:
+                    rng = random.Random(seed)
+                    chosen = set(rng.sample(range(n_translate), round(parse_fraction * n_translate)))
+                tag = TAGS["parse"] + " "
+                trees = _trees(parse_dir, split, src, iter_lines(inputs[0]))
+                for i, ((s, linear), rs) in enumerate(zip(trees, iter_lines(inputs[2]))):
+                    if chosen is not None and i not in chosen:
+                        continue
+                    text = " ".join(linear)
+                    for fh, value in zip(files, (tag + s, text, tag + rs, text)):
+                        fh.write(value + "\n")
+                    n_parse += 1
+        outputs += names
+        counts[split] = {"translate": n_translate, "parse": n_parse}
+    return write_manifest(
+        out_dir, "prepare", inputs={"prepare": str(prepare_dir.resolve()),
+                                    "parse": str(parse_dir.resolve())},
+        options={**manifest.get("options", {}), "multitask": {
+            "tags": TAGS, "parse_fraction": parse_fraction, "seed": seed,
+            "linearization": "dependency brackets: (LABEL left-subtrees WORD right-subtrees )"}},
+        outputs=outputs,
+        extra={"src_lang": src, "tgt_lang": tgt, "tokenizers": manifest.get("tokenizers"),
+               "counts": counts})
