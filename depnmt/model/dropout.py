@@ -7,9 +7,7 @@ dropped when ``u_i < n``, ``n = round(p · 2^16)``, and kept elements are scaled
 ``1 / (1 − p')`` with ``p' = n / 2^16`` (``|p' − p| ≤ 2^-17``), so ``E[out] = x`` exactly.
 The draws come from torch's default generator, so ``torch.get_rng_state()`` (saved in every
 checkpoint) reproduces the masks: a resumed run draws the same ones. On CUDA torch's own
-fused kernel is used, and so is torch's dropout inside ``torch.compile`` (``train --compile``),
-where inductor generates the mask in the fused elementwise kernel (``random_`` on a dtype view
-would break the graph at every dropout).
+fused kernel is used.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """Dropout of ``x`` (any shape) with probability ``p`` (see the module docstring)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or not 0.0 < p < 1.0 or torch.compiler.is_compiling():
+    if x.device.type != "cpu" or not 0.0 < p < 1.0:
         return F.dropout(x, p, training)
     n = round(p * LEVELS)
     words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)

@@ -35,10 +35,7 @@ class SinusoidalPE(SchemeModule):
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
-        # under torch.compile the table is not grown (reading positions.max() would break the
-        # graph): compiled training skips pairs longer than --max-len, below the table's size
-        needed = 0 if torch.compiler.is_compiling() or not positions.numel() \
-            else int(positions.max()) + 1
+        needed = int(positions.max()) + 1 if positions.numel() else 0
         if needed > self.table.shape[0]:
             self.table = sinusoidal_table(max(needed, 2 * self.table.shape[0]),
                                           self.d_model).to(self.table.device)
