@@ -34,6 +34,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 import torch
@@ -82,6 +83,7 @@ class Setup:
     n_batches: int
     decode_len: int
     treebank: list[Sentence] = field(default_factory=list)   # real trees instead of random ones
+    corpus: list[list[Example]] = field(default_factory=list)  # real batches (--data)
 
     def model(self, name: str, examples: list[Example], seed: int = 1) -> TransformerNMT:
         """The system ``name`` with its tree features added to ``examples`` (options a scheme
@@ -164,13 +166,53 @@ def synthetic_example(index: int, setup: Setup, rng: random.Random) -> Example:
                    tgt_tree=tgt_tree)
 
 
+def corpus_batches(data_dir: Path, trees_dir: Path | None, max_tokens: int, n_batches: int,
+                   max_len: int = 250) -> tuple[list[list[Example]], int]:
+    """The first ``n_batches`` batches of a real training epoch (``depnmt train``'s batcher,
+    seed 1, epoch 1) of a ``depnmt bpe`` folder, with the source trees of a ``depnmt parse``
+    folder, and the vocabulary size (the larger side's)."""
+    from depnmt.data import TokenBatcher, attach_trees, example_lengths, load_parallel
+    from depnmt.manifest import load_manifest
+    from depnmt.modeldir import load_vocabs
+    bpe = load_manifest(data_dir, "bpe", verify=False)
+    src_vocab, tgt_vocab = load_vocabs(data_dir)
+    examples, _ = load_parallel(data_dir / f"train.{bpe['src_lang']}",
+                                data_dir / f"train.{bpe['tgt_lang']}", src_vocab, tgt_vocab,
+                                max_len, drop_long=True)
+    order = TokenBatcher(example_lengths(examples), max_tokens, seed=1).batches(1)[:n_batches]
+    batches = [[examples[i] for i in idx] for idx in order]
+    if trees_dir is not None:
+        attach_trees([ex for b in batches for ex in b],
+                     trees_dir / f"train.{bpe['src_lang']}.conllu", "src")
+    return batches, max(len(src_vocab), len(tgt_vocab))
+
+
+def check_corpus_trees(names: list[str], parsed_dir: Path | None) -> None:
+    """With ``--data`` only source trees exist (``--parsed``): a usage error for schemes that
+    need target trees, or source trees when ``--parsed`` is missing."""
+    options = {o.name: o.default for o in all_cli_options()}
+    for name in names:
+        spec, overrides = SYSTEMS[name]
+        for scheme in build_schemes(resolve(spec), options | overrides):
+            if scheme.needs_target_trees:
+                raise click.UsageError(f"{name} needs target trees, which --data does not give "
+                                       f"(leave it out, or use synthetic batches)")
+            if parsed_dir is None and (scheme.needs_source_trees
+                                       or scheme.trains_on_source_trees):
+                raise click.UsageError(f"{name} needs source trees: add --parsed PARSE_DIR")
+
+
 def make_examples(setup: Setup, seed: int = 7) -> list[Example]:
-    """The same sentences for every scheme."""
+    """The same sentences for every scheme (the real batches' sentences with ``--data``)."""
+    if setup.corpus:
+        return [ex for batch in setup.corpus for ex in batch]
     rng = random.Random(seed)
     return [synthetic_example(i, setup, rng) for i in range(setup.batch_size * setup.n_batches)]
 
 
 def make_batches(setup: Setup, examples: list[Example]) -> list[Batch]:
+    if setup.corpus:
+        return [collate(batch).to(setup.device) for batch in setup.corpus]
     return [collate(examples[i:i + setup.batch_size]).to(setup.device)
             for i in range(0, len(examples), setup.batch_size)]
 
@@ -337,6 +379,15 @@ def markdown(rows: list[dict]) -> str:
               "conllu): real trees and labels, consecutive sentences joined per line, instead "
               "of random trees with uniformly random labels (which make almost every GPS root "
               "path distinct: its worst case)")
+@click.option("--data", "data_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="a `depnmt bpe` folder: train on the first --steps batches of "
+              "its training data as `depnmt train` batches them (--max-tokens; seed 1, epoch "
+              "1) instead of synthetic ones (--vocab, --src-len, --tgt-len, --batch-size and "
+              "--trees are then ignored)")
+@click.option("--parsed", "parsed_dir", type=click.Path(exists=True, file_okay=False,
+              path_type=Path), default=None, help="with --data: the `depnmt parse` folder of "
+              "its source trees (needed by tree schemes)")
+@click.option("--max-tokens", default=4096, help="with --data: padded tokens per batch")
 @click.option("--precision", "precisions", default="fp32", help="comma-separated training "
               "precisions (auto, fp32, bf16, fp16; as `depnmt train --precision`): every scheme "
               "runs in each, interleaved, named SCHEME/PRECISION when there are several")
@@ -348,8 +399,8 @@ def markdown(rows: list[dict]) -> str:
 @click.option("--markdown/--json", "as_markdown", default=True, help="output format")
 def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers: int, vocab: int,
          src_len: int, tgt_len: int, batch_size: int, steps: int, rounds: int, decode_len: int,
-         threads: int, trees_path: str | None, precisions: str, clock: str, memory: bool,
-         as_markdown: bool) -> None:
+         threads: int, trees_path: str | None, data_dir: Path | None, parsed_dir: Path | None,
+         max_tokens: int, precisions: str, clock: str, memory: bool, as_markdown: bool) -> None:
     """Train each scheme on the same batches and compare it with abs."""
     if threads:
         torch.set_num_threads(threads)
@@ -360,8 +411,13 @@ def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers:
                                  param_hint="--schemes")
     from depnmt.parse import read_conllu
     treebank = [t for t in read_conllu(trees_path) if len(t)] if trees_path else []
+    corpus: list[list[Example]] = []
+    if data_dir is not None:
+        check_corpus_trees(names, parsed_dir)
+        corpus, vocab = corpus_batches(data_dir, parsed_dir, max_tokens, steps)
+        trees_path = f"{parsed_dir or 'none'} (real batches of {data_dir})"
     setup = Setup(resolve_device(device), d_model, heads, d_ff, layers, vocab, src_len, tgt_len,
-                  batch_size, steps, decode_len, treebank)
+                  batch_size, len(corpus) or steps, decode_len, treebank, corpus)
     kinds = [k.strip() for k in precisions.split(",")]
     if not set(kinds) <= set(PRECISIONS):
         raise click.BadParameter(f"{kinds} not in {PRECISIONS}", param_hint="--precision")

@@ -196,12 +196,14 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     """
     from .. import distributed
     from ..board import TensorBoardLog
+    from ..device import bound_onednn_cache
     from ..model.transformer import ModelConfig
     from ..modeldir import lock_for_writing
     from ..stopsignals import Stopped
     from ..search import SearchConfig
     from ..train import Trainer, TrainOptions, write_train_manifest
 
+    bound_onednn_cache()          # before the first bf16 matrix multiply of this process
     if resume:
         params = inherit_saved(ctx.params, given_params(ctx), model_dir)
         scheme, layers, amp = params["scheme"], params["layers"], params["amp"]

@@ -3,6 +3,8 @@ tracks fp32's; the CPU dropout mask (:mod:`depnmt.model.dropout`)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from test_bench import load_bench  # tests/unit is on sys.path (it has no __init__.py)
@@ -140,3 +142,24 @@ def test_resume_keeps_the_saved_precision_and_older_models_stay_fp32(tmp_path):
         write_config(tmp_path, {"model": model, "tokenizers": {"src": {}, "tgt": {}},
                                 "parser": {"src": None}, "training": saved})
         assert inherit_saved(params, given, tmp_path)["train_precision"] == expected
+
+
+def test_onednn_cache_is_bounded_unless_the_user_set_it(monkeypatch):
+    from depnmt.device import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VAR, bound_onednn_cache
+    monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
+    bound_onednn_cache()
+    assert os.environ[ONEDNN_CACHE_VAR] == str(ONEDNN_CACHE_CAPACITY) == "64"
+    monkeypatch.setenv(ONEDNN_CACHE_VAR, "8")
+    bound_onednn_cache()
+    assert os.environ[ONEDNN_CACHE_VAR] == "8"
+
+
+def test_train_bounds_the_onednn_cache_before_it_builds_a_model(monkeypatch, tmp_path):
+    """`depnmt train` sets the variable before any model exists (here: it fails on a data
+    folder without a bpe manifest, after having set it)."""
+    from depnmt.cli import main
+    from depnmt.device import ONEDNN_CACHE_VAR
+    monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(tmp_path), "-o", str(tmp_path / "m")])
+    assert os.environ.get(ONEDNN_CACHE_VAR) == "64"
