@@ -40,7 +40,7 @@ import torch
 
 from depnmt.data import Batch, Example, add_features, collate
 from depnmt.device import PRECISIONS, autocast, resolve_device, train_precision
-from depnmt.model.schemes.registry import all_cli_options, build_schemes, resolve
+from depnmt.model.schemes.registry import learn_options, resolve, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
 from depnmt.trees import random_heads
@@ -88,13 +88,11 @@ class Setup:
         learns from the data, e.g. GPS's label vocabulary, learned first, as in training)."""
         spec, overrides = SYSTEMS[name]
         names = resolve(spec)
-        options = {o.name: o.default for o in all_cli_options()} | overrides
-        for scheme in build_schemes(names, options):
-            options |= scheme.learn_options(examples)
+        schemes = learn_options(scheme_entries(names, overrides), examples)
         torch.manual_seed(seed)
         cfg = ModelConfig(self.vocab, self.vocab, d_model=self.d_model, n_heads=self.heads,
                           d_ff=self.d_ff, encoder_layers=self.layers, decoder_layers=self.layers,
-                          scheme=names, scheme_options=options)
+                          schemes=schemes)
         model = TransformerNMT(cfg).to(self.device)
         for ex in examples:
             ex.feats, ex.tgt_feats = {}, {}

@@ -60,9 +60,9 @@ def position_kind(model_dir: Path, model: dict[str, Any]) -> str:
     """``abs``, ``rel`` or ``none``: how the model's scheme maps onto CTranslate2, or an error
     naming the scheme when it cannot."""
     from .model.schemes.relative import Shaw, term_set
-    names = list(model["scheme"])
-    rel_used = "rel" in names and bool(term_set(Shaw(**model["scheme_options"])
-                                                .option("rel_terms")))
+    names = [s["name"] for s in model["schemes"]]
+    rel_used = any(s["name"] == "rel" and term_set(Shaw(**s["options"]).option("rel_terms"))
+                   for s in model["schemes"])
     others = [n for n in names if n not in ("abs", "rel", "none")]
     spec = "+".join(names)
     if others:
@@ -211,7 +211,7 @@ def export_ctranslate2(model_dir: Path, out_dir: Path, checkpoint: Path | None =
         "export_format": EXPORT_FORMAT, "format": "ctranslate2", "depnmt_version": __version__,
         "ctranslate2_version": ct2.__version__, "source_model": str(model_dir.resolve()),
         "checkpoint": ckpt_path.name, "step": state.get("progress", {}).get("step"),
-        "scheme": config["model"]["scheme"],
+        "scheme": [s["name"] for s in config["model"]["schemes"]],
         "positions": kind, "quantization": quantization or "float32",
         "src_lang": config.get("src_lang"), "tgt_lang": config.get("tgt_lang"),
         "tokenizers": config["tokenizers"], "max_src_len": int(config.get("max_src_len", 250)),

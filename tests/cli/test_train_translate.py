@@ -100,7 +100,8 @@ def test_resume_takes_the_saved_flags(tiny_bpe, tmp_path):
     for name in a:
         assert torch.equal(a[name], b[name]), name
     config = json.loads((split / "config.json").read_text())
-    assert config["model"]["scheme_options"]["rel_k"] == 3
+    assert config["model"]["schemes"] == [{"name": "abs", "options": {}}, {"name": "rel", "options": {
+        "rel_k": 3, "rel_terms": "key,value"}}]
     assert config["training"]["max_steps"] == 6 and config["model"]["dropout"] == 0.2
 
 
