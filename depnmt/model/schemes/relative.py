@@ -54,7 +54,8 @@ from .registry import FUSIONS, register
 TERM_CHOICES = ("key,value", "key", "value", "none")
 
 
-def _terms(what: str) -> Any:
+def terms_option(what: str) -> Any:
+    """The ``--{scheme}-terms`` ablation option: which of the key/value tables to use."""
     return option("key,value", f"which of {what} to use (ablations, Omote et al. Table 3)",
                   click.Choice(TERM_CHOICES))
 
@@ -63,21 +64,21 @@ def _terms(what: str) -> Any:
 class ShawOptions:
     rel_k: int = option(2, "rel: maximum relative distance k (Eq. 15)",     # Omote §5.1: k = 2
                         click.IntRange(min=0))
-    rel_terms: str = _terms("rel's a^K (key) / a^V (value)")
+    rel_terms: str = terms_option("rel's a^K (key) / a^V (value)")
 
 
 @dataclass
 class DepOptions(SubwordTreeOptions):
     dep_l: int = option(2, "dep: maximum relative depth l (Eqs. 19–20)",   # Omote §5.1: l = 2
                         click.IntRange(min=0))
-    dep_terms: str = _terms("dep's b^K / b^V")
+    dep_terms: str = terms_option("dep's b^K / b^V")
 
 
 @dataclass
 class DepLabelOptions(SubwordTreeOptions):
     deplabel_k: int = option(2, "deplabel: ancestor/descendant labels with |label| > k get a "
                              "zero vector", click.IntRange(min=0))
-    deplabel_terms: str = _terms("deplabel's b^K / b^V")
+    deplabel_terms: str = terms_option("deplabel's b^K / b^V")
 
 
 @dataclass
