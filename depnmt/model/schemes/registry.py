@@ -58,11 +58,13 @@ def register(cls: type[Scheme]) -> type[Scheme]:
     if SCHEMES.get(cls.name, cls) is not cls:
         raise TypeError(f"scheme name {cls.name!r} is registered twice")
     for f in fields(cls.Options):
-        first = OPTION_FIELDS.setdefault(f.name, (f, cls.name))
+        first = OPTION_FIELDS.get(f.name, (f, cls.name))
         if first[0] is not f:
             raise TypeError(f"scheme {cls.name!r} declares option {f.name!r}, which scheme "
                             f"{first[1]!r} declares differently: options with one name must "
                             f"be one field of a shared options class")
+    for f in fields(cls.Options):
+        OPTION_FIELDS.setdefault(f.name, (f, cls.name))
     SCHEMES[cls.name] = cls
     return cls
 
