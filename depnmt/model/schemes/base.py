@@ -136,6 +136,15 @@ class Scheme:
         (BOS + target), from ``example.tgt_tree`` (only called when training)."""
         return {}
 
+    def pair_labels(self, example: Any) -> Tensor | None:
+        """``[n, n]`` per-pair labels (table rows) over the ``n = len(example.src) − 1`` source
+        tokens, for relative schemes (``depnmt inspect`` prints them); None for others."""
+        return None
+
+    def label_text(self, label: int) -> str:
+        """What a label of :meth:`pair_labels` means in the paper's terms (e.g. a distance)."""
+        return str(label)
+
     def check(self, dims: ModelDims) -> None:
         """Raise :class:`~depnmt.errors.DepnmtError` if the options do not fit the model (called
         before data is loaded)."""

@@ -226,8 +226,17 @@ class Shaw(Scheme):
     help = "Shaw et al. (2018) relative positions clip(j − i, k), encoder and decoder"
     Options = ShawOptions
 
+    prefix, clip = "rel", "k"
+
     def build(self, dims: ModelDims) -> SchemeModule:
         return ShawModule(dims, self.option("rel_k"), term_set(self.option("rel_terms")))
+
+    def pair_labels(self, example: Any) -> Tensor:
+        pos = torch.arange(len(example.src) - 1)
+        return shaw_labels(pos, pos, self.option("rel_k"))
+
+    def label_text(self, label: int) -> str:
+        return str(label - self.option("rel_k") - 1)                   # clip(j − i, k)
 
 
 class TreeScheme(Scheme):
@@ -264,6 +273,13 @@ class TreeScheme(Scheme):
         labels = view.expand(self.labels(view.heads, self.clip_value()))
         return {self.feature: with_special_tokens(labels, len(example.src), self.rows())}
 
+    def pair_labels(self, example: Any) -> Tensor:
+        """The labels of :meth:`source_features` without the EOS row and column."""
+        return self.source_features(example)[self.feature][:-1, :-1].long()
+
+    def label_text(self, label: int) -> str:
+        return str(label - self.clip_value() - 1)                       # clip(dist_ij, c)
+
     def build(self, dims: ModelDims) -> SchemeModule:
         return TreeModule(dims, self.feature, self.rows(),
                           term_set(self.option(f"{self.prefix}_terms")))
@@ -284,6 +300,12 @@ class DepLabel(TreeScheme):
     feature, prefix, clip, labels = "deplabel_labels", "deplabel", "k", \
         staticmethod(deplabel_labels)
     extra_labels = 1                                    # sib
+
+    def label_text(self, label: int) -> str:
+        """ja §3.1: a depth difference, ``self``, ``sib`` or ``non_dep`` (which also stands
+        for the pairs beyond k: they get its zero vector)."""
+        k = self.clip_value()
+        return {0: "non_dep", k + 1: "self", 2 * k + 2: "sib"}.get(label, str(label - k - 1))
     Options = DepLabelOptions
 
 

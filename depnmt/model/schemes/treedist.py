@@ -52,10 +52,13 @@ class TreeDistanceOptions(SubwordTreeOptions):
 @register
 class TreeDistance(TreeScheme):
     name = "treedist"
-    help = "tree distance: path length between i and j on the source tree, clipped (encoder)"
+    help = "tree distance: path length of i and j on the source tree, clipped to k"
     Options = TreeDistanceOptions
     feature, prefix, clip, labels = "treedist_labels", "treedist", "k", \
         staticmethod(treedist_labels)
+
+    def label_text(self, label: int) -> str:
+        return str(label - 1) if label else "none"                      # clip(d_ij, k)
 
     def rows(self) -> int:
         """0 (no term), then distances 0 … k."""
