@@ -60,6 +60,7 @@ SYSTEMS: dict[str, tuple[str, dict]] = {
     "gps": ("Transformer_gps", {"gps_layers": "0"}),
     "gps@all": ("Transformer_gps", {"gps_layers": "all"}),
     "pascal": ("Transformer_pascal", {}), "structural": ("Transformer_structural", {}),
+    "treedist": ("Transformer_treedist", {}),
 }
 ISSUE3 = "abs,rel,dep,dep+rel,deplabel,deplabel+rel"
 LABELS = ("nsubj", "obj", "det", "amod", "obl", "case", "nmod", "advmod", "cc", "conj", "punct",
