@@ -153,7 +153,8 @@ def build_spec(config: dict[str, Any], weights: dict, kind: str, src_itos: list[
     spec.config.add_source_eos = True
     spec.config.layer_norm_epsilon = LAYER_NORM_EPS
     rows = max(MIN_POSITIONS, position_rows(config))
-    rel_part = f"schemes.parts.{m['scheme'].index('rel')}" if kind == "rel" else None
+    names = [s["name"] for s in m["schemes"]]
+    rel_part = f"schemes.parts.{names.index('rel')}" if kind == "rel" else None
     for side, stack in (("src", spec.encoder), ("tgt", spec.decoder)):
         if kind != "rel":
             stack.position_encodings.encodings = _position_table(kind, rows, m["d_model"])
