@@ -41,7 +41,8 @@ import torch
 
 from depnmt.data import Batch, Example, add_features, collate
 from depnmt.device import PRECISIONS, autocast, resolve_device, train_precision
-from depnmt.model.schemes.registry import all_cli_options, build_schemes, resolve
+from depnmt.model.schemes.registry import (build_schemes, learn_options, resolve,
+                                           scheme_entries)
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
 from depnmt.trees import random_heads
@@ -61,6 +62,7 @@ SYSTEMS: dict[str, tuple[str, dict]] = {
     "gps": ("Transformer_gps", {"gps_layers": "0"}),
     "gps@all": ("Transformer_gps", {"gps_layers": "all"}),
     "pascal": ("Transformer_pascal", {}), "structural": ("Transformer_structural", {}),
+    "treedist": ("Transformer_treedist", {}),
 }
 ISSUE3 = "abs,rel,dep,dep+rel,deplabel,deplabel+rel"
 LABELS = ("nsubj", "obj", "det", "amod", "obl", "case", "nmod", "advmod", "cc", "conj", "punct",
@@ -90,13 +92,11 @@ class Setup:
         learns from the data, e.g. GPS's label vocabulary, learned first, as in training)."""
         spec, overrides = SYSTEMS[name]
         names = resolve(spec)
-        options = {o.name: o.default for o in all_cli_options()} | overrides
-        for scheme in build_schemes(names, options):
-            options |= scheme.learn_options(examples)
+        schemes = learn_options(scheme_entries(names, overrides), examples)
         torch.manual_seed(seed)
         cfg = ModelConfig(self.vocab, self.vocab, d_model=self.d_model, n_heads=self.heads,
                           d_ff=self.d_ff, encoder_layers=self.layers, decoder_layers=self.layers,
-                          scheme=names, scheme_options=options)
+                          schemes=schemes)
         model = TransformerNMT(cfg).to(self.device)
         for ex in examples:
             ex.feats, ex.tgt_feats = {}, {}
@@ -190,10 +190,9 @@ def corpus_batches(data_dir: Path, trees_dir: Path | None, max_tokens: int, n_ba
 def check_corpus_trees(names: list[str], parsed_dir: Path | None) -> None:
     """With ``--data`` only source trees exist (``--parsed``): a usage error for schemes that
     need target trees, or source trees when ``--parsed`` is missing."""
-    options = {o.name: o.default for o in all_cli_options()}
     for name in names:
         spec, overrides = SYSTEMS[name]
-        for scheme in build_schemes(resolve(spec), options | overrides):
+        for scheme in build_schemes(scheme_entries(resolve(spec), overrides)):
             if scheme.needs_target_trees:
                 raise click.UsageError(f"{name} needs target trees, which --data does not give "
                                        f"(leave it out, or use synthetic batches)")

@@ -53,7 +53,7 @@ def gps_module(model):
     for part in model.schemes.parts:
         if isinstance(part, GPSModule):
             return part
-    raise DepnmtError(f"AWSL needs a GPS model (scheme {'+'.join(model.cfg.scheme)} has no "
+    raise DepnmtError(f"AWSL needs a GPS model (scheme {'+'.join(model.cfg.scheme_names)} has no "
                       f"'gps' component)")
 
 

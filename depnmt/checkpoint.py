@@ -148,8 +148,11 @@ def _refused(message: str) -> str:
 
 
 def check_same_model(path: Path, found: dict, expected: dict) -> None:
-    """Error naming the first differing setting (scheme first: the most common mistake)."""
-    keys = ["scheme"] + sorted(k for k in expected if k != "scheme")
+    """Error naming the first differing setting (scheme first: the most common mistake); a
+    checkpoint saved with an old model config (a flat options bag) is compared upgraded."""
+    from .model.schemes.registry import upgrade_model_config
+    found, expected = upgrade_model_config(found), upgrade_model_config(expected)
+    keys = ["schemes"] + sorted(k for k in expected if k != "schemes")
     for key in keys:
         if found.get(key) != expected.get(key):
             raise DepnmtError(f"{path}: checkpoint was trained with {key}={found.get(key)!r} but "

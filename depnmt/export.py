@@ -60,9 +60,9 @@ def position_kind(model_dir: Path, model: dict[str, Any]) -> str:
     """``abs``, ``rel`` or ``none``: how the model's scheme maps onto CTranslate2, or an error
     naming the scheme when it cannot."""
     from .model.schemes.relative import Shaw, term_set
-    names = list(model["scheme"])
-    rel_used = "rel" in names and bool(term_set(Shaw(**model["scheme_options"])
-                                                .option("rel_terms")))
+    names = [s["name"] for s in model["schemes"]]
+    rel_used = any(s["name"] == "rel" and term_set(Shaw(**s["options"]).option("rel_terms"))
+                   for s in model["schemes"])
     others = [n for n in names if n not in ("abs", "rel", "none")]
     spec = "+".join(names)
     if others:
@@ -153,7 +153,8 @@ def build_spec(config: dict[str, Any], weights: dict, kind: str, src_itos: list[
     spec.config.add_source_eos = True
     spec.config.layer_norm_epsilon = LAYER_NORM_EPS
     rows = max(MIN_POSITIONS, position_rows(config))
-    rel_part = f"schemes.parts.{m['scheme'].index('rel')}" if kind == "rel" else None
+    names = [s["name"] for s in m["schemes"]]
+    rel_part = f"schemes.parts.{names.index('rel')}" if kind == "rel" else None
     for side, stack in (("src", spec.encoder), ("tgt", spec.decoder)):
         if kind != "rel":
             stack.position_encodings.encodings = _position_table(kind, rows, m["d_model"])
@@ -211,7 +212,7 @@ def export_ctranslate2(model_dir: Path, out_dir: Path, checkpoint: Path | None =
         "export_format": EXPORT_FORMAT, "format": "ctranslate2", "depnmt_version": __version__,
         "ctranslate2_version": ct2.__version__, "source_model": str(model_dir.resolve()),
         "checkpoint": ckpt_path.name, "step": state.get("progress", {}).get("step"),
-        "scheme": config["model"]["scheme"],
+        "scheme": [s["name"] for s in config["model"]["schemes"]],
         "positions": kind, "quantization": quantization or "float32",
         "src_lang": config.get("src_lang"), "tgt_lang": config.get("tgt_lang"),
         "tokenizers": config["tokenizers"], "max_src_len": int(config.get("max_src_len", 250)),

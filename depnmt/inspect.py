@@ -5,7 +5,11 @@ Row ``i``, column ``j`` is the value for the pair ``(i, j)`` before it becomes a
 * ``rel``       ``j − i`` (Shaw et al. 2018; Omote et al. 2019 Eqs. 13–15);
 * ``dep``       ``depth(n_j) − depth(n_i)`` (Omote et al. 2019 Eq. 16, Table 1);
 * ``deplabel``  that depth difference for ancestor/descendant pairs, ``self``, ``sib`` or
-  ``non_dep`` (the Japanese paper, §3.1, Table 1).
+  ``non_dep`` (the Japanese paper, §3.1, Table 1);
+* ``treedist``  the length of the path between the two words on the tree.
+
+The scheme computes the matrix (``Scheme.pair_labels``, the labels the model looks its tables
+up with, and ``Scheme.label_text``): what is printed is what the model sees.
 
 ``path`` (GPS) is no matrix: one line per token, the token, a tab and its root path joined by
 ``>`` (``school<TAB>root>obl``); subwords show their word's path (:mod:`depnmt.model.schemes.gps`).
@@ -17,45 +21,42 @@ a pair beyond the clip gets the zero vector, exactly like ``non_dep``, and is sh
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Sequence
 
-import torch
-from torch import Tensor
 
-from .trees import LINEAL, NON_DEP, SELF, SIB, pair_relations, project_tree, relative_depth
-
-SCHEMES = ("dep", "deplabel", "rel", "path")
-RELATION_NAMES = {SELF: "self", SIB: "sib", NON_DEP: "non_dep"}
-
-
-def _int_cells(values: Tensor, clip: int | None) -> list[list[str]]:
-    if clip is not None:
-        values = values.clamp(-clip, clip)
-    return [[str(v) for v in row] for row in values.tolist()]
+def pair_schemes() -> tuple[str, ...]:
+    """The registered schemes that label pairs (:meth:`Scheme.pair_labels`), joint forms left
+    out; a new relative scheme is listed without a change here."""
+    from .model.schemes.base import Scheme
+    from .model.schemes.registry import FUSIONS, SCHEMES as REGISTERED, load_builtin_schemes
+    load_builtin_schemes()
+    return tuple(name for name, cls in REGISTERED.items()
+                 if cls.pair_labels is not Scheme.pair_labels and name not in FUSIONS.values())
 
 
-def _deplabel_cell(dist: int, relation: int, clip: int | None) -> str:
-    if relation != LINEAL:
-        return RELATION_NAMES[relation]
-    return RELATION_NAMES[NON_DEP] if clip is not None and abs(dist) > clip else str(dist)
+SCHEMES = pair_schemes() + ("path",)
 
 
 def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: int | None = None,
                rule: str = "chain", chain_head: str = "last") -> list[list[str]]:
     """The ``[n, n]`` cells of ``scheme`` for the tree ``heads`` over ``tokens`` (words, or
-    subwords with "@@ " markers, projected by ``rule``)."""
-    if scheme == "rel":
-        pos = torch.arange(len(tokens))
-        return _int_cells(pos[None, :] - pos[:, None], clip)
-    tree = project_tree(heads, tokens, rule, chain_head)
-    dist = tree.expand(relative_depth(tree.heads))
-    if scheme == "dep":
-        return _int_cells(dist, clip)
-    if scheme == "deplabel":
-        relation = tree.expand(pair_relations(tree.heads))
-        return [[_deplabel_cell(d, r, clip) for d, r in zip(drow, rrow)]
-                for drow, rrow in zip(dist.tolist(), relation.tolist())]
-    raise ValueError(f"unknown scheme {scheme!r}; choose from {SCHEMES}")
+    subwords with "@@ " markers, projected by ``rule``), as the scheme itself labels the pairs
+    (:meth:`~depnmt.model.schemes.base.Scheme.pair_labels`, ``label_text``); without ``clip``
+    the scheme's clip value is the sentence length, so nothing is clipped."""
+    from .model.schemes.registry import SCHEMES as REGISTERED
+    from .model.schemes.registry import build_schemes, load_builtin_schemes, scheme_entries
+    load_builtin_schemes()
+    if scheme not in SCHEMES or scheme == "path":
+        raise ValueError(f"unknown scheme {scheme!r}; choose from {SCHEMES[:-1]}")
+    cls = REGISTERED[scheme]
+    values = {f"{cls.prefix}_{cls.clip}": clip if clip is not None else max(len(tokens), 1),
+              "subword_tree": rule, "chain_head": chain_head}
+    built = build_schemes(scheme_entries([scheme], values))[0]
+    example = SimpleNamespace(index=0, src=[0] * (len(tokens) + 1), src_subwords=list(tokens),
+                              src_tree=SimpleNamespace(heads=list(heads), sent_ids=None))
+    return [[built.label_text(label) for label in row]
+            for row in built.pair_labels(example).tolist()]
 
 
 def format_matrix(tokens: Sequence[str], cells: list[list[str]]) -> str:

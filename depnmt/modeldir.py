@@ -36,7 +36,7 @@ from .vocab import Vocab
 
 CONFIG = "config.json"
 LOCK = ".lock"
-CONFIG_FORMAT = 1
+CONFIG_FORMAT = 2        # 2: model.schemes = [{name, options}]; 1 (read, upgraded): a flat bag
 
 # What translate, `train --resume` and report read from config.json, with the JSON types they
 # need (a test checks the model and search fields against ModelConfig and SearchConfig).
@@ -44,7 +44,7 @@ NUMBER = (int, float)
 MODEL_FIELDS = {"src_vocab_size": int, "tgt_vocab_size": int, "d_model": int, "n_heads": int,
                 "d_ff": int, "encoder_layers": int, "decoder_layers": int, "dropout": NUMBER,
                 "attention_dropout": NUMBER, "tie_decoder_embeddings": bool,
-                "share_all_embeddings": bool, "scheme": list, "scheme_options": dict}
+                "share_all_embeddings": bool, "schemes": list}
 SEARCH_FIELDS = {"beam": int, "alpha": NUMBER, "max_len_a": NUMBER, "max_len_b": int}
 SECTIONS = {  # section -> (its fields and their types, required?)
     "model": (MODEL_FIELDS, True),
@@ -73,11 +73,33 @@ def read_config(model_dir: Path) -> dict[str, Any]:
     path = model_dir / CONFIG
     config = read_json(path, f"{model_dir}: not a depnmt model directory (no {CONFIG}); train "
                              f"one with `depnmt train` or pass -m MODEL_DIR")
-    if config.get("config_format") != CONFIG_FORMAT:
+    if config.get("config_format") not in (1, CONFIG_FORMAT):
         raise DepnmtError(f"{path}: model config format {config.get('config_format')} (depnmt "
                           f"{config.get('depnmt_version')}) is not readable by depnmt {__version__}")
+    if config["config_format"] == 1:
+        config = upgrade_config(path, config)
     check_config(path, config)
     return config
+
+
+def upgrade_config(path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """A ``config_format`` 1 file in today's form (in memory; the file is left as it is):
+    ``model.scheme`` + the flat ``model.scheme_options`` become ``model.schemes``, each scheme
+    with the options it declares (:func:`~depnmt.model.schemes.registry.upgrade_model_config`);
+    and the training section of a model saved before ``--precision`` existed says ``fp32``
+    (what it trained in on the CPU), which ``train --resume`` inherits."""
+    from .model.schemes.registry import upgrade_model_config
+    out = {**config, "config_format": CONFIG_FORMAT}
+    model = config.get("model")
+    if isinstance(model, dict) and isinstance(model.get("scheme"), list) \
+            and isinstance(model.get("scheme_options", {}), dict):
+        try:
+            out["model"] = upgrade_model_config(model)
+        except DepnmtError as exc:
+            raise DepnmtError(f"{path}: {exc}") from None
+    if isinstance(config.get("training"), dict):
+        out["training"] = {"precision": "fp32", **config["training"]}
+    return out
 
 
 def check_config(path: Path, config: dict[str, Any]) -> None:
@@ -94,8 +116,10 @@ def check_config(path: Path, config: dict[str, Any]) -> None:
     unknown = sorted(set(config.get("search", {})) - set(SEARCH_FIELDS))
     if unknown:
         raise DepnmtError(f"{path}: unknown search setting(s) {', '.join(unknown)}")
-    if not all(isinstance(name, str) for name in config["model"]["scheme"]):
-        raise DepnmtError(f"{path}: \"model.scheme\" should be a list of scheme names")
+    if not all(isinstance(s, dict) and isinstance(s.get("name"), str)
+               and isinstance(s.get("options"), dict) for s in config["model"]["schemes"]):
+        raise DepnmtError(f"{path}: \"model.schemes\" should be a list of "
+                          f"{{\"name\": ..., \"options\": {{...}}}} objects")
 
 
 _MISSING = object()

@@ -50,7 +50,7 @@ def training_summary(model_dir: Path) -> dict:
     ends = [r for r in records if r["event"] == "end"]
     selected = next((r for r in reversed(valid) if r.get("best")), None)
     summary = {
-        "scheme": "+".join(config["model"]["scheme"]),
+        "scheme": "+".join(s["name"] for s in config["model"]["schemes"]),
         "seed": config.get("training", {}).get("seed"),
         "parameters": start.get("parameters"),
         "updates": max((r["step"] for r in records), default=0),

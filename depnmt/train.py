@@ -45,21 +45,19 @@ import torch
 
 from . import distributed as dist
 from .checkpoint import load_checkpoint, save_checkpoint
-from .data import (Example, TokenBatcher, add_features, attach_trees, example_lengths,
-                   iterate_batches, iterate_updates, load_parallel, prefetch)
+from .data import (TokenBatcher, add_features, example_lengths, iterate_batches,
+                   iterate_updates, prefetch)
 from .device import autocast, grad_scaler, precision_name, train_precision
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
-from .manifest import load_manifest, write_manifest
-from .model.schemes import build_schemes
-from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
+from .model.transformer import TransformerNMT, label_smoothed_nll
+from .modeldir import checkpoint_dir, read_config
 from .search import SearchConfig
 from .stopsignals import StopSignals, Stopped
-from .textio import append_line, atomic_open, read_lines
+from .textio import append_line, atomic_open
+from .trainrun import METRICS, TrainingRun
 from .vocab import PAD
 
-METRICS = "metrics.jsonl"
 
 
 @dataclass
@@ -114,49 +112,28 @@ def inverse_sqrt(step: int, warmup: int) -> float:
 
 
 class Trainer:
-    """Owns the data, model, optimizer and model directory of one training run."""
+    """Owns the model, optimizer and progress of one training run and runs its loop (the run
+    itself — model directory, data, config — is set up by :func:`depnmt.trainrun.prepare_run`)."""
 
     board = None        # a depnmt.board.TensorBoardLog with --tensorboard: gets every record
 
-    def __init__(self, data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
-                 opts: TrainOptions, trees_dir: Path | None = None, resume: bool = False,
-                 search: SearchConfig | None = None):
-        self.data_dir, self.model_dir, self.opts = data_dir, model_dir, opts
+    def __init__(self, setup: TrainingRun):
+        self.setup, opts = setup, setup.opts
+        self.data_dir, self.model_dir, self.trees_dir = setup.data_dir, setup.model_dir, \
+            setup.trees_dir
+        self.opts, self.search, self.model_cfg = opts, setup.search, setup.model_cfg
+        self.src_vocab, self.tgt_vocab = setup.src_vocab, setup.tgt_vocab
+        self.train_data, self.dev_data, self.dev_refs = setup.train_data, setup.dev_data, \
+            setup.dev_refs
         random.seed(opts.seed)      # before anything random (model initialisation included);
         torch.manual_seed(opts.seed)  # a resumed run then restores the saved RNG states
         self.device = dist.local_device(opts.device)
         self.amp = train_precision(self.device, opts.precision if opts.amp else "fp32")
-        self.ckpt_dir = checkpoint_dir(model_dir)
-        self._check_model_dir(resume)
+        self.ckpt_dir = checkpoint_dir(self.model_dir)
         self._log_records = 0
-        if dist.is_main() and not resume:   # what a run killed before its first last.pt left
-            for leftover in (model_dir / METRICS, self.ckpt_dir / "best.pt"):
-                leftover.unlink(missing_ok=True)
-        self.bpe = load_manifest(data_dir, "bpe")
-        self.prepare_dir = Path(self.bpe["prepare_dir"])
-        self.prepare = load_manifest(self.prepare_dir, "prepare", verify=False)
-        self.src_lang, self.tgt_lang = self.bpe["src_lang"], self.bpe["tgt_lang"]
-        self.src_vocab, self.tgt_vocab = load_vocabs(data_dir)
-        if resume:
-            saved = ModelConfig.from_dict(read_config(model_dir)["model"])
-            model_cfg = saved_unused_options(model_cfg or saved, saved)
-        self.model_cfg = self._complete_config(model_cfg)
-        self.schemes = build_schemes(self.model_cfg.scheme, self.model_cfg.scheme_options)
-        for scheme in self.schemes:
-            scheme.check(self.model_cfg.dims)
-        self.trees_dir = trees_dir
-        self.tree_parsers = self._tree_parsers()
-        # the parser translate must run: only for schemes that read source trees (not DBSA)
-        self.parser_settings = self.tree_parsers.get("src") \
-            if any(s.needs_source_trees for s in self.schemes) else None
-        self.search = search or SearchConfig()
-        self.train_data = self._load("train", training=True)
-        self.dev_data = self._load("dev", training=False)
-        self.dev_refs = self._dev_references()
-        if dist.is_main():
-            self._write_model_dir()
-        dist.barrier()
         self.model = TransformerNMT(self.model_cfg).to(self.device)   # alike on every rank
+        for examples in (self.train_data, self.dev_data):   # by the model's own schemes
+            add_features(examples, self.model.schemes.schemes)
         dist.seed_rank(opts.seed)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=opts.lr, betas=(0.9, 0.98),
                                           eps=1e-9)
@@ -166,95 +143,9 @@ class Trainer:
         self.progress = Progress()
         self.batcher = TokenBatcher(example_lengths(self.train_data), opts.max_tokens, opts.seed,
                                     max_sentences=opts.batch_sentences or None)
-        if resume:
+        if setup.resume:
             self._restore()
         self.net = dist.wrap(self.model, self.device)   # what training runs: DDP or the model
-
-    # -- setup -----------------------------------------------------------------------------
-    def _check_model_dir(self, resume: bool) -> None:
-        last = self.ckpt_dir / "last.pt"
-        if resume and not last.exists():
-            raise DepnmtError(f"{self.model_dir}: --resume given but there is no {last}")
-        if not resume and last.exists():
-            raise DepnmtError(f"{self.model_dir}: already holds a trained model; pass --resume to "
-                              f"continue it or choose another -o folder")
-
-    def _complete_config(self, cfg: ModelConfig) -> ModelConfig:
-        cfg.src_vocab_size, cfg.tgt_vocab_size = len(self.src_vocab), len(self.tgt_vocab)
-        if cfg.share_all_embeddings and self.src_vocab != self.tgt_vocab:
-            raise DepnmtError(f"{self.data_dir}: --share-all-embeddings needs a joint vocabulary "
-                              f"(run `depnmt bpe --joint`)")
-        return cfg
-
-    def _tree_parsers(self) -> dict[str, dict]:
-        """Parser settings of each side whose trees training reads: ``src`` when a scheme reads
-        or learns from source trees, ``tgt`` when one learns from target trees."""
-        needed = {"src": any(s.needs_source_trees or s.trains_on_source_trees for s in self.schemes),
-                  "tgt": any(s.needs_target_trees for s in self.schemes)}
-        sides = [side for side, need in needed.items() if need]
-        if not sides:
-            return {}
-        what = {"src": "source", "tgt": "target"}
-        if self.trees_dir is None:
-            raise DepnmtError(f"scheme {'+'.join(self.model_cfg.scheme)} needs "
-                              f"{' and '.join(what[s] for s in sides)} trees: pass --trees "
-                              f"PARSE_DIR (made by `depnmt parse --side "
-                              f"{sides[0] if len(sides) == 1 else 'both'}`)")
-        parsed = load_manifest(self.trees_dir, "parse", verify=False)
-        out = {}
-        for side in sides:
-            settings = (parsed.get("parser") or {}).get(side)
-            if settings is None:
-                raise DepnmtError(f"{self.trees_dir}: has no {what[side]}-side trees (parse with "
-                                  f"--side {side})")
-            out[side] = settings
-        return out
-
-    def _load(self, split: str, training: bool) -> list[Example]:
-        src = self.data_dir / f"{split}.{self.src_lang}"
-        tgt = self.data_dir / f"{split}.{self.tgt_lang}"
-        if not src.exists():
-            if training:
-                raise DepnmtError(f"{src}: missing; the bpe folder has no training data")
-            return []
-        examples, dropped = load_parallel(src, tgt, self.src_vocab, self.tgt_vocab,
-                                          self.opts.max_len, drop_long=training)
-        if dropped:
-            warn(f"{src}: {dropped} training pairs longer than --max-len {self.opts.max_len} "
-                 f"subwords skipped")
-        for side, lang in (("src", self.src_lang), ("tgt", self.tgt_lang)):
-            if side in self.tree_parsers:
-                attach_trees(examples, self.trees_dir / f"{split}.{lang}.conllu", side)
-        if training:   # e.g. GPS's label vocabulary, recorded in config.json for translate
-            for scheme in self.schemes:
-                learned = scheme.learn_options(examples)
-                self.model_cfg.scheme_options.update(learned)
-                for other in self.schemes:
-                    other.options.update(learned)
-        add_features(examples, self.schemes)
-        return examples
-
-    def _dev_references(self) -> list[str]:
-        ref = self.prepare_dir / f"dev.raw.{self.tgt_lang}"
-        return read_lines(ref) if ref.exists() and self.dev_data else []
-
-    def _write_model_dir(self) -> None:
-        from .bpe import Segmenter
-        save_vocabs(self.model_dir, (self.src_vocab, self.tgt_vocab))
-        for side in ("src", "tgt"):
-            Segmenter.from_dir(self.data_dir, side).save(self.model_dir, side)
-        write_config(self.model_dir, {
-            "model": self.model_cfg.to_dict(),
-            "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
-            "tokenizers": self.prepare["tokenizers"],
-            "parser": {"src": self.parser_settings, "training": self.tree_parsers},
-            "subwords": self.bpe.get("options", {}),
-            "max_src_len": self.opts.max_len,
-            "search": asdict(self.search),
-            "training": asdict(self.opts),
-            "data": {"bpe_dir": str(self.data_dir.resolve()),
-                     "trees_dir": str(self.trees_dir.resolve()) if self.trees_dir else None},
-        })
 
     # -- checkpoints -----------------------------------------------------------------------
     def _rng_state(self) -> dict[str, Any]:
@@ -513,14 +404,15 @@ class Trainer:
             return False
         return True
 
-    def run(self) -> Progress:
-        """Train until a budget (epochs, steps, minutes) or early stopping ends the run."""
+    def run(self, signals: StopSignals) -> Progress:
+        """Train until a budget (epochs, steps, minutes) or early stopping ends the run; after
+        each update, stop (:class:`Stopped`) when ``signals`` received SIGTERM/SIGINT."""
         o, p = self.opts, self.progress
         started, base = time.monotonic(), p.elapsed
         self._announce()
         window = {"tokens": 0, "src_tokens": 0, "loss": 0.0, "t": time.monotonic()}
         stop = not self._keep_going(started, base)     # e.g. a finished run resumed
-        with progress_bar() as bar, StopSignals() as signals:
+        with progress_bar() as bar:
             task = bar.add_task(f"epoch {p.epoch}", total=o.max_steps or None, completed=p.step)
             while not stop and (not o.max_epochs or p.epoch <= o.max_epochs):
                 for done, batches in self._updates():
@@ -564,7 +456,7 @@ class Trainer:
                               f"{o.update_freq}): lower --max-tokens or --update-freq")
         n_params = sum(t.numel() for t in self.model.parameters())
         where = f"{self.device}" + (f" × {world} processes" if world > 1 else "")
-        info(f"training {'+'.join(self.model_cfg.scheme)} on {where} in "
+        info(f"training {'+'.join(self.model_cfg.scheme_names)} on {where} in "
              f"{precision_name(self.amp)} ({n_params:,} parameters, {len(self.train_data):,} "
              f"pairs, {n_batches} batches/epoch)")
         self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
@@ -654,24 +546,3 @@ def add_to_window(window: dict, stats: dict) -> None:
     aux = window.setdefault("aux", {})      # schemes' auxiliary losses
     for k, v in stats["aux"].items():
         aux[k] = aux.get(k, 0.0) + v * stats["tokens"]
-
-
-def saved_unused_options(cfg: ModelConfig, saved: ModelConfig) -> ModelConfig:
-    """For ``--resume``: the flags of schemes this model does not use (e.g. added to depnmt
-    since it was saved) must not make the checkpoint look like another model. When the scheme
-    and every option of its components agree, the saved options are kept as they are."""
-    used = {o.name for s in build_schemes(cfg.scheme, {}) for o in s.cli_options()}
-    if cfg.scheme == saved.scheme and all(cfg.scheme_options.get(k) == saved.scheme_options.get(k)
-                                          for k in used):
-        cfg.scheme_options = dict(saved.scheme_options)
-    return cfg
-
-
-def write_train_manifest(trainer: Trainer) -> None:
-    write_manifest(trainer.model_dir, "train",
-                   inputs={"bpe": str(trainer.data_dir.resolve()),
-                           "trees": str(trainer.trees_dir.resolve()) if trainer.trees_dir else None},
-                   options=asdict(trainer.opts), outputs=["metrics.jsonl"],
-                   extra={"progress": {k: v for k, v in asdict(trainer.progress).items()
-                                       if k != "history"},
-                          "precision": precision_name(trainer.amp)})

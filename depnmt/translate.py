@@ -24,7 +24,7 @@ from .data import Example, add_features, collate, encode_source
 from .device import amp_dtype, autocast, resolve_device
 from .errors import DepnmtError
 from .log import warn
-from .model.schemes import Extras, build_schemes
+from .model.schemes import Extras
 from .model.transformer import ModelConfig, TransformerNMT
 from .modeldir import default_checkpoint, load_vocabs, read_config
 from .search import SearchConfig, search
@@ -45,8 +45,8 @@ class Translator:
         self.model, self.config = model.eval(), config
         self.src_vocab, self.tgt_vocab, self.segmenter = src_vocab, tgt_vocab, segmenter
         self.device, self.search_cfg, self.max_tokens = device, search_cfg, max_tokens
-        self.schemes = build_schemes(config["model"]["scheme"], config["model"]["scheme_options"])
-        self.needs_trees = any(s.needs_source_trees for s in self.schemes)
+        self.schemes = model.schemes.schemes          # the model's own (one SchemeStack)
+        self.needs_trees = model.schemes.needs_source_trees
         self.src_tokenizer = make_tokenizer(config["tokenizers"]["src"])
         self.tgt_tokenizer = make_tokenizer(config["tokenizers"]["tgt"])
         self.max_src_len = int(config.get("max_src_len", 250))

@@ -26,6 +26,12 @@ TITLES = {"dep": "dep: depth(n_j) − depth(n_i)  (Omote et al. 2019, Eq. 16)",
           "path": "path: root path of dependency labels (GPS)"}
 
 
+def scheme_title(scheme: str) -> str:
+    """A scheme without a title above: its name and its one-line help."""
+    from .model.schemes.registry import SCHEMES
+    return f"{scheme}: {SCHEMES[scheme].help}"
+
+
 def cell_values(cells: Sequence[Sequence[str]]) -> list[list[float]]:
     """The heatmap's numbers: each cell as an integer, NaN for a label (``self``, ``sib``,
     ``non_dep``)."""
@@ -129,7 +135,7 @@ def sentence_figure(scheme: str, tree: Any, tokens: Sequence[str],
         for k, line in enumerate(paths or []):
             bottom.text(0.0, 1 - k / max(n, 1), line.replace("\t", "  "), fontsize=9, va="top",
                         transform=bottom.transAxes, family="monospace")
-    what = TITLES[scheme] + ("" if cells is None else "  [row i, column j]")
+    what = (TITLES.get(scheme) or scheme_title(scheme)) + ("" if cells is None else "  [row i, column j]")
     fig.suptitle(f"{title}\n{what}" if title else what, fontsize=9)
     fig.tight_layout()
     return fig

@@ -109,6 +109,18 @@ def relative_depth(heads: Sequence[int]) -> Tensor:
     return depth[None, :] - depth[:, None]
 
 
+def tree_distance(heads: Sequence[int]) -> Tensor:
+    """The length of the path between nodes ``i`` and ``j`` (arcs, either direction),
+    ``depth(i) + depth(j) − 2 · depth(lca(i, j))``: ``[n, n]`` int64, symmetric, 0 on the
+    diagonal; −1 for two nodes of different trees of a forest (no path)."""
+    n = len(heads)
+    lineal = (ancestor_matrix(heads) | torch.eye(n, dtype=torch.bool)).to(torch.float64)
+    common = (lineal @ lineal.t()).round().long()       # shared ancestors-or-self: depth(lca) + 1
+    depth = torch.tensor(depths(heads), dtype=torch.long)
+    dist = depth[:, None] + depth[None, :] - 2 * (common - 1)
+    return torch.where(common > 0, dist, torch.full_like(dist, -1))
+
+
 def pair_relations(heads: Sequence[int]) -> Tensor:
     """``[n, n]`` int64 relation of every pair: :data:`SELF` on the diagonal, :data:`LINEAL`
     for ancestor/descendant pairs, :data:`SIB` for siblings, :data:`NON_DEP` otherwise."""

@@ -13,7 +13,8 @@ from ..trees import CHAIN_HEADS, SUBWORD_RULES
 @click.command("inspect", context_settings={"show_default": True})
 @click.option("--scheme", type=click.Choice(SCHEMES), required=True,
               help="dep: relative depth (Omote et al. Eq. 16); deplabel: the Japanese paper's "
-                   "labels; rel: j − i; path: each token's root path (GPS), one line per token")
+                   "labels; rel: j − i; treedist: path length on the tree; path: each token's "
+                   "root path (GPS), one line per token")
 @click.option("--clip", type=click.IntRange(min=0), default=None,
               help="show the values clipped to K as the model uses them (deplabel: pairs "
                    "beyond K become non_dep)")

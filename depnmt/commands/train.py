@@ -2,68 +2,77 @@
 
 from __future__ import annotations
 
-import sys
-from contextlib import nullcontext
+from dataclasses import fields
 from pathlib import Path
 
 import click
 
 from ..device import PRECISIONS
-from ..model.schemes.registry import PRESETS, all_cli_options, resolve
+from ..model.schemes.registry import (PRESETS, all_cli_options, declared_options,
+                                      scheme_entries, resolve, scheme_list)
+from ..model.transformer import ModelConfig
+from ..search import SearchConfig
+from ..train import TrainOptions
 from .options import AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED
 
-ARCH = [  # flag, ModelConfig field, type, default, help
-    ("--d-model", "d_model", POSITIVE, 512, "model (embedding) dimension d_model"),
-    ("--heads", "n_heads", POSITIVE, 8, "attention heads"),
-    ("--d-ff", "d_ff", POSITIVE, 2048, "feed-forward inner dimension"),
-    ("--encoder-layers", "encoder_layers", POSITIVE, 6, "encoder layers"),
-    ("--decoder-layers", "decoder_layers", POSITIVE, 6, "decoder layers"),
-    ("--dropout", "dropout", DROPOUT, 0.1, "dropout on embeddings, sublayer outputs and FFN"),
-    ("--attention-dropout", "attention_dropout", DROPOUT, 0.0, "dropout on attention weights"),
+# flag, field, type, help; the defaults are the fields' (ModelConfig, TrainOptions, SearchConfig)
+ARCH = [
+    ("--d-model", "d_model", POSITIVE, "model (embedding) dimension d_model"),
+    ("--heads", "n_heads", POSITIVE, "attention heads"),
+    ("--d-ff", "d_ff", POSITIVE, "feed-forward inner dimension"),
+    ("--encoder-layers", "encoder_layers", POSITIVE, "encoder layers"),
+    ("--decoder-layers", "decoder_layers", POSITIVE, "decoder layers"),
+    ("--dropout", "dropout", DROPOUT, "dropout on embeddings, sublayer outputs and FFN"),
+    ("--attention-dropout", "attention_dropout", DROPOUT, "dropout on attention weights"),
+    ("--tie-embeddings/--no-tie-embeddings", "tie_decoder_embeddings", bool,
+     "share the decoder's input embedding and output projection"),
+    ("--share-all-embeddings", "share_all_embeddings", bool,
+     "also share the source embedding (needs `depnmt bpe --joint`)"),
 ]
-TRAIN = [  # flag, TrainOptions field, type, default, help
-    ("--max-tokens", "max_tokens", POSITIVE, 4096, (
+TRAIN = [
+    ("--max-tokens", "max_tokens", POSITIVE, (
         "padded tokens per batch: sentences × the batch's longest sequence of either side "
         "(source incl. EOS, target incl. BOS/EOS); sentences are sorted by that length so "
         "batches fill up (per process under torchrun)")),
-    ("--batch-sentences", "batch_sentences", COUNT, 0, (
+    ("--batch-sentences", "batch_sentences", COUNT, (
         "also close a batch at this many sentences (0 = no limit); combined with --max-tokens, "
         "whichever is reached first: for batches of exactly N sentences (Omote et al.'s "
         "batch sizes) raise --max-tokens to N × the longest pair")),
-    ("--update-freq", "update_freq", POSITIVE, 1, ("batches accumulated per update (gradient "
-                                              "accumulation; per process under torchrun)")),
-    ("--lr", "lr", RATE, 7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)"),
-    ("--warmup", "warmup", COUNT, 4000, "linear warm-up steps, then inverse square root decay"),
-    ("--label-smoothing", "label_smoothing", DROPOUT, 0.1, "label smoothing epsilon"),
-    ("--clip-norm", "clip_norm", AMOUNT, 0.0, "gradient norm clipping (0 = off)"),
-    ("--max-epochs", "max_epochs", COUNT, 0, "stop after this many epochs (0 = no limit)"),
-    ("--max-steps", "max_steps", COUNT, 0, "stop after this many updates (0 = no limit)"),
-    ("--max-minutes", "max_minutes", AMOUNT, 0.0, "stop after this wall-clock budget (0 = no limit)"),
-    ("--valid-every", "valid_every", COUNT, 0, "validate every N updates (0 = every epoch)"),
-    ("--save-every", "save_every", COUNT, 0, "also save last.pt every N updates (0 = at validation)"),
-    ("--patience", "patience", COUNT, 0, "early stopping: validations without improvement of "
+    ("--update-freq", "update_freq", POSITIVE, ("batches accumulated per update (gradient "
+                                                "accumulation; per process under torchrun)")),
+    ("--lr", "lr", RATE, "peak learning rate (Adam 0.9/0.98/1e-9)"),
+    ("--warmup", "warmup", COUNT, "linear warm-up steps, then inverse square root decay"),
+    ("--label-smoothing", "label_smoothing", DROPOUT, "label smoothing epsilon"),
+    ("--clip-norm", "clip_norm", AMOUNT, "gradient norm clipping (0 = off)"),
+    ("--max-epochs", "max_epochs", COUNT, "stop after this many epochs (0 = no limit)"),
+    ("--max-steps", "max_steps", COUNT, "stop after this many updates (0 = no limit)"),
+    ("--max-minutes", "max_minutes", AMOUNT, "stop after this wall-clock budget (0 = no limit)"),
+    ("--valid-every", "valid_every", COUNT, "validate every N updates (0 = every epoch)"),
+    ("--save-every", "save_every", COUNT, "also save last.pt every N updates (0 = at validation)"),
+    ("--patience", "patience", COUNT, "early stopping: validations without improvement of "
      "--early-stop-metric (0 = off)"),
-    ("--early-stop-metric", "early_stop_metric", click.Choice(["bleu", "acc", "loss"]), "bleu",
+    ("--early-stop-metric", "early_stop_metric", click.Choice(["bleu", "acc", "loss"]),
      "dev metric that selects best.pt and drives --patience: bleu (dev BLEU; the loss when "
      "there are no dev references), acc (dev token accuracy, as Omote et al.) or loss"),
-    ("--keep-last", "keep_last", COUNT, 0, "also keep the model at the last N validations/saves "
+    ("--keep-last", "keep_last", COUNT, "also keep the model at the last N validations/saves "
      "as checkpoints/step{UPDATE}.pt, older ones deleted (for `depnmt average`; 0 = none)"),
-    ("--valid-beam", "valid_beam", POSITIVE, 1, "beam size for dev BLEU (1 = greedy, fastest)"),
-    ("--valid-max-sentences", "valid_max_sentences", COUNT, 0, "dev sentences decoded for BLEU (0 = all)"),
-    ("--max-len", "max_len", POSITIVE, 250, "skip training pairs longer than this (subwords); also "
+    ("--valid-beam", "valid_beam", POSITIVE, "beam size for dev BLEU (1 = greedy, fastest)"),
+    ("--valid-max-sentences", "valid_max_sentences", COUNT, "dev sentences decoded for BLEU (0 = all)"),
+    ("--max-len", "max_len", POSITIVE, "skip training pairs longer than this (subwords); also "
      "the source length limit of translate"),
-    ("--seed", "seed", SEED, 1, "random seed (initialisation, data order)"),
-    ("--device", "device", str, "auto", ("auto (CUDA when available), cpu, cuda or cuda:N "
-                                          "(under torchrun: cuda = cuda:LOCAL_RANK)")),
-    ("--precision", "precision", click.Choice(PRECISIONS), "auto", (
+    ("--seed", "seed", SEED, "random seed (initialisation, data order)"),
+    ("--device", "device", str, ("auto (CUDA when available), cpu, cuda or cuda:N "
+                                 "(under torchrun: cuda = cuda:LOCAL_RANK)")),
+    ("--precision", "precision", click.Choice(PRECISIONS), (
         "autocast dtype of the forward pass: auto = bf16 on CPUs with native bf16 matrix "
         "multiplies (avx512_bf16/amx_bf16 in /proc/cpuinfo), fp32 on other CPUs, bf16 (or fp16 "
         "with loss scaling) on CUDA; loss, softmaxes and optimizer state stay fp32")),
-    ("--log-every", "log_every", POSITIVE, 100, "updates between metrics.jsonl lines"),
+    ("--amp/--no-amp", "amp", bool, "--no-amp is --precision fp32 (older flag)"),
+    ("--log-every", "log_every", POSITIVE, "updates between metrics.jsonl lines"),
 ]
 SEARCH = [
-    ("--beam", "beam", POSITIVE, 4, "default beam size of translate (1 = greedy)"),
-    ("--alpha", "alpha", AMOUNT, 0.6, "default GNMT length penalty alpha of translate"),
+    ("--beam", "beam", POSITIVE, "default beam size of translate (1 = greedy)"),
+    ("--alpha", "alpha", AMOUNT, "default GNMT length penalty alpha of translate"),
 ]
 
 
@@ -79,27 +88,14 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path) -> dict:
     from ..modeldir import CONFIG, read_config
     if not (model_dir / CONFIG).exists():
         return params                       # the trainer reports the missing checkpoint
-    saved = read_config(model_dir)
-    model = saved["model"]
-    special = {"scheme": "+".join(model["scheme"]),
-               "tie_embeddings": model["tie_decoder_embeddings"],
-               "share_all_embeddings": model["share_all_embeddings"],
-               "amp": saved.get("training", {}).get("amp", params.get("amp")),
-               # models saved before --precision existed trained in fp32 on the CPU
-               "train_precision": saved.get("training", {}).get("precision", "fp32"),
-               "layers": None}              # encoder/decoder layers come from arch_*
-    out = dict(params)
-    for name in params:
-        if name in given:
-            continue
-        if name in special:
-            out[name] = special[name]
-        elif name in model.get("scheme_options", {}):
-            out[name] = model["scheme_options"][name]
-        for prefix, section in SAVED_SECTIONS.items():
-            field = name[len(prefix):]
-            if name.startswith(prefix) and field in saved.get(section, {}):
-                out[name] = saved[section][field]
+    saved = read_config(model_dir)          # (an old config.json upgraded to today's form)
+    schemes = saved["model"]["schemes"]
+    values = {"scheme": "+".join(s["name"] for s in schemes),
+              **{k: v for s in schemes for k, v in s["options"].items()}}
+    for prefix, section in SAVED_SECTIONS.items():
+        values.update({prefix + k: v for k, v in saved.get(section, {}).items()})
+    out = {name: values.get(name, value) if name not in given else value
+           for name, value in params.items()}
     if "layers" in given:
         out["arch_encoder_layers"] = out["arch_decoder_layers"] = params["layers"]
     return out
@@ -116,14 +112,31 @@ def given_params(ctx: click.Context) -> set[str]:
 ENVVARS = {"--precision": "DEPNMT_PRECISION"}   # flags whose default an environment variable sets
 
 
-def _options(table, prefix):
+def _options(table, prefix, config_cls):
+    """click options of ``table`` (flag, field, type, help), defaults from ``config_cls``."""
+    defaults = {f.name: f.default for f in fields(config_cls)}
+
     def deco(f):
-        for flag, field, typ, default, help_ in reversed(table):
-            f = click.option(flag, f"{prefix}{field}", type=typ, default=default,
-                             show_default=True, help=help_, envvar=ENVVARS.get(flag),
-                             show_envvar=flag in ENVVARS)(f)
+        for flag, name, typ, help_ in reversed(table):
+            flags = dict(is_flag=True) if typ is bool else dict(type=typ)
+            f = click.option(flag, f"{prefix}{name}", default=defaults[name], show_default=True,
+                             help=help_, envvar=ENVVARS.get(flag),
+                             show_envvar=flag in ENVVARS, **flags)(f)
         return f
     return deco
+
+
+def scheme_entries_of(scheme: str, values: dict, given: set[str]) -> list[dict]:
+    """The model config's ``schemes`` for ``--scheme SCHEME`` from the scheme flags' values;
+    a warning for each flag given that none of the components uses."""
+    from ..log import warn
+    from ..model.schemes.options import flag_name
+    names = resolve(scheme)
+    for option, users in declared_options().items():
+        if option in given and not set(users) & set(names):
+            warn(f"{flag_name(option)} is ignored: it is an option of {', '.join(users)}, "
+                 f"which --scheme {scheme} does not use")
+    return scheme_entries(names, values)
 
 
 @click.command("train", context_settings={"show_default": True})
@@ -136,15 +149,10 @@ def _options(table, prefix):
 @click.option("--scheme", default="abs",
               help="positional scheme: a preset (" + ", ".join(PRESETS) + ") or components "
                    "joined by '+', e.g. abs, none")
-@_options(ARCH, "arch_")
+@_options(ARCH, "arch_", ModelConfig)
 @click.option("--layers", type=POSITIVE, default=None, help="shortcut: encoder and decoder layers")
-@click.option("--tie-embeddings/--no-tie-embeddings", default=True,
-              help="share the decoder's input embedding and output projection")
-@click.option("--share-all-embeddings", is_flag=True,
-              help="also share the source embedding (needs `depnmt bpe --joint`)")
-@_options(TRAIN, "train_")
-@click.option("--amp/--no-amp", default=True, help="--no-amp is --precision fp32 (older flag)")
-@_options(SEARCH, "search_")
+@_options(TRAIN, "train_", TrainOptions)
+@_options(SEARCH, "search_", SearchConfig)
 @click.option("--resume", is_flag=True, help="continue from MODEL_DIR/checkpoints/last.pt "
               "(optimizer, schedule, RNG and data order included); flags not given take the "
               "values the model was trained with")
@@ -153,25 +161,14 @@ def _options(table, prefix):
                    "TensorBoard scalars to this folder (needs `pip install 'depnmt[tensorboard]'`)")
 @click.pass_context
 def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path | None,
-            scheme: str, layers: int | None, tie_embeddings: bool, share_all_embeddings: bool,
-            amp: bool, resume: bool, tensorboard: Path | None, **kwargs) -> None:
+            scheme: str, layers: int | None, resume: bool, tensorboard: Path | None,
+            **kwargs) -> None:
     """Train a Transformer NMT model on a `depnmt bpe` folder.
 
     \b
-    The positional scheme is chosen with --scheme (a preset or components joined by '+'):
-      abs       sinusoidal absolute positions (Transformer_abs, Vaswani et al. 2017)
-      none      no positions (ablation)
-      rel       Shaw et al. relative positions clip(j-i, k), encoder and decoder
-      dep       relative depth on the source tree (Omote et al. 2019); needs --trees
-      deplabel  ancestor depth / sib / self / non_dep labels (Omote et al., NLP 2019)
-      deplabel+rel  that paper's method 2, Concat(a, b) W_rel
-      dbsa_enc  Deguchi et al. (2019) DBSA(Enc): a parse head in encoder layer
-                --dbsa-enc-layer, learned from source trees (--trees; translate needs
-                no parser); dbsa_dec: a causal one in the decoder, from target trees
-      gps       GPS: root paths of dependency labels through an LSTM, a syntax term in
-                the logits of encoder layers --gps-layers (0-based; all; 0,1,2)
-      pascal    PASCAL parent-scaled heads (--pascal-layers, --pascal-heads, --pascal-sigma)
-      structural  Wang et al. structural positions: tree depth PE + tree distance tables
+    The positional scheme is chosen with --scheme: a preset, or components joined by '+'
+    (tree schemes need --trees; dbsa_* learn from trees, so translate needs no parser):
+    {schemes}
     Presets keep the absolute PE: Transformer_rel = abs+rel, Transformer_dep = abs+dep,
     Transformer_dep+rel = abs+dep+rel, Transformer_deplabel = abs+deplabel (method 1),
     Transformer_deplabel+rel = abs+deplabel+rel (method 2), Transformer_abs+DBSA(Enc) =
@@ -194,52 +191,33 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     On the 4 GPUs of one machine:
       torchrun --nproc_per_node 4 -m depnmt.cli train --data work/bpe -o work/model ...
     """
-    from .. import distributed
     from ..board import TensorBoardLog
     from ..device import bound_onednn_cache
-    from ..model.transformer import ModelConfig
-    from ..modeldir import lock_for_writing
-    from ..stopsignals import Stopped
-    from ..search import SearchConfig
-    from ..train import Trainer, TrainOptions, write_train_manifest
+    from ..trainrun import run_training
 
     bound_onednn_cache()          # before the first bf16 matrix multiply of this process
+    given = given_params(ctx)
     if resume:
-        params = inherit_saved(ctx.params, given_params(ctx), model_dir)
-        scheme, layers, amp = params["scheme"], params["layers"], params["amp"]
-        tie_embeddings, share_all_embeddings = (params["tie_embeddings"],
-                                                params["share_all_embeddings"])
+        params = inherit_saved(ctx.params, given, model_dir)
+        scheme, layers = params["scheme"], params["layers"]
         kwargs = {k: v for k, v in params.items() if k in kwargs}
-    arch = {k[5:]: v for k, v in kwargs.items() if k.startswith("arch_")}
+    sections = {prefix: {k[len(prefix):]: v for k, v in kwargs.items() if k.startswith(prefix)}
+                for prefix in SAVED_SECTIONS}
+    arch = sections["arch_"]
     if layers is not None:
         arch["encoder_layers"] = arch["decoder_layers"] = layers
     if arch["d_model"] % arch["n_heads"]:
         raise click.UsageError(f"--d-model {arch['d_model']} is not a multiple of --heads "
                                f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
-    scheme_opts = {k: v for k, v in kwargs.items()
-                   if not k.startswith(("arch_", "train_", "search_"))}
-    model_cfg = ModelConfig(0, 0, **arch, tie_decoder_embeddings=tie_embeddings,
-                            share_all_embeddings=share_all_embeddings,
-                            scheme=resolve(scheme), scheme_options=scheme_opts)
-    opts = TrainOptions(**{k[6:]: v for k, v in kwargs.items() if k.startswith("train_")}, amp=amp)
-    search = SearchConfig(**{k[7:]: v for k, v in kwargs.items() if k.startswith("search_")})
+    model_cfg = ModelConfig(0, 0, **arch, schemes=scheme_entries_of(scheme, kwargs, given))
+    opts = TrainOptions(**sections["train_"])
+    search = SearchConfig(**sections["search_"])
     board = TensorBoardLog(tensorboard) if tensorboard else None   # fails before any work
-    with distributed.process_group(opts.device):      # joins torchrun's processes, if any
-        # rank 0 writes the model directory: it alone holds its lock
-        with lock_for_writing(model_dir) if distributed.is_main() else nullcontext():
-            trainer = Trainer(data_dir, model_dir, model_cfg, opts, trees_dir=trees_dir,
-                              resume=resume, search=search)
-            trainer.board = board
-            try:
-                trainer.run()
-            except Stopped as exc:                  # SIGTERM/SIGINT: last.pt saved, no manifest
-                sys.exit(exc.exit_status)
-            finally:
-                if board is not None:
-                    board.close()
-            if distributed.is_main():
-                write_train_manifest(trainer)
+    run_training(dict(data_dir=data_dir, model_dir=model_dir, model_cfg=model_cfg, opts=opts,
+                      trees_dir=trees_dir, resume=resume, search=search), board)
 
 
-# Each registered scheme contributes its own flags; their values reach ModelConfig.scheme_options.
+# Each registered scheme's options are flags (model/schemes/options.py); scheme_entries_of
+# gives every component the values of the options it declares.
 command.params.extend(all_cli_options())
+command.help = command.help.replace("{schemes}", scheme_list().replace("\n", "\n    "))

@@ -21,6 +21,7 @@ from ..vocab import PAD
 from .attention import KeyValues, MultiHeadAttention
 from .dropout import Dropout
 from .schemes import Extras, ModelDims, SchemeStack, build_schemes
+from .schemes.registry import upgrade_model_config
 from .schemes.base import positions
 
 
@@ -39,16 +40,24 @@ class ModelConfig:
     attention_dropout: float = 0.0
     tie_decoder_embeddings: bool = True   # decoder input embedding = output projection
     share_all_embeddings: bool = False    # + source embedding (needs one joint vocabulary)
-    scheme: list[str] = field(default_factory=lambda: ["abs"])
-    scheme_options: dict[str, Any] = field(default_factory=dict)
+    # the positional scheme's components in order, each with the options it declares
+    # (``registry.scheme_entries``): [{"name": "rel", "options": {"rel_k": 2, ...}}, ...]
+    schemes: list[dict[str, Any]] = field(
+        default_factory=lambda: [{"name": "abs", "options": {}}])
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        """From ``config.json``'s ``model`` section, old ones included (a flat options bag:
+        :func:`~depnmt.model.schemes.registry.upgrade_model_config`)."""
+        d = upgrade_model_config(d)
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    @property
+    def scheme_names(self) -> list[str]:
+        return [s["name"] for s in self.schemes]
 
     @property
     def dims(self) -> ModelDims:
@@ -156,7 +165,7 @@ class TransformerNMT(nn.Module):
             self.tgt_embed = self.src_embed
         else:
             self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
-        self.schemes = SchemeStack(build_schemes(cfg.scheme, cfg.scheme_options), cfg.dims)
+        self.schemes = SchemeStack(build_schemes(cfg.schemes), cfg.dims)   # the one stack
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.drop = Dropout(cfg.dropout)

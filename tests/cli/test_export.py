@@ -127,7 +127,7 @@ def test_export_refuses_what_ctranslate2_cannot_run(scheme, why, tiny_model, tmp
     model = tmp_path / "model"
     model.mkdir()
     config = json.loads((tiny_model / "config.json").read_text())
-    config["model"]["scheme"] = scheme
+    config["model"]["schemes"] = [{"name": name, "options": {}} for name in scheme]
     (model / "config.json").write_text(json.dumps(config))
     proc = run_subprocess(["export", "-m", model, "-o", tmp_path / "out"])
     assert proc.returncode == 2

@@ -37,14 +37,16 @@ def gps_model(tiny_bpe, src_trees, tmp_path_factory) -> Path:
 
 def test_label_vocabulary_is_in_the_config_and_resume_keeps_it(gps_model, tiny_bpe, src_trees):
     config = json.loads((gps_model / "config.json").read_text())
-    options = config["model"]["scheme_options"]
-    assert config["model"]["scheme"] == ["abs", "gps"] and options["gps_layers"] == "all"
+    assert [s["name"] for s in config["model"]["schemes"]] == ["abs", "gps"]
+    options = config["model"]["schemes"][1]["options"]
+    assert set(options) == {"gps_layers", "gps_dim", "gps_labels"}       # gps's own, no others
+    assert options["gps_layers"] == "all"
     assert set(options["gps_labels"]) == set(LABELS) | {"root"}
     assert config["parser"]["src"]["backend"] == "conllu"
     assert run_cli(["train", "--data", tiny_bpe, "--trees", src_trees, "-o", gps_model,
                     *TINY_MODEL, "--max-steps", "3", "--valid-every", "2", "--scheme",
                     "Transformer_gps", "--gps-layers", "all", "--resume"]) == 0
-    again = json.loads((gps_model / "config.json").read_text())["model"]["scheme_options"]
+    again = json.loads((gps_model / "config.json").read_text())["model"]["schemes"][1]["options"]
     assert again["gps_labels"] == options["gps_labels"]
 
 

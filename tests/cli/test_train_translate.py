@@ -24,7 +24,7 @@ def test_train_writes_self_contained_model_dir(tiny_model):
     assert {"config.json", "vocab.src.txt", "vocab.tgt.txt", "bpe.json", "codes.joint",
             "metrics.jsonl", "manifest.json", "checkpoints"} <= names
     config = json.loads((tiny_model / "config.json").read_text())
-    assert config["model"]["scheme"] == ["abs"]
+    assert config["model"]["schemes"] == [{"name": "abs", "options": {}}]
     assert config["tokenizers"]["src"]["kind"] == "moses"
     valid = [m for m in metrics(tiny_model) if m["event"] == "valid"]
     assert [m["step"] for m in valid] == [6, 12]
@@ -100,7 +100,8 @@ def test_resume_takes_the_saved_flags(tiny_bpe, tmp_path):
     for name in a:
         assert torch.equal(a[name], b[name]), name
     config = json.loads((split / "config.json").read_text())
-    assert config["model"]["scheme_options"]["rel_k"] == 3
+    assert config["model"]["schemes"] == [{"name": "abs", "options": {}}, {"name": "rel", "options": {
+        "rel_k": 3, "rel_terms": "key,value"}}]
     assert config["training"]["max_steps"] == 6 and config["model"]["dropout"] == 0.2
 
 

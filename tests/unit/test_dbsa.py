@@ -19,7 +19,7 @@ from depnmt.model.attention import (AttentionTerms, HeadOverride, HeadResult, Ke
 from depnmt.model.schemes import Extras
 from depnmt.model.schemes.dbsa import (PARSE_HEAD, ParseHead, induced_tree, parse_targets,
                                        uas_counts)
-from depnmt.model.schemes.registry import build_schemes, resolve
+from depnmt.model.schemes.registry import build_schemes, resolve, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
 from depnmt.parse.conllu import tree_problem
@@ -32,8 +32,8 @@ def model(scheme="abs+dbsa_enc+dbsa_dec", seed=0, layers=2, **options) -> Transf
     torch.manual_seed(seed)
     options = {"dbsa_enc_layer": 2, "dbsa_dec_layer": 2, **options}
     cfg = ModelConfig(40, 50, d_model=32, n_heads=4, d_ff=64, encoder_layers=layers,
-                      decoder_layers=layers, dropout=0.0, scheme=resolve(scheme),
-                      scheme_options=options)
+                      decoder_layers=layers, dropout=0.0,
+                      schemes=scheme_entries(resolve(scheme), options))
     return TransformerNMT(cfg).eval()
 
 
@@ -122,7 +122,7 @@ def test_parse_heads_sit_in_the_chosen_layers():
 
 
 def test_layer_beyond_the_model_is_a_clear_error():
-    scheme = build_schemes(["dbsa_enc"], {"dbsa_enc_layer": 4})[0]
+    scheme = build_schemes(scheme_entries(["dbsa_enc"], {"dbsa_enc_layer": 4}))[0]
     with pytest.raises(DepnmtError, match="--dbsa-enc-layer 4: the encoder has 2 layers"):
         scheme.check(ModelConfig(10, 10, encoder_layers=2, decoder_layers=2).dims)
 
@@ -369,14 +369,3 @@ def test_lambda_zero_gives_the_plain_token_loss():
     assert stats1["loss"] == pytest.approx(stats["loss"], rel=1e-6)   # the token loss alone
     u1 = "schemes.parts.1.parse.u1"
     assert not torch.allclose(grads1[u1], grads[u1])                    # + λ e_parse
-
-
-def test_resume_ignores_flags_of_schemes_the_model_does_not_use():
-    """A model saved before the DBSA flags existed still resumes (its options lack them)."""
-    from depnmt.train import saved_unused_options
-    saved = ModelConfig(10, 10, scheme=["abs", "dep"], scheme_options={"dep_l": 2, "rel_k": 2})
-    cli = ModelConfig(0, 0, scheme=["abs", "dep"],
-                      scheme_options={"dep_l": 2, "rel_k": 2, "dbsa_enc_layer": 4})
-    assert saved_unused_options(cli, saved).scheme_options == saved.scheme_options
-    other = ModelConfig(0, 0, scheme=["abs", "dep"], scheme_options={"dep_l": 3})
-    assert saved_unused_options(other, saved).scheme_options == {"dep_l": 3}   # still an error

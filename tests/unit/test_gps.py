@@ -18,7 +18,7 @@ from depnmt.model.schemes.absolute import sinusoidal_table
 from depnmt.model.schemes.base import parse_layers
 from depnmt.model.schemes.gps import GPS, SPECIAL_LABELS, UNK_LABEL, label_paths
 from depnmt.model.schemes.pascal import parent_positions
-from depnmt.model.schemes.registry import build_schemes, resolve
+from depnmt.model.schemes.registry import build_schemes, resolve, scheme_entries
 from depnmt.model.schemes.structural import structural_distance
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.parse import Sentence
@@ -207,8 +207,8 @@ def literal_path_embeddings(model: TransformerNMT, ex: Example) -> torch.Tensor:
 
 def literal_encode(model: TransformerNMT, ex: Example) -> torch.Tensor:
     """One sentence, unpadded, every term written out pair by pair: ``[T, D]``."""
-    opts = model.cfg.scheme_options
-    names = model.cfg.scheme
+    opts = {k: v for s in model.cfg.schemes for k, v in s["options"].items()}
+    names = model.cfg.scheme_names
     parts = dict(zip(names, model.schemes.parts))
     tree, subwords = ex.src_tree, ex.src_subwords
     t_len, n = len(ex.src), len(ex.src) - 1
@@ -287,7 +287,7 @@ def tiny(spec: str, **options) -> TransformerNMT:
             "pascal_layers": "all", "pascal_heads": 1, "pascal_sigma": 1.5,
             "structural_k": K, "subword_tree": "inherit", **options}
     cfg = ModelConfig(40, 50, d_model=16, n_heads=2, d_ff=32, encoder_layers=2,
-                      decoder_layers=1, dropout=0.0, scheme=resolve(spec), scheme_options=opts)
+                      decoder_layers=1, dropout=0.0, schemes=scheme_entries(resolve(spec), opts))
     return TransformerNMT(cfg).eval()
 
 
@@ -353,7 +353,8 @@ def test_each_distinct_path_is_encoded_once():
         model.encode(batch.src, batch.src_feats)
     handle.remove()
     ids = {label: i + len(SPECIAL_LABELS)
-           for i, label in enumerate(model.cfg.scheme_options["gps_labels"])}
+           for i, label in enumerate(next(s for s in model.schemes.schemes
+                                                   if s.name == "gps").option("gps_labels"))}
     distinct = {tuple(ids.get(label, UNK_LABEL) for label in literal_path(ex.src_tree, w))
                 for ex in examples for w in range(len(ex.src_tree.words))}
     assert seen == [len(distinct) + 1]                    # + the empty path of EOS/padding
@@ -408,7 +409,7 @@ def test_pascal_parent_ignoring_only_in_training():
 
 def test_pascal_heads_must_fit_the_model():
     with pytest.raises(DepnmtError, match="exceeds"):
-        for scheme in build_schemes(["pascal"], {"pascal_heads": 3}):
+        for scheme in build_schemes(scheme_entries(["pascal"], {"pascal_heads": 3})):
             scheme.check(ModelConfig(10, 10, d_model=8, n_heads=2).dims)
 
 

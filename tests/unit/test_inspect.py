@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from depnmt.cli import cli
 from depnmt.data import Example, add_features
-from depnmt.model.schemes.registry import build_schemes
+from depnmt.model.schemes.registry import build_schemes, scheme_entries
 from depnmt.parse import Sentence
 
 CONLLU = """\
@@ -99,7 +99,8 @@ def test_scheme_features_match_the_printed_tables():
     words = "My father bought a red car .".split()
     tree = Sentence(words, [2, 3, 0, 6, 6, 3, 3], ["_"] * 7)
     ex = Example(0, list(range(4, 11)) + [3], [], words, tree)
-    add_features([ex], build_schemes(["dep", "deplabel"], {"dep_l": 3, "deplabel_k": 3}))
+    add_features([ex], build_schemes(scheme_entries(["dep", "deplabel"],
+                                                {"dep_l": 3, "deplabel_k": 3})))
     dep = ex.feats["dep_labels"].long()
     expected = torch.tensor([[int(v) for v in l.split()[1:]] for l in OMOTE_TABLE_1.splitlines()])
     assert torch.equal(dep[:7, :7] - 4, expected)

@@ -10,6 +10,7 @@ import torch
 from depnmt.model.attention import (AttentionTerms, MultiHeadAttention, RelativeTerm,
                                     reference_attention)
 from depnmt.model.schemes.absolute import sinusoidal_table
+from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.search import SearchConfig, beam_search, greedy_search, length_penalty
 from depnmt.vocab import BOS, EOS, PAD
@@ -137,7 +138,7 @@ def test_sinusoidal_table_matches_formula():
 def tiny_model(scheme=("abs",), seed=0) -> TransformerNMT:
     torch.manual_seed(seed)
     cfg = ModelConfig(40, 50, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
-                      decoder_layers=2, dropout=0.0, scheme=list(scheme))
+                      decoder_layers=2, dropout=0.0, schemes=scheme_entries(list(scheme), {}))
     return TransformerNMT(cfg).eval()
 
 
@@ -238,7 +239,7 @@ def peaky_model_and_sources(seed=0):
     sentences finish at different times) and 7 sources of lengths 2..9 with padding."""
     torch.manual_seed(seed)
     cfg = ModelConfig(30, 30, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
-                      decoder_layers=2, dropout=0.0, scheme=["abs", "rel"])
+                      decoder_layers=2, dropout=0.0, schemes=scheme_entries(["abs", "rel"], {}))
     model = TransformerNMT(cfg).eval()
     with torch.no_grad():
         model.output.weight.mul_(3.0)

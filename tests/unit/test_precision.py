@@ -131,16 +131,20 @@ def test_dropout_masks_follow_the_torch_rng_state():
 
 
 def test_resume_keeps_the_saved_precision_and_older_models_stay_fp32(tmp_path):
+    import json
     from depnmt.commands.train import inherit_saved
-    from depnmt.modeldir import write_config
-    from depnmt.model.transformer import ModelConfig
-    model = ModelConfig(src_vocab_size=10, tgt_vocab_size=10).to_dict()
     params = {"train_precision": "auto", "train_max_steps": 9}
+    # config.json files before --precision existed were config_format 1 (a flat options bag)
+    model = {"src_vocab_size": 10, "tgt_vocab_size": 10, "d_model": 512, "n_heads": 8,
+             "d_ff": 2048, "encoder_layers": 6, "decoder_layers": 6, "dropout": 0.1,
+             "attention_dropout": 0.0, "tie_decoder_embeddings": True,
+             "share_all_embeddings": False, "scheme": ["abs"], "scheme_options": {"rel_k": 2}}
     for saved, given, expected in (({"amp": True}, set(), "fp32"),       # before --precision
                                    ({"amp": True, "precision": "bf16"}, set(), "bf16"),
                                    ({"amp": True, "precision": "bf16"}, {"train_precision"}, "auto")):
-        write_config(tmp_path, {"model": model, "tokenizers": {"src": {}, "tgt": {}},
-                                "parser": {"src": None}, "training": saved})
+        (tmp_path / "config.json").write_text(json.dumps({
+            "config_format": 1, "model": model, "tokenizers": {"src": {}, "tgt": {}},
+            "parser": {"src": None}, "training": saved}))
         assert inherit_saved(params, given, tmp_path)["train_precision"] == expected
 
 

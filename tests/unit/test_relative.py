@@ -12,7 +12,7 @@ import torch
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
 from depnmt.model.attention import AttentionTerms, RelativeTerm, reference_attention
-from depnmt.model.schemes.registry import resolve
+from depnmt.model.schemes.registry import resolve, scheme_entries
 from depnmt.model.schemes.relative import dep_labels, deplabel_labels, shaw_labels
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.parse import Sentence
@@ -157,8 +157,8 @@ def random_example(index: int, n_words: int, rng: random.Random, bpe: bool) -> E
 def tiny(spec: str, **options) -> TransformerNMT:
     torch.manual_seed(0)
     cfg = ModelConfig(40, 50, d_model=16, n_heads=2, d_ff=32, encoder_layers=2, decoder_layers=2,
-                      dropout=0.0, scheme=resolve(spec),
-                      scheme_options={"rel_k": K, "dep_l": K, "deplabel_k": K, **options})
+                      dropout=0.0, schemes=scheme_entries(resolve(spec), {
+                          "rel_k": K, "dep_l": K, "deplabel_k": K, **options}))
     return TransformerNMT(cfg).eval()
 
 

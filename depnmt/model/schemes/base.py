@@ -50,6 +50,7 @@ from torch import Tensor, nn
 
 from ...errors import DepnmtError
 from ..attention import AttentionTerms
+from .options import NoOptions, make_options
 
 
 @dataclass
@@ -128,28 +129,25 @@ class SchemeModule(nn.Module):
 
 
 class Scheme:
-    """A registered positional scheme: flags, tree needs, featurisation, module factory."""
+    """A registered positional scheme: its options, tree needs, featurisation, module factory.
+
+    ``Options`` is the dataclass of the scheme's options (:mod:`.options`: the ``depnmt
+    train`` flags are generated from it, and the model config records an instance of it).
+    """
 
     name: ClassVar[str]
-    help: ClassVar[str] = ""
+    help: ClassVar[str] = ""                        # one line of `depnmt train --help`
+    Options: ClassVar[type] = NoOptions
     needs_source_trees: ClassVar[bool] = False      # the model reads them (train + translate)
     trains_on_source_trees: ClassVar[bool] = False  # only training reads them (supervision)
     needs_target_trees: ClassVar[bool] = False      # training reads them (target_features)
-    defaults: ClassVar[dict[str, Any]] = {}        # option name -> value when not given
 
     def __init__(self, **options: Any):
-        self.options = options
+        self.options = make_options(self.Options, options)
 
     def option(self, name: str) -> Any:
-        """The option's value, or its default when absent or None (so a model saved before an
-        option existed still loads)."""
-        value = self.options.get(name)
-        return self.defaults[name] if value is None else value
-
-    @classmethod
-    def cli_options(cls) -> list[click.Option]:
-        """Flags this scheme adds to ``depnmt train`` (names must be unique across schemes)."""
-        return []
+        """The value of option ``name`` (a field of ``Options``)."""
+        return getattr(self.options, name)
 
     def source_tree(self, example: Any) -> Any:
         """``example.src_tree`` (:class:`depnmt.parse.Sentence`); a DepnmtError naming the
@@ -161,9 +159,10 @@ class Scheme:
 
     def learn_options(self, examples: list[Any]) -> dict[str, Any]:
         """Options learned from the training examples (trees attached) before any features are
-        computed, e.g. a label vocabulary (GPS). Training records them in the model config's
-        ``scheme_options``, so translate builds the same scheme; return ``{}`` when the options
-        already hold them (``--resume`` keeps the saved ones)."""
+        computed, e.g. a label vocabulary (GPS: a :func:`~.options.learned` field). Training
+        records them in the model config before it builds the model, so translate builds the
+        same scheme; return ``{}`` when the options already hold them (``--resume`` keeps the
+        saved ones)."""
         return {}
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
@@ -174,6 +173,15 @@ class Scheme:
         """Per-example target tensors whose dims equal the decoder input length ``len(tgt) + 1``
         (BOS + target), from ``example.tgt_tree`` (only called when training)."""
         return {}
+
+    def pair_labels(self, example: Any) -> Tensor | None:
+        """``[n, n]`` per-pair labels (table rows) over the ``n = len(example.src) − 1`` source
+        tokens, for relative schemes (``depnmt inspect`` prints them); None for others."""
+        return None
+
+    def label_text(self, label: int) -> str:
+        """What a label of :meth:`pair_labels` means in the paper's terms (e.g. a distance)."""
+        return str(label)
 
     def check(self, dims: ModelDims) -> None:
         """Raise :class:`~depnmt.errors.DepnmtError` if the options do not fit the model (called

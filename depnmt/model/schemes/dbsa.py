@@ -64,6 +64,7 @@ so every written tree is valid CoNLL-U; when the argmax already is a tree, it is
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import click
@@ -78,36 +79,35 @@ from ...parse.conllu import Sentence
 from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
 from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues
 from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule
+from .options import option
 from .registry import register
 
 PARSE_HEAD = 0          # the head M_parse replaces (Eq. 17 lists it first; the plugin: head 0)
 
-DEFAULTS: dict[str, Any] = {
-    "dbsa_enc_layer": 4, "dbsa_dec_layer": 4,          # paper §4.1: p_e = p_d = 4
-    "dbsa_lambda_enc": 1.0, "dbsa_lambda_dec": 1.0,    # paper §4.2: λ_enc = λ_dec = 1.0
-    "dbsa_chain_head": "first",                        # the plugin's bpe_dependency.py
-}
 
-OPTIONS = {
-    "dbsa_enc_layer": click.Option(
-        ["--dbsa-enc-layer"], type=click.IntRange(min=1), default=DEFAULTS["dbsa_enc_layer"],
-        show_default=True, help="dbsa_enc: encoder layer p_e (1-based) whose head 0 is the parse "
-                                "head"),
-    "dbsa_dec_layer": click.Option(
-        ["--dbsa-dec-layer"], type=click.IntRange(min=1), default=DEFAULTS["dbsa_dec_layer"],
-        show_default=True, help="dbsa_dec: decoder layer p_d (1-based) whose head 0 is the parse "
-                                "head"),
-    "dbsa_lambda_enc": click.Option(
-        ["--dbsa-lambda-enc"], type=click.FloatRange(min=0), default=DEFAULTS["dbsa_lambda_enc"],
-        show_default=True, help="dbsa_enc: weight λ_enc of the source parse loss (Eq. 18)"),
-    "dbsa_lambda_dec": click.Option(
-        ["--dbsa-lambda-dec"], type=click.FloatRange(min=0), default=DEFAULTS["dbsa_lambda_dec"],
-        show_default=True, help="dbsa_dec: weight λ_dec of the target parse loss (Eq. 18)"),
-    "dbsa_chain_head": click.Option(
-        ["--dbsa-chain-head"], type=click.Choice(CHAIN_HEADS), default=DEFAULTS["dbsa_chain_head"],
-        show_default=True, help="DBSA on BPE (Fig. 4): a word's arc lands on the head word's first "
-                                "or last piece"),
-}
+
+@dataclass
+class DBSAOptions:
+    dbsa_chain_head: str = option("first", "DBSA on BPE (Fig. 4): a word's arc lands on the head "
+                                  "word's first or last piece (first: the plugin's "
+                                  "bpe_dependency.py)", click.Choice(CHAIN_HEADS))
+
+
+@dataclass
+class DBSAEncoderOptions(DBSAOptions):
+    dbsa_enc_layer: int = option(4, "dbsa_enc: encoder layer p_e (1-based) whose head 0 is the "
+                                 "parse head (paper §4.1: 4)", click.IntRange(min=1))
+    dbsa_lambda_enc: float = option(1.0, "dbsa_enc: weight λ_enc of the source parse loss "
+                                    "(Eq. 18; paper §4.2: 1.0)", click.FloatRange(min=0))
+
+
+@dataclass
+class DBSADecoderOptions(DBSAOptions):
+    dbsa_dec_layer: int = option(4, "dbsa_dec: decoder layer p_d (1-based) whose head 0 is the "
+                                 "parse head (paper §4.1: 4)", click.IntRange(min=1))
+    dbsa_lambda_dec: float = option(1.0, "dbsa_dec: weight λ_dec of the target parse loss "
+                                    "(Eq. 18; paper §4.2: 1.0)", click.FloatRange(min=0))
+
 
 SIDE_NAMES = {"src": "enc", "tgt": "dec"}
 
@@ -282,12 +282,6 @@ class DBSAModule(SchemeModule):
 
 class DBSAScheme(Scheme):
     side: ClassVar[str]
-    option_names: ClassVar[tuple[str, ...]]
-    defaults = DEFAULTS
-
-    @classmethod
-    def cli_options(cls) -> list[click.Option]:
-        return [OPTIONS[n] for n in cls.option_names]
 
     @property
     def layer_option(self) -> str:
@@ -325,7 +319,7 @@ class DBSAEncoder(DBSAScheme):
     help = "Deguchi et al. (2019) DBSA(Enc): a source parse head in encoder layer p_e"
     side = "src"
     trains_on_source_trees = True
-    option_names = ("dbsa_enc_layer", "dbsa_lambda_enc", "dbsa_chain_head")
+    Options = DBSAEncoderOptions
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
         """Gold heads of the ``len(example.src)`` source positions (subwords, then EOS); none
@@ -340,7 +334,7 @@ class DBSADecoder(DBSAScheme):
     help = "Deguchi et al. (2019) DBSA(Dec): a causal target parse head in decoder layer p_d"
     side = "tgt"
     needs_target_trees = True
-    option_names = ("dbsa_dec_layer", "dbsa_lambda_dec", "dbsa_chain_head")
+    Options = DBSADecoderOptions
 
     def target_features(self, example: Any) -> dict[str, Tensor]:
         """Gold heads of the ``len(example.tgt) + 1`` decoder inputs (BOS, then the target)."""

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -54,11 +55,11 @@ from ...errors import DepnmtError
 from ...trees import root_paths, sentence_heads
 from ..attention import AttentionTerms
 from .base import ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers
+from .options import learned, option
 from .registry import register
 
 PAD_LABEL, UNK_LABEL, ROOT_LABEL = 0, 1, "root"
 SPECIAL_LABELS = ("<pad>", "<unk>")
-DEFAULTS: dict[str, Any] = {"gps_layers": "0", "gps_dim": None}
 
 
 # -- paths ------------------------------------------------------------------------------------
@@ -168,27 +169,26 @@ class GPSModule(SchemeModule):
 
 # -- scheme -----------------------------------------------------------------------------------
 
+@dataclass
+class GPSOptions:
+    gps_layers: str = option("0", "gps: encoder layers with the syntax term, 0-based as in the "
+                             "GPS paper's Table 3 (0 = bottom): e.g. 0, 0,1,2 or all",
+                             callback=check_layer_list)
+    gps_dim: int | None = option(None, "gps: size of the label embeddings and of the path LSTM "
+                                 "[default: d_model]", click.IntRange(min=1))
+    gps_labels: list[str] | None = learned("the dependency labels of the training trees' root "
+                                           "paths, most frequent first")
+
+
 @register
 class GPS(Scheme):
     name = "gps"
-    help = "GPS: root-path label sequences through an LSTM, a syntax term in the logits (Eq. 5)"
+    help = "GPS: root paths of labels through an LSTM, a syntax term in the logits (Eq. 5)"
     needs_source_trees = True
-    defaults = DEFAULTS
-
-    @classmethod
-    def cli_options(cls) -> list[click.Option]:
-        return [
-            click.Option(["--gps-layers"], default=DEFAULTS["gps_layers"], show_default=True,
-                         callback=check_layer_list,
-                         help="gps: encoder layers with the syntax term, 0-based as in the GPS "
-                              "paper's Table 3 (0 = bottom): e.g. 0, 0,1,2 or all"),
-            click.Option(["--gps-dim"], type=click.IntRange(min=1), default=None,
-                         help="gps: size of the label embeddings and of the path LSTM "
-                              "[default: d_model]"),
-        ]
+    Options = GPSOptions
 
     def labels(self) -> list[str]:
-        labels = self.options.get("gps_labels")
+        labels = self.option("gps_labels")
         if not labels:
             raise DepnmtError("scheme 'gps' has no label vocabulary: it is learned from the "
                               "training trees by `depnmt train` (option gps_labels)")
@@ -196,7 +196,7 @@ class GPS(Scheme):
 
     def learn_options(self, examples: list[Any]) -> dict[str, Any]:
         """``gps_labels``: the labels of the training trees' root paths, most frequent first."""
-        if self.options.get("gps_labels"):
+        if self.option("gps_labels"):
             return {}
         counts: Counter = Counter()
         for ex in examples:

@@ -40,6 +40,7 @@ against a loop over sentences).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -52,11 +53,27 @@ from ...trees import sentence_heads
 from ..attention import AttentionTerms
 from .base import (ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers,
                    sentence_errors)
+from .options import option
 from .registry import register
 
 PARENT_RULES = ("mean", "first")
-DEFAULTS: dict[str, Any] = {"pascal_layers": "0", "pascal_heads": None, "pascal_sigma": 1.0,
-                            "pascal_parent": "mean", "pascal_parent_ignoring": 0.0}
+
+
+@dataclass
+class PascalOptions:
+    pascal_layers: str = option("0", "pascal: 0-based encoder layers with parent-scaled heads "
+                                "(0 = bottom), e.g. 0, 0,1 or all", callback=check_layer_list)
+    pascal_heads: int | None = option(None, "pascal: parent-scaled heads per chosen layer (the "
+                                      "last N heads) [default: all heads]",
+                                      click.IntRange(min=1))
+    pascal_sigma: float = option(1.0, "pascal: standard deviation σ of the Gaussian on the "
+                                 "parent", click.FloatRange(min=0, min_open=True))
+    pascal_parent: str = option("mean", "pascal: a subword's parent is the mean position of its "
+                                "head word's subwords, or the first one",
+                                click.Choice(PARENT_RULES))
+    pascal_parent_ignoring: float = option(0.0, "pascal: probability that a token's row is left "
+                                           "unscaled in training (parent ignoring)",
+                                           click.FloatRange(0, 1))
 
 
 def parent_positions(heads: list[int], sent_ids: list[int] | None, subwords: list[str],
@@ -116,30 +133,7 @@ class Pascal(Scheme):
     name = "pascal"
     help = "PASCAL (Bugliarello & Okazaki 2020): heads scaled by a Gaussian on the parent"
     needs_source_trees = True
-    defaults = DEFAULTS
-
-    @classmethod
-    def cli_options(cls) -> list[click.Option]:
-        return [
-            click.Option(["--pascal-layers"], default=DEFAULTS["pascal_layers"],
-                         show_default=True, callback=check_layer_list,
-                         help="pascal: 0-based encoder layers with parent-scaled heads (0 = "
-                              "bottom), e.g. 0, 0,1 or all"),
-            click.Option(["--pascal-heads"], type=click.IntRange(min=1), default=None,
-                         help="pascal: parent-scaled heads per chosen layer (the last N heads) "
-                              "[default: all heads]"),
-            click.Option(["--pascal-sigma"], type=click.FloatRange(min=0, min_open=True),
-                         default=DEFAULTS["pascal_sigma"], show_default=True,
-                         help="pascal: standard deviation σ of the Gaussian on the parent"),
-            click.Option(["--pascal-parent"], type=click.Choice(PARENT_RULES),
-                         default=DEFAULTS["pascal_parent"], show_default=True,
-                         help="pascal: a subword's parent is the mean position of its head "
-                              "word's subwords, or the first one"),
-            click.Option(["--pascal-parent-ignoring"], type=click.FloatRange(0, 1),
-                         default=DEFAULTS["pascal_parent_ignoring"], show_default=True,
-                         help="pascal: probability that a token's row is left unscaled in "
-                              "training (parent ignoring)"),
-        ]
+    Options = PascalOptions
 
     def heads(self, dims: ModelDims) -> int:
         return self.option("pascal_heads") or dims.n_heads

@@ -37,56 +37,52 @@ absolute PE is a separate component (``abs``), left out to remove it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import click
 import torch
 from torch import Tensor, nn
 
-from ...trees import (CHAIN_HEADS, LINEAL, NON_DEP, SIB, SUBWORD_RULES, pair_relations,
-                      project_tree, relative_depth)
+from ...trees import LINEAL, NON_DEP, SIB, pair_relations, project_tree, relative_depth
 from ..attention import AttentionTerms, RelativeTerm
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
+from .options import SubwordTreeOptions, option
 from .registry import FUSIONS, register
 
 TERM_CHOICES = ("key,value", "key", "value", "none")
 
-DEFAULTS: dict[str, Any] = {
-    "rel_k": 2, "rel_terms": "key,value",          # Omote §5.1: k = l = 2
-    "dep_l": 2, "dep_terms": "key,value",
-    "deplabel_k": 2, "deplabel_terms": "key,value",
-    "subword_tree": "chain", "chain_head": "last",
-}
+
+def terms_option(what: str) -> Any:
+    """The ``--{scheme}-terms`` ablation option: which of the key/value tables to use."""
+    return option("key,value", f"which of {what} to use (ablations, Omote et al. Table 3)",
+                  click.Choice(TERM_CHOICES))
 
 
-def _terms_option(flag: str, what: str) -> click.Option:
-    return click.Option([flag], type=click.Choice(TERM_CHOICES), show_default=True,
-                        default=DEFAULTS[flag[2:].replace("-", "_")],
-                        help=f"which of {what} to use (ablations, Omote et al. Table 3)")
+@dataclass
+class ShawOptions:
+    rel_k: int = option(2, "rel: maximum relative distance k (Eq. 15)",     # Omote §5.1: k = 2
+                        click.IntRange(min=0))
+    rel_terms: str = terms_option("rel's a^K (key) / a^V (value)")
 
 
-OPTIONS = {
-    "rel_k": click.Option(["--rel-k"], type=click.IntRange(min=0), default=DEFAULTS["rel_k"],
-                          show_default=True, help="rel: maximum relative distance k (Eq. 15)"),
-    "rel_terms": _terms_option("--rel-terms", "rel's a^K (key) / a^V (value)"),
-    "dep_l": click.Option(["--dep-l"], type=click.IntRange(min=0), default=DEFAULTS["dep_l"],
-                          show_default=True, help="dep: maximum relative depth l (Eqs. 19–20)"),
-    "dep_terms": _terms_option("--dep-terms", "dep's b^K / b^V"),
-    "deplabel_k": click.Option(["--deplabel-k"], type=click.IntRange(min=0),
-                               default=DEFAULTS["deplabel_k"], show_default=True,
-                               help="deplabel: ancestor/descendant labels with |label| > k get "
-                                    "a zero vector"),
-    "deplabel_terms": _terms_option("--deplabel-terms", "deplabel's b^K / b^V"),
-    "subword_tree": click.Option(["--subword-tree"], type=click.Choice(SUBWORD_RULES),
-                                 default=DEFAULTS["subword_tree"], show_default=True,
-                                 help="tree schemes on BPE: chain (a word's pieces form a chain "
-                                      "to its last piece, Deguchi et al. Fig. 4) or inherit "
-                                      "(every piece takes its word's node)"),
-    "chain_head": click.Option(["--chain-head"], type=click.Choice(CHAIN_HEADS),
-                               default=DEFAULTS["chain_head"], show_default=True,
-                               help="chain rule: a word's arc lands on the head word's last or "
-                                    "first piece"),
-}
+@dataclass
+class DepOptions(SubwordTreeOptions):
+    dep_l: int = option(2, "dep: maximum relative depth l (Eqs. 19–20)",   # Omote §5.1: l = 2
+                        click.IntRange(min=0))
+    dep_terms: str = terms_option("dep's b^K / b^V")
+
+
+@dataclass
+class DepLabelOptions(SubwordTreeOptions):
+    deplabel_k: int = option(2, "deplabel: ancestor/descendant labels with |label| > k get a "
+                             "zero vector", click.IntRange(min=0))
+    deplabel_terms: str = terms_option("deplabel's b^K / b^V")
+
+
+@dataclass
+class DepLabelRelOptions(DepLabelOptions, ShawOptions):
+    """``deplabel_rel``: the options of ``deplabel`` and of ``rel``."""
 
 
 # -- labels -----------------------------------------------------------------------------------
@@ -223,29 +219,26 @@ class ConcatModule(SchemeModule):
 
 # -- schemes ----------------------------------------------------------------------------------
 
-class RelativeScheme(Scheme):
-    """The relative schemes: each declares its ``option_names`` (flags from ``OPTIONS``) and
-    reads them with the defaults above."""
-
-    option_names: ClassVar[tuple[str, ...]] = ()
-    defaults = DEFAULTS
-
-    @classmethod
-    def cli_options(cls) -> list[click.Option]:
-        return [OPTIONS[n] for n in cls.option_names]
-
-
 @register
-class Shaw(RelativeScheme):
+class Shaw(Scheme):
     name = "rel"
     help = "Shaw et al. (2018) relative positions clip(j − i, k), encoder and decoder"
-    option_names = ("rel_k", "rel_terms")
+    Options = ShawOptions
+
+    prefix, clip = "rel", "k"
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return ShawModule(dims, self.option("rel_k"), term_set(self.option("rel_terms")))
 
+    def pair_labels(self, example: Any) -> Tensor:
+        pos = torch.arange(len(example.src) - 1)
+        return shaw_labels(pos, pos, self.option("rel_k"))
 
-class TreeScheme(RelativeScheme):
+    def label_text(self, label: int) -> str:
+        return str(label - self.option("rel_k") - 1)                   # clip(j − i, k)
+
+
+class TreeScheme(Scheme):
     """A scheme whose labels come from the source tree, computed once per example.
 
     ``labels(heads, c)`` gives the ``[n, n]`` labels over the nodes of ``heads`` for the clip
@@ -274,6 +267,13 @@ class TreeScheme(RelativeScheme):
         labels = view.expand(self.labels(view.heads, self.clip_value()))
         return {self.feature: with_special_tokens(labels, len(example.src), self.rows())}
 
+    def pair_labels(self, example: Any) -> Tensor:
+        """The labels of :meth:`source_features` without the EOS row and column."""
+        return self.source_features(example)[self.feature][:-1, :-1].long()
+
+    def label_text(self, label: int) -> str:
+        return str(label - self.clip_value() - 1)                       # clip(dist_ij, c)
+
     def build(self, dims: ModelDims) -> SchemeModule:
         return TreeModule(dims, self.feature, self.rows(),
                           term_set(self.option(f"{self.prefix}_terms")))
@@ -284,7 +284,7 @@ class Dep(TreeScheme):
     name = "dep"
     help = "Omote et al. (2019) relative depth on the source tree, clipped to l (encoder)"
     feature, prefix, clip, labels = "dep_labels", "dep", "l", staticmethod(dep_labels)
-    option_names = ("dep_l", "dep_terms", "subword_tree", "chain_head")
+    Options = DepOptions
 
 
 @register
@@ -294,17 +294,23 @@ class DepLabel(TreeScheme):
     feature, prefix, clip, labels = "deplabel_labels", "deplabel", "k", \
         staticmethod(deplabel_labels)
     extra_labels = 1                                    # sib
-    option_names = ("deplabel_k", "deplabel_terms", "subword_tree", "chain_head")
+
+    def label_text(self, label: int) -> str:
+        """ja §3.1: a depth difference, ``self``, ``sib`` or ``non_dep`` (which also stands
+        for the pairs beyond k: they get its zero vector)."""
+        k = self.clip_value()
+        return {0: "non_dep", k + 1: "self", 2 * k + 2: "sib"}.get(label, str(label - k - 1))
+    Options = DepLabelOptions
 
 
 @register
 class DepLabelRel(DepLabel):
     name = "deplabel_rel"
     help = "the Japanese paper's method 2: Concat(a, b) W_rel of rel and deplabel"
-    option_names = DepLabel.option_names + Shaw.option_names
+    Options = DepLabelRelOptions
 
     def build(self, dims: ModelDims) -> SchemeModule:
-        shaw = Shaw(**self.options).build(dims)
+        shaw = Shaw(rel_k=self.option("rel_k"), rel_terms=self.option("rel_terms")).build(dims)
         return ConcatModule(shaw, super().build(dims), dims.encoder_layers, dims.d_k)
 
 

@@ -45,6 +45,7 @@ definitions above, not taken from the paper.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -55,15 +56,19 @@ from ...trees import ancestor_matrix, depths, project_tree, sentence_heads
 from ..attention import AttentionTerms
 from .absolute import sinusoidal_table
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
+from .options import SubwordTreeOptions, option
 from .registry import register
-from .relative import OPTIONS as RELATIVE_OPTIONS
-from .relative import DEFAULTS as RELATIVE_DEFAULTS
 from .relative import RelativeTables, distance_labels, with_special_tokens
 
 PARTS = ("abs,rel", "abs", "rel")
-DEFAULTS: dict[str, Any] = {"structural_k": 8, "structural_parts": "abs,rel",
-                            "subword_tree": RELATIVE_DEFAULTS["subword_tree"],
-                            "chain_head": RELATIVE_DEFAULTS["chain_head"]}
+
+
+@dataclass
+class StructuralOptions(SubwordTreeOptions):
+    structural_k: int = option(8, "structural: relative structural positions are clipped to ±K",
+                               click.IntRange(min=0))
+    structural_parts: str = option("abs,rel", "structural: absolute (depth PE), relative (tree "
+                                   "distance tables) or both", click.Choice(PARTS))
 
 
 def structural_distance(heads: list[int]) -> Tensor:
@@ -108,23 +113,9 @@ class StructuralModule(SchemeModule):
 @register
 class Structural(Scheme):
     name = "structural"
-    help = "Wang et al. (2019) structural positions: tree depth (absolute) and signed tree " \
-           "distance (relative), encoder"
+    help = "Wang et al. (2019) structural positions: tree depth PE + tree distance tables"
     needs_source_trees = True
-    defaults = DEFAULTS
-
-    @classmethod
-    def cli_options(cls) -> list[click.Option]:
-        return [
-            click.Option(["--structural-k"], type=click.IntRange(min=0),
-                         default=DEFAULTS["structural_k"], show_default=True,
-                         help="structural: relative structural positions are clipped to ±K"),
-            click.Option(["--structural-parts"], type=click.Choice(PARTS),
-                         default=DEFAULTS["structural_parts"], show_default=True,
-                         help="structural: absolute (depth PE), relative (tree distance "
-                              "tables) or both"),
-            RELATIVE_OPTIONS["subword_tree"], RELATIVE_OPTIONS["chain_head"],
-        ]
+    Options = StructuralOptions
 
     def parts(self) -> set[str]:
         return set(self.option("structural_parts").split(","))

@@ -1,0 +1,229 @@
+"""One training run's setup: everything before the first update, in the order it happens.
+
+fairseq splits its ``train.py`` (set-up, epochs) from its ``Trainer`` (model, optimizer, one
+step); JoeyNMT's ``training.py`` likewise keeps data and config loading outside its
+``TrainManager``. Here :func:`prepare_run` does the set-up and returns a :class:`TrainingRun`
+(plain data, no model), :class:`depnmt.train.Trainer` owns the model and the loop, and
+:func:`run_training` joins them with what surrounds a run (process group, the model directory's
+lock, SIGTERM/SIGINT, TensorBoard, the manifest):
+
+1. the model directory: a fresh run must not overwrite a trained model, ``--resume`` needs one;
+   a fresh run clears what a run killed before its first ``last.pt`` left;
+2. the data folder's manifests and vocabularies; the model config completed with the
+   vocabulary sizes (``--resume``: the saved config's learned options kept), every scheme's
+   options checked against the model (:func:`~depnmt.model.schemes.registry.check_schemes`);
+3. the parsers whose trees the schemes read, the examples with their trees;
+4. **the learn step**: options the schemes learn from the training examples (GPS's label
+   vocabulary, :func:`~depnmt.model.schemes.registry.learn_options`) go into the model config,
+   before any model exists;
+5. ``config.json``, the vocabularies and the segmenter written into the model directory.
+
+Tree features are computed later, by the model's own scheme stack (``Trainer``).
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import distributed as dist
+from .data import Example, attach_trees, load_parallel
+from .errors import DepnmtError
+from .log import warn
+from .manifest import load_manifest, write_manifest
+from .model.schemes.registry import SCHEMES, check_schemes, learn_options, with_learned
+from .model.transformer import ModelConfig
+from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
+from .search import SearchConfig
+from .textio import read_lines
+from .vocab import Vocab
+
+METRICS = "metrics.jsonl"
+SIDE_NAMES = {"src": "source", "tgt": "target"}
+
+
+@dataclass
+class TrainingRun:
+    """What a training run works on, set up by :func:`prepare_run`."""
+
+    data_dir: Path
+    model_dir: Path
+    trees_dir: Path | None
+    opts: Any                                       # depnmt.train.TrainOptions
+    search: SearchConfig
+    resume: bool
+    model_cfg: ModelConfig                          # complete: vocabularies, learned options
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    tree_parsers: dict[str, dict] = field(default_factory=dict)   # side -> parser settings
+    train_data: list[Example] = field(default_factory=list)
+    dev_data: list[Example] = field(default_factory=list)
+    dev_refs: list[str] = field(default_factory=list)
+
+    @property
+    def parser_settings(self) -> dict | None:
+        """The parser translate must run: only for schemes that read source trees (not DBSA)."""
+        needs = any(SCHEMES[n].needs_source_trees for n in self.model_cfg.scheme_names)
+        return self.tree_parsers.get("src") if needs else None
+
+
+def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None, opts: Any,
+                trees_dir: Path | None = None, resume: bool = False,
+                search: SearchConfig | None = None) -> TrainingRun:
+    """Steps 1–5 of the module docstring; rank 0 writes the model directory."""
+    check_model_dir(model_dir, resume)
+    if dist.is_main() and not resume:   # what a run killed before its first last.pt left
+        for leftover in (model_dir / METRICS, checkpoint_dir(model_dir) / "best.pt"):
+            leftover.unlink(missing_ok=True)
+    bpe = load_manifest(data_dir, "bpe")
+    src_vocab, tgt_vocab = load_vocabs(data_dir)
+    cfg = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
+    run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
+                      cfg, src_vocab, tgt_vocab)
+    run.tree_parsers = tree_parsers(cfg, trees_dir)
+    run.train_data = load_split(run, "train", bpe, training=True)
+    run.dev_data = load_split(run, "dev", bpe, training=False)
+    cfg.schemes = learn_options(cfg.schemes, run.train_data)          # the learn step
+    prepare_dir = Path(bpe["prepare_dir"])
+    ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
+    run.dev_refs = read_lines(ref) if ref.exists() and run.dev_data else []
+    if dist.is_main():
+        write_model_dir(run, bpe, load_manifest(prepare_dir, "prepare", verify=False))
+    dist.barrier()
+    return run
+
+
+def check_model_dir(model_dir: Path, resume: bool) -> None:
+    last = checkpoint_dir(model_dir) / "last.pt"
+    if resume and not last.exists():
+        raise DepnmtError(f"{model_dir}: --resume given but there is no {last}")
+    if not resume and last.exists():
+        raise DepnmtError(f"{model_dir}: already holds a trained model; pass --resume to "
+                          f"continue it or choose another -o folder")
+
+
+def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resume: bool,
+                 vocabs: tuple[Vocab, Vocab]) -> ModelConfig:
+    """The run's model config: ``cfg`` (``--resume``: the saved one when None, and the saved
+    learned options either way) with the vocabulary sizes, checked."""
+    if resume:
+        saved = ModelConfig.from_dict(read_config(model_dir)["model"])
+        cfg = cfg or saved
+        cfg.schemes = with_learned(cfg.schemes, saved.schemes)
+    src_vocab, tgt_vocab = vocabs
+    cfg.src_vocab_size, cfg.tgt_vocab_size = len(src_vocab), len(tgt_vocab)
+    if cfg.share_all_embeddings and src_vocab != tgt_vocab:
+        raise DepnmtError(f"{data_dir}: --share-all-embeddings needs a joint vocabulary "
+                          f"(run `depnmt bpe --joint`)")
+    check_schemes(cfg.schemes, cfg.dims)
+    return cfg
+
+
+def tree_parsers(cfg: ModelConfig, trees_dir: Path | None) -> dict[str, dict]:
+    """Parser settings of each side whose trees training reads: ``src`` when a scheme reads
+    or learns from source trees, ``tgt`` when one learns from target trees."""
+    classes = [SCHEMES[n] for n in cfg.scheme_names]
+    needed = {"src": any(c.needs_source_trees or c.trains_on_source_trees for c in classes),
+              "tgt": any(c.needs_target_trees for c in classes)}
+    sides = [side for side, need in needed.items() if need]
+    if not sides:
+        return {}
+    if trees_dir is None:
+        raise DepnmtError(f"scheme {'+'.join(cfg.scheme_names)} needs "
+                          f"{' and '.join(SIDE_NAMES[s] for s in sides)} trees: pass --trees "
+                          f"PARSE_DIR (made by `depnmt parse --side "
+                          f"{sides[0] if len(sides) == 1 else 'both'}`)")
+    parsed = load_manifest(trees_dir, "parse", verify=False)
+    out = {}
+    for side in sides:
+        settings = (parsed.get("parser") or {}).get(side)
+        if settings is None:
+            raise DepnmtError(f"{trees_dir}: has no {SIDE_NAMES[side]}-side trees (parse with "
+                              f"--side {side})")
+        out[side] = settings
+    return out
+
+
+def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> list[Example]:
+    """The examples of ``split`` with the trees the schemes read (no features yet)."""
+    langs = {"src": bpe["src_lang"], "tgt": bpe["tgt_lang"]}
+    src = run.data_dir / f"{split}.{langs['src']}"
+    tgt = run.data_dir / f"{split}.{langs['tgt']}"
+    if not src.exists():
+        if training:
+            raise DepnmtError(f"{src}: missing; the bpe folder has no training data")
+        return []
+    max_len = run.opts.max_len
+    examples, dropped = load_parallel(src, tgt, run.src_vocab, run.tgt_vocab, max_len,
+                                      drop_long=training)
+    if dropped:
+        warn(f"{src}: {dropped} training pairs longer than --max-len {max_len} subwords skipped")
+    for side in run.tree_parsers:
+        attach_trees(examples, run.trees_dir / f"{split}.{langs[side]}.conllu", side)
+    return examples
+
+
+def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
+    """``config.json`` (everything translate needs), vocabularies and segmenter."""
+    from .bpe import Segmenter
+    save_vocabs(run.model_dir, (run.src_vocab, run.tgt_vocab))
+    for side in ("src", "tgt"):
+        Segmenter.from_dir(run.data_dir, side).save(run.model_dir, side)
+    write_config(run.model_dir, {
+        "model": run.model_cfg.to_dict(),
+        "src_lang": bpe["src_lang"], "tgt_lang": bpe["tgt_lang"],
+        "tokenizers": prepare["tokenizers"],
+        "parser": {"src": run.parser_settings, "training": run.tree_parsers},
+        "subwords": bpe.get("options", {}),
+        "max_src_len": run.opts.max_len,
+        "search": asdict(run.search),
+        "training": asdict(run.opts),
+        "data": {"bpe_dir": str(run.data_dir.resolve()),
+                 "trees_dir": str(run.trees_dir.resolve()) if run.trees_dir else None},
+    })
+
+
+def run_training(run_args: dict[str, Any], board: Any = None) -> None:
+    """The whole ``depnmt train``: joins torchrun's processes (if any), holds the model
+    directory's lock (rank 0, which writes it), sets the run up, trains until a budget ends it
+    or a signal stops it (``last.pt`` saved, exit 143/130, no manifest), writes the manifest.
+    ``run_args``: :func:`prepare_run`'s arguments; ``board``: a TensorBoardLog or None."""
+    from .stopsignals import StopSignals, Stopped
+    from .train import Trainer
+    model_dir = run_args["model_dir"]
+    with dist.process_group(run_args["opts"].device):
+        with lock_if_main(model_dir):
+            trainer = Trainer(prepare_run(**run_args))
+            trainer.board = board
+            try:
+                with StopSignals() as signals:
+                    trainer.run(signals)
+            except Stopped as exc:
+                sys.exit(exc.exit_status)
+            finally:
+                if board is not None:
+                    board.close()
+            if dist.is_main():
+                write_train_manifest(trainer)
+
+
+def lock_if_main(model_dir: Path):
+    """The model directory's lock on rank 0 (the writer), nothing on the other ranks."""
+    from .modeldir import lock_for_writing
+    return lock_for_writing(model_dir) if dist.is_main() else nullcontext()
+
+
+def write_train_manifest(trainer: Any) -> None:
+    from .device import precision_name
+    run = trainer.setup
+    write_manifest(run.model_dir, "train",
+                   inputs={"bpe": str(run.data_dir.resolve()),
+                           "trees": str(run.trees_dir.resolve()) if run.trees_dir else None},
+                   options=asdict(run.opts), outputs=[METRICS],
+                   extra={"progress": {k: v for k, v in asdict(trainer.progress).items()
+                                       if k != "history"},
+                          "precision": precision_name(trainer.amp)})
+
