@@ -3,9 +3,22 @@
 Beam search keeps ``beam`` live hypotheses per sentence, looks at the best ``2·beam``
 continuations each step (so that finished ones never starve the beam, as in fairseq), finalises
 hypotheses ending in EOS among the top ``beam`` ranks, and ranks finished hypotheses by the GNMT
-length penalty (Wu et al. 2016): ``score / lp(Y)``, ``lp(Y) = ((5 + |Y|) / 6) ** alpha``.
+length penalty (Wu et al. 2016): ``score / lp(Y)``, ``lp(Y) = ((5 + |Y|) / 6) ** alpha``, |Y| the
+tokens scored (EOS included when the hypothesis has one).
 A sentence stops when it has ``beam`` finished hypotheses or reaches its maximum length
-``ceil(max_len_a · |x| + max_len_b)``; at that length live hypotheses are finalised as they are.
+``L = ceil(max_len_a · |x| + max_len_b)`` (EOS included: at most L − 1 output tokens). What
+happens at that length is ``at_limit``:
+
+* ``eos`` (default; fairseq's ``SequenceGenerator``): step L may only produce EOS, so every live
+  hypothesis ends with EOS and is ranked by a score that includes log p(EOS | y, x) — a cut
+  hypothesis is scored as the complete sentence it becomes, and a repetition loop the model does
+  not want to end ranks below the hypotheses that did end;
+* ``cut`` (OpenNMT-py's and CTranslate2's ``max_decoding_length``): step L − 1 is the last; its
+  ``beam`` best continuations (any token) are finalised as they are, without EOS and without
+  its probability. This is what ``translate --ct2`` does (CTranslate2 cannot force EOS), so
+  ``--at-limit cut`` makes depnmt's beam output that of the export.
+
+Both give the same output on every sentence whose best hypothesis ends before the limit.
 """
 
 from __future__ import annotations
@@ -16,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .errors import DepnmtError
 from .model.transformer import TransformerNMT
 from .vocab import BOS, EOS, PAD
 
@@ -26,6 +40,7 @@ class SearchConfig:
     alpha: float = 0.6          # GNMT length penalty; 0 = plain log-probability
     max_len_a: float = 1.5      # max output length = a · source length + b
     max_len_b: int = 10
+    at_limit: str = "eos"       # eos (fairseq) or cut (OpenNMT-py, CTranslate2): module docstring
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -81,6 +96,9 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     state = model.start_state(memory, src_mask)
     state.reorder(torch.arange(b, device=device).repeat_interleave(k))   # (B·K, ...)
     limit = max_lengths(src, cfg)
+    limits = limit.tolist()           # per sentence, for the output
+    cut = check_at_limit(cfg.at_limit) == "cut"
+    last = (limit - 2).clamp(min=0) if cut else limit - 1        # the step that ends everything
     scores = torch.full((b, k), -math.inf, device=device)
     scores[:, 0] = 0.0
     seqs = torch.full((b * k, 1), BOS, dtype=torch.long, device=device)
@@ -89,12 +107,12 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     banned = torch.zeros(model.cfg.tgt_vocab_size, device=device)
     banned[[PAD, BOS]] = -math.inf
     not_eos = torch.arange(model.cfg.tgt_vocab_size, device=device) != EOS
-    for step in range(int(limit.max())):
+    for step in range(int(last.max()) + 1):
         n = len(ids)
         logits = model.decode(seqs[:, -1:], state, incremental=True)[:, -1].float()
         lprobs = torch.log_softmax(logits, -1) + banned
-        at_limit = step + 1 >= limit                                           # (n,)
-        if bool(at_limit.any()):      # at the length limit only EOS may follow
+        at_limit = step >= last                                                # (n,)
+        if not cut and bool(at_limit.any()):      # at the length limit only EOS may follow
             lprobs = lprobs.masked_fill(at_limit.repeat_interleave(k)[:, None] & not_eos,
                                         -math.inf)
         vocab = lprobs.shape[1]
@@ -104,17 +122,22 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
         is_eos = (cand_tok == EOS) & torch.isfinite(cand_scores)
         rank = torch.arange(cand_scores.shape[1], device=device).expand_as(cand_scores)
         final = is_eos & (rank < k)
+        if cut:                       # at the limit the K best end as they are
+            final |= at_limit[:, None] & (rank < k) & torch.isfinite(cand_scores)
         if bool(final.any()):
             for i, j in final.nonzero().tolist():
                 hyp = seqs[i * k + cand_beam[i, j]].tolist()[1:]
+                scored = len(hyp) + 1                 # tokens scored: hyp + EOS, or hyp + last
+                if not is_eos[i, j]:
+                    hyp.append(int(cand_tok[i, j]))
                 finished[ids[i]].append(
-                    (float(cand_scores[i, j]) / length_penalty(len(hyp) + 1, cfg.alpha), hyp))
+                    (float(cand_scores[i, j]) / length_penalty(scored, cfg.alpha), hyp))
         # the K best continuations that are not EOS stay alive
         order = (rank + is_eos.long() * 4 * k).argsort(dim=1)[:, :k]
         alive_scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -math.inf)
         src_rows = (torch.arange(n, device=device)[:, None] * k + cand_beam.gather(1, order))
         tokens = cand_tok.gather(1, order)
-        open_ = (limit > step + 1).tolist()       # past its limit a sentence can add nothing
+        open_ = (last > step).tolist()       # past its limit a sentence can add nothing
         keep = [i for i in range(n) if len(finished[ids[i]]) < k and open_[i]]
         if not keep:
             break
@@ -122,7 +145,7 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
             kept = torch.tensor(keep, device=device)
             ids = [ids[i] for i in keep]
             src_rows, tokens, alive_scores = src_rows[kept], tokens[kept], alive_scores[kept]
-            limit = limit[kept]
+            last = last[kept]
             state.reorder(src_rows.view(-1))
         else:
             state.reorder_targets(src_rows.view(-1))
@@ -131,7 +154,17 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     for row, i in enumerate(ids):     # only when the loop ran zero steps; keep the best prefix
         if not finished[i]:
             finished[i].append((0.0, seqs[row * k].tolist()[1:]))
-    return [max(f, key=lambda sh: sh[0])[1] for f in finished]
+    return [max(f, key=lambda sh: sh[0])[1][:max(lim - 1, 0)]
+            for f, lim in zip(finished, limits)]
+
+
+AT_LIMIT = ("eos", "cut")
+
+
+def check_at_limit(value: str) -> str:
+    if value not in AT_LIMIT:
+        raise DepnmtError(f"at_limit {value!r}: expected one of {', '.join(AT_LIMIT)}")
+    return value
 
 
 def search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
