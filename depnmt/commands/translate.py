@@ -48,8 +48,8 @@ DEFAULT_MODEL_DIR = "model"
                    "the words translated, maximum spanning tree of the word-level head scores")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
-            max_len_b: int | None, at_limit: str | None, device: str, ct2_dir: Path | None, threads: int,
-            induced_trees: Path | None) -> None:
+            max_len_b: int | None, at_limit: str | None, device: str, ct2_dir: Path | None,
+            threads: int, induced_trees: Path | None) -> None:
     """Translate raw text with a trained model.
 
     \b
