@@ -37,11 +37,16 @@ def timed(translator, lines: list[str]) -> tuple[float, list[str]]:
 @click.option("--beam", type=int, default=4)
 @click.option("--rounds", type=int, default=4)
 @click.option("--threads", type=int, default=2, help="torch threads = CTranslate2 intra_threads")
+@click.option("--at-limit", type=click.Choice(["eos", "cut"]), default="cut", show_default=True,
+              help="depnmt's beam search at the length limit (CTranslate2 always cuts)")
+@click.option("--save", type=click.Path(path_type=Path, file_okay=False),
+              help="write each system's last output here (depnmt.txt, ct2.txt)")
 def main(model_dir: Path, ct2_dir: Path, input_path: Path, lines: int, beam: int, rounds: int,
-         threads: int) -> None:
+         threads: int, at_limit: str, save: Path | None) -> None:
     torch.set_num_threads(threads)
     text = input_path.read_text(encoding="utf-8").splitlines()[:lines]
-    systems = {"depnmt (torch)": Translator.from_model_dir(model_dir, device="cpu", beam=beam),
+    systems = {"depnmt (torch)": Translator.from_model_dir(model_dir, device="cpu", beam=beam,
+                                                           at_limit=at_limit),
                "CTranslate2": CT2Translator.from_dir(ct2_dir, threads=threads, beam=beam)}
     for translator in systems.values():               # warm-up (lazy loading, allocators)
         list(translator.translate_lines(text[:8]))
@@ -54,8 +59,14 @@ def main(model_dir: Path, ct2_dir: Path, input_path: Path, lines: int, beam: int
             speed[name].append(len(text) / seconds)
             print(f"round {r + 1} {name}: {speed[name][-1]:.2f} sentences/s", flush=True)
     same = sum(a == b for a, b in zip(*outputs.values()))
+    if save:
+        save.mkdir(parents=True, exist_ok=True)
+        for name, file in zip(names, ("depnmt.txt", "ct2.txt")):
+            (save / file).write_text("".join(f"{line}\n" for line in outputs[name]),
+                                     encoding="utf-8")
     medians = {name: statistics.median(v) for name, v in speed.items()}
-    print(f"\n{len(text)} lines, beam {beam}, {threads} threads, {rounds} rounds (interleaved)")
+    print(f"\n{len(text)} lines, beam {beam}, {threads} threads, {rounds} rounds (interleaved), "
+          f"depnmt --at-limit {at_limit}")
     print("| system | sentences/s (median) | rounds |\n|---|---:|---|")
     for name, v in speed.items():
         print(f"| {name} | {medians[name]:.2f} | {', '.join(f'{x:.2f}' for x in v)} |")

@@ -374,6 +374,8 @@ class Peer:
                     resume = (d / "depnmt-model" / "checkpoints" / "last.pt").exists()
                     stats = run(self.depnmt(*args, *(["--resume"] if resume else [])),
                                 d / f"depnmt-train-{target}.log")
+                    ckpts = d / "depnmt-model" / "checkpoints"     # kept for the dev loss
+                    shutil.copy2(ckpts / "last.pt", ckpts / f"chunk{target}.pt")
                 else:
                     out = d / "onmt-model"
                     cfg = self.write_onmt_config("abs", out, target, 100, chunk)
@@ -597,8 +599,9 @@ def main(ctx, work, venv, prepare_dir, bpe_dir, phases, schemes, rounds, segment
             peer.decode_models(decode_steps, chunk_steps)
             for rnd, toolkit in interleaved(rounds, ("depnmt", "onmt", "ct2")):
                 peer.decode_round(toolkit, rnd, decode_steps, decode_batch, max_length, beam)
-            bleus = {t: round(peer.bleu(t), 2) for t in ("depnmt", "onmt", "ct2")}
-            (peer.work / "decode" / "bleu.json").write_text(json.dumps(bleus))
+            if rounds:
+                bleus = {t: round(peer.bleu(t), 2) for t in ("depnmt", "onmt", "ct2")}
+                (peer.work / "decode" / "bleu.json").write_text(json.dumps(bleus))
     text, info = summarize(peer.work)
     mach["load_now"] = loadavg()
     report = (f"{text}\n\nmachine: {mach['cpu']}, {mach['cores']} cores, flags "

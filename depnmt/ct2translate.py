@@ -5,11 +5,16 @@ export's own tokenizer (``depnmt-export.json``) and BPE (``bpe.json``), truncati
 ``max_src_len`` subwords with a warning, batches cut by length exactly as depnmt cuts them, de-BPE
 and detokenization; exactly one output line per input line (empty lines stay empty).
 
-Decoding matches depnmt's where CTranslate2 allows it: end of sentence allowed from the first
-step (``min_decoding_length=0``) and each sentence's output limited to ``ceil(a·|x| + b) − 1``
-tokens, depnmt's limit (CTranslate2 takes one limit per batch: the batch's largest, and longer
-outputs are cut to the sentence's own). Greedy search gives depnmt's tokens; beam search
-normalises by |Y|^α where depnmt uses the GNMT penalty ((5 + |Y|) / 6)^α.
+Decoding is depnmt's ``--at-limit cut`` search (:mod:`depnmt.search`) as far as CTranslate2
+allows: end of sentence allowed from the first step (``min_decoding_length=0``); each sentence's
+output limited to its own ``L − 1 = ceil(a·|x| + b) − 1`` tokens (CTranslate2 takes one
+``max_decoding_length`` per call, so a batch is decoded in groups of equal limit; at the limit
+CTranslate2 ends the beam's best continuations as they are — it cannot force EOS, so depnmt's
+default ``--at-limit eos`` has no CTranslate2 equivalent); the length penalty counts the tokens
+scored, EOS included, as depnmt does (``return_end_token=True``; without it CTranslate2 leaves
+EOS out of |Y|). Greedy search gives depnmt's tokens (EOS forced or not, the tokens before it
+are the same). What still differs in beam search: CTranslate2 divides by |Y|^α where depnmt uses
+the GNMT penalty ((5 + |Y|) / 6)^α (the same ranking for α = 0).
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ from .bpe import Segmenter
 from .errors import DepnmtError
 from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
 from .log import warn
-from .search import SearchConfig
+from .search import SearchConfig, check_at_limit
 from .subwords import merge_subwords
 from .translate import CHUNK_LINES, length_batches
-from .vocab import BOS, PAD, SPECIALS
+from .vocab import BOS, EOS, PAD, SPECIALS
 
-DROPPED = {SPECIALS[PAD], SPECIALS[BOS]}     # depnmt's Vocab.decode drops these too
+DROPPED = {SPECIALS[PAD], SPECIALS[BOS], SPECIALS[EOS]}   # depnmt's Vocab.decode drops these too
 
 
 def read_export(export_dir: Path) -> dict:
@@ -60,6 +65,10 @@ class CT2Translator:
     def from_dir(cls, export_dir: Path | str, device: str = "cpu", threads: int = 0,
                  compute_type: str = "default", **search_overrides) -> "CT2Translator":
         """Load an export; ``threads`` = CTranslate2's intra_threads (0: its default)."""
+        given = {k: v for k, v in search_overrides.items() if v is not None}
+        if check_at_limit(given.get("at_limit", "cut")) != "cut":
+            raise DepnmtError("--at-limit eos: CTranslate2 cannot force EOS at the length limit; "
+                              "it ends hypotheses there as they are (--at-limit cut)")
         export_dir = Path(export_dir)
         record = read_export(export_dir)
         ct2 = import_ctranslate2()
@@ -73,8 +82,7 @@ class CT2Translator:
         except (RuntimeError, ValueError) as exc:
             raise DepnmtError(f"{export_dir}: CTranslate2 cannot load this model on {device} "
                               f"({exc})") from None
-        given = {k: v for k, v in search_overrides.items() if v is not None}
-        search_cfg = SearchConfig(**{**record.get("search", {}), **given})
+        search_cfg = SearchConfig(**{**record.get("search", {}), **given, "at_limit": "cut"})
         return cls(model, record, Segmenter.from_dir(export_dir, "src"), search_cfg)
 
     def limit(self, n_subwords: int) -> int:
@@ -85,14 +93,17 @@ class CT2Translator:
         """Output subwords (no specials) for source subwords, decoded in depnmt's batches."""
         out: list[list[str]] = [[] for _ in sources]
         beam = max(1, self.search_cfg.beam)
-        for rows in length_batches([len(s) + 1 for s in sources], beam, self.max_tokens):
-            limits = [self.limit(len(sources[i])) for i in rows]
-            results = self.model.translate_batch(
-                [sources[i] for i in rows], beam_size=beam, length_penalty=self.search_cfg.alpha,
-                max_decoding_length=max(1, max(limits) - 1), min_decoding_length=0,
-                max_input_length=0)
-            for i, limit, result in zip(rows, limits, results):
-                out[i] = [t for t in result.hypotheses[0] if t not in DROPPED][: limit - 1]
+        for batch in length_batches([len(s) + 1 for s in sources], beam, self.max_tokens):
+            groups: dict[int, list[int]] = {}
+            for i in batch:
+                groups.setdefault(self.limit(len(sources[i])), []).append(i)
+            for limit, rows in groups.items():
+                results = self.model.translate_batch(
+                    [sources[i] for i in rows], beam_size=beam,
+                    length_penalty=self.search_cfg.alpha, max_decoding_length=max(1, limit - 1),
+                    min_decoding_length=0, max_input_length=0, return_end_token=True)
+                for i, result in zip(rows, results):      # limit 1: one step, nothing kept
+                    out[i] = [t for t in result.hypotheses[0] if t not in DROPPED][: limit - 1]
         return out
 
     def translate_words(self, words: Sequence[list[str]], first_line: int = 1) -> list[str]:

@@ -275,5 +275,7 @@ print(tgt_tok.detokenize(merge_subwords(out)))
 ```
 
 Beam search: CTranslate2 divides a hypothesis's log-probability by |Y|^α, depnmt by the GNMT
-penalty ((5 + |Y|) / 6)^α, so beam outputs can differ on a few lines; greedy outputs are the same.
+penalty ((5 + |Y|) / 6)^α, and at the length limit CTranslate2 ends hypotheses as they are
+(`depnmt translate --at-limit cut`; depnmt's default forces EOS there), so beam outputs can differ
+on a few lines; greedy outputs are the same.
 """

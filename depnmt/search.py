@@ -3,9 +3,22 @@
 Beam search keeps ``beam`` live hypotheses per sentence, looks at the best ``2·beam``
 continuations each step (so that finished ones never starve the beam, as in fairseq), finalises
 hypotheses ending in EOS among the top ``beam`` ranks, and ranks finished hypotheses by the GNMT
-length penalty (Wu et al. 2016): ``score / lp(Y)``, ``lp(Y) = ((5 + |Y|) / 6) ** alpha``.
+length penalty (Wu et al. 2016): ``score / lp(Y)``, ``lp(Y) = ((5 + |Y|) / 6) ** alpha``, |Y| the
+tokens scored (EOS included when the hypothesis has one).
 A sentence stops when it has ``beam`` finished hypotheses or reaches its maximum length
-``ceil(max_len_a · |x| + max_len_b)``; at that length live hypotheses are finalised as they are.
+``L = ceil(max_len_a · |x| + max_len_b)`` (EOS included: at most L − 1 output tokens). What
+happens at that length is ``at_limit``:
+
+* ``eos`` (default; fairseq's ``SequenceGenerator``): step L may only produce EOS, so every live
+  hypothesis ends with EOS and is ranked by a score that includes log p(EOS | y, x) — a cut
+  hypothesis is scored as the complete sentence it becomes, and a repetition loop the model does
+  not want to end ranks below the hypotheses that did end;
+* ``cut`` (OpenNMT-py's and CTranslate2's ``max_decoding_length``): step L − 1 is the last; its
+  ``beam`` best continuations (any token) are finalised as they are, without EOS and without
+  its probability. This is what ``translate --ct2`` does (CTranslate2 cannot force EOS), so
+  ``--at-limit cut`` makes depnmt's beam output that of the export.
+
+Both give the same output on every sentence whose best hypothesis ends before the limit.
 """
 
 from __future__ import annotations
@@ -16,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .errors import DepnmtError
 from .model.schemes import Extras
 from .model.transformer import DecoderState, TransformerNMT
 from .vocab import BOS, EOS, PAD
@@ -27,6 +41,7 @@ class SearchConfig:
     alpha: float = 0.6          # GNMT length penalty; 0 = plain log-probability
     max_len_a: float = 1.5      # max output length = a · source length + b
     max_len_b: int = 10
+    at_limit: str = "eos"       # eos (fairseq) or cut (OpenNMT-py, CTranslate2): module docstring
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -68,16 +83,29 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
 
 
 def _next_log_probs(model: TransformerNMT, state: DecoderState, last: Tensor, banned: Tensor,
-                    at_limit: Tensor, k: int) -> Tensor:
+                    eos_only: Tensor, k: int) -> Tensor:
     """log p(next token) ``[n·K, V]`` of the live hypotheses, whose last tokens are ``last
     [n·K, 1]``; ``banned [V]`` is added (-inf for PAD and BOS), and the hypotheses of a sentence
-    at its length limit (``at_limit [n]``) may only end (EOS)."""
+    with ``eos_only [n]`` (at its length limit, ``at_limit`` eos) may only end (EOS)."""
     logits = model.decode(last, state, incremental=True)[:, -1].float()
     lprobs = torch.log_softmax(logits, -1) + banned
-    if bool(at_limit.any()):
+    if bool(eos_only.any()):
         not_eos = torch.arange(lprobs.shape[1], device=lprobs.device) != EOS
-        lprobs = lprobs.masked_fill(at_limit.repeat_interleave(k)[:, None] & not_eos, -math.inf)
+        lprobs = lprobs.masked_fill(eos_only.repeat_interleave(k)[:, None] & not_eos, -math.inf)
     return lprobs
+
+
+def _finalise(finished: list, ids: list[int], seqs: Tensor, final: Tensor, cand_scores: Tensor,
+              cand_beam: Tensor, cand_tok: Tensor, is_eos: Tensor, k: int, alpha: float) -> None:
+    """Appends the candidates ``final [n, 2K]`` to their sentences' ``finished`` lists as
+    ``(score / lp(|Y|), tokens)``; |Y| counts EOS, or a cut hypothesis's last token (which is
+    kept in its output)."""
+    for i, j in final.nonzero().tolist():
+        hyp = seqs[i * k + cand_beam[i, j]].tolist()[1:]
+        scored = len(hyp) + 1                 # tokens scored: hyp + EOS, or hyp + last
+        if not is_eos[i, j]:
+            hyp.append(int(cand_tok[i, j]))
+        finished[ids[i]].append((float(cand_scores[i, j]) / length_penalty(scored, alpha), hyp))
 
 
 @torch.no_grad()
@@ -95,6 +123,9 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     state = model.start_state(memory, src_mask)
     state.reorder(torch.arange(b, device=device).repeat_interleave(k))   # (B·K, ...)
     limit = max_lengths(src, cfg)
+    limits = limit.tolist()           # per sentence, for the output
+    cut = check_at_limit(cfg.at_limit) == "cut"
+    last = (limit - 2).clamp(min=0) if cut else limit - 1        # the step that ends everything
     scores = torch.full((b, k), -math.inf, device=device)
     scores[:, 0] = 0.0
     seqs = torch.full((b * k, 1), BOS, dtype=torch.long, device=device)
@@ -102,9 +133,10 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     ids = list(range(b))              # original sentence of each row block still in the batch
     banned = torch.zeros(model.cfg.tgt_vocab_size, device=device)
     banned[[PAD, BOS]] = -math.inf
-    for step in range(int(limit.max())):
+    for step in range(int(last.max()) + 1):
         n = len(ids)
-        lprobs = _next_log_probs(model, state, seqs[:, -1:], banned, step + 1 >= limit, k)
+        at_limit = step >= last                                                # (n,)
+        lprobs = _next_log_probs(model, state, seqs[:, -1:], banned, at_limit & (not cut), k)
         vocab = lprobs.shape[1]
         cand = (scores.view(n * k, 1) + lprobs).view(n, k * vocab)
         cand_scores, cand_idx = cand.topk(min(2 * k, k * vocab), dim=1)          # (n, 2K)
@@ -112,17 +144,16 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
         is_eos = (cand_tok == EOS) & torch.isfinite(cand_scores)
         rank = torch.arange(cand_scores.shape[1], device=device).expand_as(cand_scores)
         final = is_eos & (rank < k)
-        if bool(final.any()):
-            for i, j in final.nonzero().tolist():
-                hyp = seqs[i * k + cand_beam[i, j]].tolist()[1:]
-                finished[ids[i]].append(
-                    (float(cand_scores[i, j]) / length_penalty(len(hyp) + 1, cfg.alpha), hyp))
+        if cut:                       # at the limit the K best end as they are
+            final |= at_limit[:, None] & (rank < k) & torch.isfinite(cand_scores)
+        _finalise(finished, ids, seqs, final, cand_scores, cand_beam, cand_tok, is_eos, k,
+                  cfg.alpha)
         # the K best continuations that are not EOS stay alive
         order = (rank + is_eos.long() * 4 * k).argsort(dim=1)[:, :k]
         alive_scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -math.inf)
         src_rows = (torch.arange(n, device=device)[:, None] * k + cand_beam.gather(1, order))
         tokens = cand_tok.gather(1, order)
-        open_ = (limit > step + 1).tolist()       # past its limit a sentence can add nothing
+        open_ = (last > step).tolist()       # past its limit a sentence can add nothing
         keep = [i for i in range(n) if len(finished[ids[i]]) < k and open_[i]]
         if not keep:
             break
@@ -130,16 +161,33 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
             kept = torch.tensor(keep, device=device)
             ids = [ids[i] for i in keep]
             src_rows, tokens, alive_scores = src_rows[kept], tokens[kept], alive_scores[kept]
-            limit = limit[kept]
+            last = last[kept]
             state.reorder(src_rows.view(-1))
         else:
             state.reorder_targets(src_rows.view(-1))
         seqs = torch.cat([seqs[src_rows.view(-1)], tokens.view(-1, 1)], dim=1)
         scores = alive_scores
-    for row, i in enumerate(ids):     # only when the loop ran zero steps; keep the best prefix
+    return _best(finished, ids, seqs, k, limits)
+
+
+def _best(finished: list, ids: list[int], seqs: Tensor, k: int,
+          limits: list[int]) -> list[list[int]]:
+    """The best finished hypothesis of every sentence, at most its limit − 1 tokens (a sentence
+    with none, only when the search ran zero steps, keeps its best prefix)."""
+    for row, i in enumerate(ids):
         if not finished[i]:
             finished[i].append((0.0, seqs[row * k].tolist()[1:]))
-    return [max(f, key=lambda sh: sh[0])[1] for f in finished]
+    return [max(f, key=lambda sh: sh[0])[1][:max(lim - 1, 0)]
+            for f, lim in zip(finished, limits)]
+
+
+AT_LIMIT = ("eos", "cut")
+
+
+def check_at_limit(value: str) -> str:
+    if value not in AT_LIMIT:
+        raise DepnmtError(f"at_limit {value!r}: expected one of {', '.join(AT_LIMIT)}")
+    return value
 
 
 def search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],

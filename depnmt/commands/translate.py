@@ -31,6 +31,10 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("--alpha", type=AMOUNT, default=None, help="GNMT length penalty alpha")
 @click.option("--max-len-a", type=AMOUNT, default=None, help="max output length = a·|src| + b")
 @click.option("--max-len-b", type=COUNT, default=None, help="max output length = a·|src| + b")
+@click.option("--at-limit", type=click.Choice(["eos", "cut"]), default=None,
+              help="beam search at the length limit: eos = only EOS may follow there and it is "
+                   "scored (fairseq; depnmt's default), cut = the best hypotheses end as they "
+                   "are (OpenNMT-py, CTranslate2; what --ct2 always does)")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
 @click.option("--ct2", "ct2_dir", type=click.Path(path_type=Path, file_okay=False),
               help="translate with this CTranslate2 export (`depnmt export`) instead of a model "
@@ -44,8 +48,8 @@ DEFAULT_MODEL_DIR = "model"
                    "the words translated, maximum spanning tree of the word-level head scores")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
-            max_len_b: int | None, device: str, ct2_dir: Path | None, threads: int,
-            induced_trees: Path | None) -> None:
+            max_len_b: int | None, at_limit: str | None, device: str, ct2_dir: Path | None,
+            threads: int, induced_trees: Path | None) -> None:
     """Translate raw text with a trained model.
 
     \b
@@ -60,7 +64,8 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
     from ..modeldir import named_checkpoint
     from ..textio import iter_lines, stdin_lines, write_stdout
 
-    search = dict(beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b)
+    search = dict(beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
+                  at_limit=at_limit)
     if ct2_dir is not None:
         if checkpoint or induced_trees or input_format != "text":
             raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees "

@@ -1,13 +1,13 @@
 """``depnmt export --format ctranslate2``: CTranslate2 decodes what depnmt decodes.
 
 Greedy output must equal depnmt's token for token (same weights, same float32 arithmetic up to
-rounding). Beam 4 agrees on 93% of the lines of the tiny abs model (56 of 60, with α = 0 and
-with α = 0.6): every line that differs is an undertrained model's repetition that runs into
-the length limit, where the two decoders pick among live hypotheses differently (depnmt, like
-fairseq, forces EOS at the limit and ranks by the score including log p(EOS): its cut lines end
-in "."; CTranslate2's end in other tokens — the likely cause, not yet verified). So the issue's
-≥ 95% is NOT met here; asserted: ≥ 90%. Tree schemes and abs+rel
-are refused with one line.
+rounding). Beam 4 must agree on ≥ 95% of the lines (issue 15) with depnmt's ``--at-limit cut``,
+the rule CTranslate2 applies at the length limit (it ends the beam's best hypotheses there as
+they are; depnmt's default ``eos`` forces EOS like fairseq and agreed on 93% of these lines,
+every difference a repetition cut at the limit). Measured: 60 of 60 lines on the abs and the
+rel model, α = 0 and 0.6 (the undertrained models run into the limit on many lines, so the
+limit rule is exercised; the length penalties' forms, |Y|^α against GNMT's, did not matter
+here). Tree schemes and abs+rel are refused with one line.
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ def sources(tiny_bpe: Path) -> list[str]:
 
 
 def both_outputs(model: Path, exported: Path, lines: list[str], beam: int,
-                 alpha: float = 0.6) -> tuple[list, list]:
+                 alpha: float = 0.6, at_limit: str = "cut") -> tuple[list, list]:
     """Output subwords of depnmt and of the CTranslate2 export, one string per line."""
     from depnmt.ct2translate import CT2Translator
     from depnmt.translate import Translator
-    torch_side = Translator.from_model_dir(model, device="cpu", beam=beam, alpha=alpha)
+    torch_side = Translator.from_model_dir(model, device="cpu", beam=beam, alpha=alpha,
+                                           at_limit=at_limit)
     torch_side.to_text = lambda ids: " ".join(torch_side.tgt_vocab.decode(ids))
     ct2_side = CT2Translator.from_dir(exported, beam=beam, alpha=alpha)
     words = [ct2_side.src_tokenizer.tokenize(line) for line in lines]
@@ -101,7 +102,7 @@ def test_ctranslate2_decodes_like_depnmt(which, request, tiny_bpe, tmp_path):
     for alpha in (0.0, 0.6):
         beam_torch, beam_ct2 = both_outputs(model, out, lines, beam=4, alpha=alpha)
         agree = sum(a == b for a, b in zip(beam_torch, beam_ct2)) / len(lines)
-        assert agree >= 0.9, (alpha, agree)
+        assert agree >= 0.95, (alpha, agree)
 
 
 def test_translate_ct2_runs_the_folder_alone(tiny_model, tiny_bpe, tmp_path):
@@ -117,6 +118,13 @@ def test_translate_ct2_runs_the_folder_alone(tiny_model, tiny_bpe, tmp_path):
     assert ct2.returncode == 0, ct2.stderr
     assert ct2.stdout == ref.stdout and len(ct2.stdout.splitlines()) == 7
     assert ct2.stdout.splitlines()[3] == ""
+
+
+def test_translate_ct2_refuses_forced_eos(tmp_path):
+    """CTranslate2 can only cut at the length limit: asking for fairseq's rule is an error."""
+    proc = run_subprocess(["translate", "--ct2", tmp_path, "--at-limit", "eos"])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: --at-limit eos: CTranslate2 cannot force EOS")
 
 
 @pytest.mark.parametrize("scheme, why", [

@@ -203,6 +203,47 @@ def test_beam_is_exact_on_exhaustive_search():
     assert sequence_logprob(model, src, found) == pytest.approx(best_lp, abs=1e-5)
 
 
+def test_beam_at_limit_cut_is_exact_on_exhaustive_search():
+    """``at_limit="cut"`` (OpenNMT-py, CTranslate2): the candidates are the hypotheses that end
+    with EOS before the limit (scored with EOS) and those cut at limit − 1 tokens (scored
+    without EOS); an exhaustive beam must return the best of them, and ``eos`` must not."""
+    import itertools
+    torch.manual_seed(4)                   # a model whose best hypothesis is a cut one
+    cfg = ModelConfig(8, 6, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1,
+                      dropout=0.0)
+    model = TransformerNMT(cfg).eval()
+    src = torch.tensor([[5, 6, EOS]])
+    limit = 3
+
+    def cut_logprob(hyp):
+        with torch.no_grad():
+            logits = model(src, torch.tensor([[BOS] + hyp[:-1]]), {})
+        return float(torch.log_softmax(logits[0], -1)[torch.arange(len(hyp)), hyp].sum())
+    ended = {tuple(h): sequence_logprob(model, src, list(h)) for n in range(limit - 1)
+             for h in itertools.product([1, 4, 5], repeat=n)}
+    cut = {h: cut_logprob(list(h)) for h in itertools.product([1, 4, 5], repeat=limit - 1)}
+    best = max({**ended, **cut}.items(), key=lambda kv: kv[1])
+    search_cfg = dict(beam=16, alpha=0.0, max_len_a=0.0, max_len_b=limit)
+    found = beam_search(model, src, {}, SearchConfig(**search_cfg, at_limit="cut"))[0]
+    assert tuple(found) == best[0]
+    assert best[0] in cut                  # this model's best is a cut one, so eos differs
+    assert beam_search(model, src, {}, SearchConfig(**search_cfg, at_limit="eos"))[0] != found
+
+
+def test_beam_at_limit_cut_batched_equals_alone():
+    """``cut``: sentences leave the batch at their own limit (never more than limit − 1 tokens)
+    and each result is that of the sentence decoded alone."""
+    model, src = peaky_model_and_sources()
+    cfg = SearchConfig(beam=4, alpha=0.6, max_len_a=1.5, max_len_b=2, at_limit="cut")
+    batched = beam_search(model, src, {}, cfg)
+    alone = [beam_search(model, src[i:i + 1, :int((src[i] != PAD).sum())], {}, cfg)[0]
+             for i in range(src.shape[0])]
+    assert batched == alone
+    limits = (torch.ceil(((src != PAD).sum(1) - 1) * 1.5 + 2).long() - 1).tolist()
+    assert all(len(h) <= n for h, n in zip(batched, limits))
+    assert batched != BEAM_BEFORE                      # the rule changed some outputs (eos)
+
+
 def test_length_penalty_is_gnmt():
     assert length_penalty(1, 0.6) == pytest.approx(1.0)
     assert length_penalty(10, 0.6) == pytest.approx(((5 + 10) / 6) ** 0.6)
