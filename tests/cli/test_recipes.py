@@ -110,7 +110,7 @@ def test_aspec_nlp2019_setting_runs_en_ja_end_to_end(tmp_path, shared_data):
     assert manifest(work / "words")["options"]["min_freq"] == {"src": 2, "tgt": 2}
     config = json.loads((work / "runs" / "models" / "deplabel" / "config.json").read_text())
     assert config["training"]["batch_sentences"] == 100 and config["training"]["max_epochs"] == 1
-    assert config["model"]["scheme"] == ["abs", "deplabel"]
+    assert [s["name"] for s in config["model"]["schemes"]] == ["abs", "deplabel"]
     hyps = (work / "runs" / "hyps" / "abs.ja").read_text("utf-8").splitlines()
     assert len(hyps) == 10 and not any(" " in h.replace("<unk>", "") for h in hyps)
     results = (work / "runs" / "results.md").read_text("utf-8")
@@ -335,6 +335,6 @@ def test_compare_recipe_runs_the_multitask_baseline(tiny_bpe, tmp_path):
     counts = manifest(work / "multitask")["counts"]["train"]
     assert counts == {"translate": 400, "parse": 400}
     config = json.loads((work / "compare" / "models" / "multitask" / "config.json").read_text())
-    assert config["model"]["scheme"] == ["abs"]
+    assert [s["name"] for s in config["model"]["schemes"]] == ["abs"]
     assert str(work / "multitask-bpe") in json.dumps(config)
     assert len((work / "compare" / "hyps" / "multitask.de").read_text().splitlines()) == 30

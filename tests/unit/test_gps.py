@@ -193,8 +193,8 @@ def normal_pdf(x: float, mu: float, sigma: float) -> float:
 
 def literal_path_embeddings(model: TransformerNMT, ex: Example) -> torch.Tensor:
     """GPS's ``s_i = LSTM(p_i)`` token by token, 0 for EOS: ``[T, dim]``."""
-    gps = dict(zip(model.cfg.scheme, model.schemes.parts))["gps"]
-    labels = model.cfg.scheme_options["gps_labels"]
+    gps = dict(zip(model.cfg.scheme_names, model.schemes.parts))["gps"]
+    labels = {k: v for s in model.cfg.schemes for k, v in s["options"].items()}["gps_labels"]
     ids = {label: i + len(SPECIAL_LABELS) for i, label in enumerate(labels)}
     of_word = words_of(ex.src_subwords)
     s = torch.zeros(len(ex.src), gps.paths.lstm.hidden_size)
