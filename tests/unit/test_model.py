@@ -217,7 +217,7 @@ def test_beam_at_limit_cut_is_exact_on_exhaustive_search():
 
     def cut_logprob(hyp):
         with torch.no_grad():
-            logits = model(src, torch.tensor([[BOS] + hyp[:-1]]), {})
+            logits = model(src, torch.tensor([[BOS] + hyp[:-1]]), {})[0]
         return float(torch.log_softmax(logits[0], -1)[torch.arange(len(hyp)), hyp].sum())
     ended = {tuple(h): sequence_logprob(model, src, list(h)) for n in range(limit - 1)
              for h in itertools.product([1, 4, 5], repeat=n)}
