@@ -64,7 +64,7 @@ so every written tree is valid CoNLL-U; when the argmax already is a tree, it is
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from typing import Any, ClassVar
 
 import click
@@ -93,20 +93,21 @@ class DBSAOptions:
                                   "bpe_dependency.py)", click.Choice(CHAIN_HEADS))
 
 
-@dataclass
-class DBSAEncoderOptions(DBSAOptions):
-    dbsa_enc_layer: int = option(4, "dbsa_enc: encoder layer p_e (1-based) whose head 0 is the "
-                                 "parse head (paper §4.1: 4)", click.IntRange(min=1))
-    dbsa_lambda_enc: float = option(1.0, "dbsa_enc: weight λ_enc of the source parse loss "
-                                    "(Eq. 18; paper §4.2: 1.0)", click.FloatRange(min=0))
+def side_options(side: str, stack: str, trees: str) -> type:
+    """The options of DBSA on one side (``side`` enc or dec): the 1-based layer p of the
+    ``stack`` (encoder/decoder) whose head 0 is the parse head (paper §4.1: 4) and the weight λ
+    of the ``trees`` (source/target) parse loss (Eq. 18; paper §4.2: 1.0)."""
+    layer = option(4, f"dbsa_{side}: {stack} layer p_{side[0]} (1-based) whose head 0 is the "
+                   "parse head (paper §4.1: 4)", click.IntRange(min=1))
+    weight = option(1.0, f"dbsa_{side}: weight λ_{side} of the {trees} parse loss (Eq. 18; "
+                    "paper §4.2: 1.0)", click.FloatRange(min=0))
+    return make_dataclass(f"DBSA{stack.capitalize()}Options",
+                          [(f"dbsa_{side}_layer", int, layer),
+                           (f"dbsa_lambda_{side}", float, weight)], bases=(DBSAOptions,))
 
 
-@dataclass
-class DBSADecoderOptions(DBSAOptions):
-    dbsa_dec_layer: int = option(4, "dbsa_dec: decoder layer p_d (1-based) whose head 0 is the "
-                                 "parse head (paper §4.1: 4)", click.IntRange(min=1))
-    dbsa_lambda_dec: float = option(1.0, "dbsa_dec: weight λ_dec of the target parse loss "
-                                    "(Eq. 18; paper §4.2: 1.0)", click.FloatRange(min=0))
+DBSAEncoderOptions = side_options("enc", "encoder", "source")
+DBSADecoderOptions = side_options("dec", "decoder", "target")
 
 
 SIDE_NAMES = {"src": "enc", "tgt": "dec"}
