@@ -575,3 +575,22 @@ def test_structural_distance_worked_example_full_matrix():
         [   3,   2,   1,  -1,   0],         # mats
     ]
     assert structural_distance(heads).tolist() == expected
+
+
+def test_gps_path_encoder_dropout():
+    """``--gps-dropout p`` (the paper's path-encoder dropout, §4.1): in training s_i is
+    stochastic and zeroes whole units of the label embeddings' LSTM output with rate ≈ p; in
+    evaluation, and with p = 0 (the default), it is the plain LSTM's output."""
+    from depnmt.model.schemes.gps import PathEncoder
+    torch.manual_seed(0)
+    paths = torch.randint(2, 9, (400, 4))
+    plain = PathEncoder(9, 16)
+    dropped = PathEncoder(9, 16, p=0.3)
+    dropped.load_state_dict(plain.state_dict())
+    expected = plain(paths)
+    assert torch.equal(dropped.eval()(paths), expected)
+    assert torch.equal(plain.train()(paths), expected)             # p = 0: unchanged
+    out = dropped.train()(paths)
+    assert not torch.allclose(out, expected)
+    assert 0.2 < float((out == 0).float().mean()) < 0.4             # s_i's units dropped at ≈ p
+    assert GPS().option("gps_dropout") == 0.0
