@@ -39,7 +39,8 @@ def test_label_vocabulary_is_in_the_config_and_resume_keeps_it(gps_model, tiny_b
     config = json.loads((gps_model / "config.json").read_text())
     assert [s["name"] for s in config["model"]["schemes"]] == ["abs", "gps"]
     options = config["model"]["schemes"][1]["options"]
-    assert set(options) == {"gps_layers", "gps_dim", "gps_labels"}       # gps's own, no others
+    assert set(options) == {"gps_layers", "gps_dim", "gps_dropout",
+                            "gps_labels"}                        # gps's own, no others
     assert options["gps_layers"] == "all"
     assert set(options["gps_labels"]) == set(LABELS) | {"root"}
     assert config["parser"]["src"]["backend"] == "conllu"

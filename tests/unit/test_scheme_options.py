@@ -76,7 +76,8 @@ def test_learned_options_are_a_step_of_their_own_and_resume_keeps_the_saved_ones
     assert entries[1]["options"]["gps_labels"] is None                 # returned, not written
     saved = [{"name": "gps", "options": {"gps_labels": ["x"], "gps_layers": "all"}}]
     assert with_learned(entries, saved)[1]["options"] == {
-        "gps_layers": "0", "gps_dim": None, "gps_labels": ["x"]}       # flags stay the CLI's
+        "gps_layers": "0", "gps_dim": None, "gps_dropout": 0.0,
+        "gps_labels": ["x"]}                                           # flags stay the CLI's
 
 
 def test_a_flag_of_a_scheme_not_in_use_is_ignored_with_a_warning(capsys):
