@@ -37,6 +37,7 @@ from pathlib import Path
 from .errors import DepnmtError, InputError
 from .manifest import write_manifest
 from .textio import atomic_open, iter_lines, make_dir
+from .trees import children
 
 TAGS = {"translate": "xxtranslatexx", "parse": "xxparsexx"}
 CLOSE = ")"
@@ -50,32 +51,33 @@ def linearize(words: list[str], heads: list[int], deprels: list[str]) -> list[st
     ``heads`` are CoNLL-U heads (1-based, 0 = root). "The dog barks ." with The→dog (det),
     dog→barks (nsubj), .→barks (punct) gives ``(root (nsubj (det The ) dog ) barks (punct . ) )``.
     Every word appears once; the words are in sentence order exactly when the tree is
-    projective. Labels are kept whole (``(obl:tmod``). Iterative, so any depth is fine. Raises ``ValueError`` on a forest or a cycle.
+    projective. Labels are kept whole (``(obl:tmod``). Iterative, so any depth is fine.
+    Raises ``ValueError`` on a forest or a cycle.
     """
     n = len(words)
-    children: list[list[int]] = [[] for _ in range(n + 1)]
-    for i, h in enumerate(heads, start=1):
-        if not 0 <= h <= n:
-            raise ValueError(f"word {i} has head {h}, outside 0..{n}")
-        children[h].append(i)
-    if n and len(children[0]) != 1:
-        raise ValueError(f"{len(children[0])} roots (a tree has one)")
+    if any(not 0 <= h <= n for h in heads):
+        i, h = next((i, h) for i, h in enumerate(heads, start=1) if not 0 <= h <= n)
+        raise ValueError(f"word {i} has head {h}, outside 0..{n}")
+    roots = [i for i, h in enumerate(heads) if h == 0]                  # 0-based nodes below
+    if n and len(roots) != 1:
+        raise ValueError(f"{len(roots)} roots (a tree has one)")
+    kids = children(heads)
     out: list[str] = []
-    stack: list[tuple[int, int]] = [(c, 0) for c in reversed(children[0])]
+    stack: list[tuple[int, int]] = [(r, 0) for r in reversed(roots)]
     seen = 0
     while stack:
         node, state = stack.pop()
         if state == 0:                                  # open the subtree
             seen += 1
-            out.append("(" + deprels[node - 1])
-            left = [c for c in children[node] if c < node]
-            right = [c for c in children[node] if c > node]
+            out.append("(" + deprels[node])
+            left = [c for c in kids[node] if c < node]
+            right = [c for c in kids[node] if c > node]
             stack.append((node, 2))                     # then close it
             stack.extend((c, 0) for c in reversed(right))
             stack.append((node, 1))                     # the word itself, after the left ones
             stack.extend((c, 0) for c in reversed(left))
         elif state == 1:
-            out.append(words[node - 1])
+            out.append(words[node])
         else:
             out.append(CLOSE)
     if seen != n:
