@@ -39,13 +39,16 @@ def timed(translator, lines: list[str]) -> tuple[float, list[str]]:
 @click.option("--threads", type=int, default=2, help="torch threads = CTranslate2 intra_threads")
 @click.option("--at-limit", type=click.Choice(["eos", "cut"]), default="cut", show_default=True,
               help="depnmt's beam search at the length limit (CTranslate2 always cuts)")
+@click.option("--precision", default="auto", show_default=True,
+              help="depnmt's decoding precision (translate --precision)")
 @click.option("--save", type=click.Path(path_type=Path, file_okay=False),
               help="write each system's last output here (depnmt.txt, ct2.txt)")
 def main(model_dir: Path, ct2_dir: Path, input_path: Path, lines: int, beam: int, rounds: int,
-         threads: int, at_limit: str, save: Path | None) -> None:
+         threads: int, at_limit: str, precision: str, save: Path | None) -> None:
     torch.set_num_threads(threads)
     text = input_path.read_text(encoding="utf-8").splitlines()[:lines]
-    systems = {"depnmt (torch)": Translator.from_model_dir(model_dir, device="cpu", beam=beam,
+    systems = {"depnmt (torch)": Translator.from_model_dir(model_dir, device="cpu",
+                                                           precision=precision, beam=beam,
                                                            at_limit=at_limit),
                "CTranslate2": CT2Translator.from_dir(ct2_dir, threads=threads, beam=beam)}
     for translator in systems.values():               # warm-up (lazy loading, allocators)

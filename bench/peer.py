@@ -4,6 +4,7 @@
     python bench/peer.py --quick               # smoke run: tiny segments, 30-update decode models
     python bench/peer.py --phases train        # only the training-throughput segments
     python bench/peer.py --phases decode --decode-steps 2000
+    python bench/peer.py --phases devloss      # after decode: dev loss at equal target tokens
     python bench/peer.py --report              # print the table from what is already measured
 
 Phases (each resumable; re-running skips what is done, so a stopped run is continued by running
@@ -24,8 +25,13 @@ the same command again):
 4. ``decode``: one model per toolkit trained for ``--decode-steps`` updates (abs; in chunks of
    ``--chunk-steps``, alternating, resumed), test_2016_flickr BLEU of each, then ``--rounds``
    interleaved rounds of beam-4 decoding of test_2016_flickr (sorted by source length, batches
-   of ``--decode-batch`` sentences, max output length ``--max-length``) by depnmt, OpenNMT-py's
-   translator and CTranslate2 float32 (converted with ct2-opennmt-py-converter): sentences/s.
+   of ``--decode-batch`` sentences, max output length ``--max-length``) by depnmt (its default
+   ``--precision auto``, and fp32), OpenNMT-py's translator and CTranslate2 float32 (converted
+   with ct2-opennmt-py-converter): sentences/s.
+5. ``devloss``: the dev loss (NLL per target token incl. EOS, teacher forcing, no label
+   smoothing, fp32, the whole dev set) of both decode models at every chunk, and the target
+   tokens each had trained on by then (depnmt: its batcher's batches; OpenNMT-py: its logged
+   tokens per batch); depnmt's loss is interpolated at OpenNMT-py's token counts.
 
 Results are JSON files under ``--work`` (default work/peer); the table (ratios depnmt /
 OpenNMT-py) is printed at the end with the CPU flags and load averages. See docs/benchmarks.md.
@@ -50,6 +56,10 @@ TORCH, ONMT, CT2 = "torch==2.13.0", "OpenNMT-py==3.0.4", "ctranslate2==4.8.5"
 ONMT_RUNTIME = ["pyonmttok>=1.35,<2", "configargparse", "pyyaml", "sacrebleu", "rapidfuzz", "numpy"]
 SCHEMES = {"abs": ("Transformer_abs", 0), "rel": ("Transformer_rel", 2)}   # depnmt, ONMT k
 TOOLKITS = ("depnmt", "onmt")
+# depnmt's decoders: its default (translate --precision auto: bf16 autocast on CPUs with native
+# bf16) and fp32 (what every machine gives; CTranslate2 runs float32)
+DEPNMT_DECODERS = {"depnmt": "auto", "depnmt-fp32": "fp32"}
+DECODERS = (*DEPNMT_DECODERS, "onmt", "ct2")
 # OpenNMT-py 3.0.4 pickles its options into checkpoints; torch >= 2.6 loads weights only
 ONMT_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "PYTHONWARNINGS": "ignore"}
 
@@ -146,6 +156,41 @@ def window_rate(windows: list[dict]) -> float | None:
     """Mean target tokens/s over the windows after the first (warm-up)."""
     rates = [w["tgt_tokens_per_s"] for w in windows[1:]]
     return statistics.mean(rates) if rates else None
+
+
+ONMT_GOLD = re.compile(r"GOLD SCORE:\s*(-?[\d.]+),.*?NB SENTENCES:\s*(\d+)")
+
+
+def onmt_gold_nll(log_text: str) -> float:
+    """Summed negative log-likelihood of the references from ``onmt_translate -tgt``'s report.
+
+    OpenNMT-py 3.0.4 (``Translator._score_target``) sums the log-probabilities of every
+    reference token and EOS (padding zeroed) and reports their mean per sentence as
+    ``GOLD SCORE``; the sum is that mean times ``NB SENTENCES``."""
+    m = ONMT_GOLD.search(log_text)
+    if not m:
+        raise click.ClickException("onmt_translate reported no GOLD SCORE")
+    return -float(m[1]) * int(m[2])
+
+
+def tokens_seen(windows: list[dict], step: int, every: int) -> float:
+    """Target tokens trained on up to ``step`` from OpenNMT-py's report windows of ``every``
+    updates (each with its mean target tokens per batch)."""
+    return sum(w["tgt_per_batch"] * every for w in windows if w["step"] <= step)
+
+
+def at_tokens(points: list[tuple[float, float]], tokens: float) -> float | None:
+    """Linear interpolation of (tokens, value) points at ``tokens``; None outside their range."""
+    points = sorted(points)
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= tokens <= t1:
+            return v0 + (v1 - v0) * (tokens - t0) / (t1 - t0) if t1 > t0 else v0
+    return None
+
+
+def chunk_targets(steps: int, chunk: int) -> list[int]:
+    """The update counts at which the decode models are saved: every ``chunk`` and ``steps``."""
+    return [*range(chunk, steps, chunk), steps]
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -363,7 +408,7 @@ class Peer:
     def decode_models(self, steps: int, chunk: int) -> None:
         """Train the abs model of each toolkit to ``steps`` updates, in alternating chunks."""
         d = self.work / "decode"
-        for target in [*range(chunk, steps, chunk), steps]:
+        for target in chunk_targets(steps, chunk):
             for toolkit in TOOLKITS:
                 mark = d / f"{toolkit}-model-{target}.done"
                 if mark.exists():
@@ -387,6 +432,60 @@ class Peer:
                     stats = run(cmd, d / f"onmt-train-{target}.log", env=ONMT_ENV)
                 mark.write_text(json.dumps(stats))
 
+    def dev_losses(self, steps: int, chunk: int) -> list[dict]:
+        """Dev NLL per target token (teacher forcing, no label smoothing, fp32, the whole dev
+        set) of both toolkits' decode models at every chunk, with the target tokens each had
+        trained on by then: the issue's "same dev loss after the same number of target tokens"."""
+        d = self.work / "decode"
+        res = d / "devloss.json"
+        rows = json.loads(res.read_text()) if res.exists() else []
+        done = {(r["toolkit"], r["step"]) for r in rows}
+        src, tgt = (self.bpe / f"dev.{lang}" for lang in self.langs)
+        n_tokens = sum(len(line.split()) + 1 for line in tgt.read_text().splitlines())
+        for target in chunk_targets(steps, chunk):
+            for toolkit in TOOLKITS:
+                if (toolkit, target) in done:
+                    continue
+                log = d / f"devloss-{toolkit}-{target}.log"
+                if toolkit == "depnmt":
+                    ckpt = d / "depnmt-model" / "checkpoints" / f"chunk{target}.pt"
+                    run([sys.executable, __file__, "devloss-depnmt", "--model-dir",
+                         str(d / "depnmt-model"), "--checkpoint", str(ckpt), "--src", str(src),
+                         "--tgt", str(tgt), "--out", str(log.with_suffix(".json"))], log)
+                    nll = json.loads(log.with_suffix(".json").read_text())["nll_sum"]
+                    seen = self.depnmt_tokens_seen(target)
+                else:
+                    run([self.vbin("onmt_translate"), "-model", str(self.onmt_checkpoint(target)),
+                         "-src", str(src), "-tgt", str(tgt), "-output", os.devnull,
+                         "-beam_size", "1", "-max_length", "1", "-batch_size", "64", "-gpu",
+                         "-1"], log, env=ONMT_ENV)
+                    nll = onmt_gold_nll(log.read_text())
+                    windows = [w for t in chunk_targets(steps, chunk) if t <= target
+                               for w in parse_onmt_log((d / f"onmt-train-{t}.log").read_text())]
+                    seen = tokens_seen(windows, target, 100)
+                rows.append({"toolkit": toolkit, "step": target, "dev_nll": nll / n_tokens,
+                             "dev_tokens": n_tokens, "tgt_tokens_seen": seen})
+                res.write_text(json.dumps(rows, indent=1))
+                say(f"dev loss {toolkit} @{target}: {nll / n_tokens:.4f} after {seen:,.0f} "
+                    "target tokens")
+        return rows
+
+    def depnmt_tokens_seen(self, steps: int) -> int:
+        """Target tokens (with EOS) in depnmt's first ``steps`` batches, epoch after epoch, as
+        its TokenBatcher orders them for --seed (the batches training took)."""
+        from depnmt.data import TokenBatcher
+        lines = {lang: (self.bpe / f"train.{lang}").read_text().splitlines()
+                 for lang in self.langs}
+        lengths = [(len(a.split()) + 1, len(b.split()) + 1)
+                   for a, b in zip(lines[self.langs[0]], lines[self.langs[1]])]
+        batcher, seen, epoch = TokenBatcher(lengths, self.s.max_tokens, self.s.seed), 0, 1
+        while steps > 0:
+            for batch in batcher.batches(epoch)[:steps]:
+                seen += sum(lengths[i][1] for i in batch)
+            steps -= len(batcher.batches(epoch))
+            epoch += 1
+        return seen
+
     def onmt_checkpoint(self, steps: int) -> Path:
         return self.work / "decode" / "onmt-model" / f"model_step_{steps}.pt"
 
@@ -409,11 +508,12 @@ class Peer:
         src, _ = self.sorted_test()
         hyp = d / f"hyp-{toolkit}-{rnd}.bpe"
         log = d / f"speed-{toolkit}-{rnd}.log"
-        if toolkit == "depnmt":
+        if toolkit in DEPNMT_DECODERS:
             stats = run([sys.executable, __file__, "decode-depnmt", "--model-dir",
                          str(d / "depnmt-model"), "--src", str(src), "--out", str(hyp),
                          "--batch", str(batch), "--beam", str(beam), "--max-length",
-                         str(max_length), "--timing", str(log.with_suffix(".json"))], log)
+                         str(max_length), "--timing", str(log.with_suffix(".json")),
+                         "--precision", DEPNMT_DECODERS[toolkit]], log)
             seconds = json.loads(log.with_suffix(".json").read_text())["seconds"]
         elif toolkit == "onmt":
             stats = run([self.vbin("onmt_translate"), "-model", str(self.onmt_checkpoint(steps)),
@@ -478,6 +578,30 @@ print("SECONDS", dt)
 """
 
 
+def devloss_table(path: Path) -> str:
+    """Dev loss of both decode models per chunk, and depnmt's interpolated at OpenNMT-py's
+    target-token counts (its batches hold a few % more target tokens, so equal updates are not
+    equal tokens)."""
+    if not path.exists():
+        return ""
+    rows = json.loads(path.read_text())
+    by = {t: {r["step"]: r for r in rows if r["toolkit"] == t} for t in TOOLKITS}
+    ours = [(r["tgt_tokens_seen"], r["dev_nll"]) for r in by["depnmt"].values()]
+    text = ("\n\n| updates | OpenNMT-py target tokens | OpenNMT-py dev NLL | depnmt target tokens "
+            "| depnmt dev NLL | depnmt at OpenNMT-py's tokens | difference |\n"
+            "|---|---|---|---|---|---|---|\n")
+    for step in sorted(set(by["depnmt"]) | set(by["onmt"])):
+        o, d = by["onmt"].get(step), by["depnmt"].get(step)
+        same = at_tokens(ours, o["tgt_tokens_seen"]) if o else None
+        cells = [str(step),
+                 fmt(o["tgt_tokens_seen"]) if o else "–", f"{o['dev_nll']:.4f}" if o else "–",
+                 fmt(d["tgt_tokens_seen"]) if d else "–", f"{d['dev_nll']:.4f}" if d else "–",
+                 f"{same:.4f}" if same else "–",
+                 f"{100 * (same / o['dev_nll'] - 1):+.1f}%" if same else "–"]
+        text += "| " + " | ".join(cells) + " |\n"
+    return text
+
+
 def summarize(work: Path) -> tuple[str, dict]:
     """The issue's table from the JSON results under ``work``."""
     train = [json.loads(p.read_text()) for p in sorted((work / "train").glob("*-*-*.json"))
@@ -514,11 +638,14 @@ def summarize(work: Path) -> tuple[str, dict]:
     if dec:
         text += ("\n\n| decoder (beam 4) | sentences/s | depnmt / it | test_2016_flickr BLEU |\n"
                  "|---|---|---|---|\n")
-        for name, label in (("depnmt", "depnmt"), ("onmt", "OpenNMT-py translate"),
+        for name, label in (("depnmt", "depnmt (--precision auto)"),
+                            ("depnmt-fp32", "depnmt --precision fp32"),
+                            ("onmt", "OpenNMT-py translate"),
                             ("ct2", "CTranslate2 float32")):
             sps = med(dec, "sentences_per_s", toolkit=name)
             ours = med(dec, "sentences_per_s", toolkit="depnmt")
             text += f"| {label} | {fmt(sps)} | {ratio(ours, sps)} | {fmt(bleus.get(name))} |\n"
+    text += devloss_table(work / "decode" / "devloss.json")
     if train:
         text += ("\n\n| segment (run order) | target tok/s per window | mean w/o first | "
                  "load before | load after |\n|---|---|---|---|---|\n")
@@ -544,7 +671,7 @@ def summarize(work: Path) -> tuple[str, dict]:
               show_default=True, help="virtual environment for OpenNMT-py and CTranslate2")
 @click.option("--prepare-dir", type=click.Path(path_type=Path), help="reuse a prepare folder")
 @click.option("--bpe-dir", type=click.Path(path_type=Path), help="reuse a bpe folder (joint)")
-@click.option("--phases", default="venv,data,train,decode", show_default=True)
+@click.option("--phases", default="venv,data,train,decode,devloss", show_default=True)
 @click.option("--schemes", default="abs,rel", show_default=True)
 @click.option("--rounds", type=int, default=3, show_default=True,
               help="interleaved rounds (training segments per toolkit and scheme; decodes)")
@@ -587,7 +714,7 @@ def main(ctx, work, venv, prepare_dir, bpe_dir, phases, schemes, rounds, segment
     if not report_only:
         if "venv" in todo:
             peer.install()
-        if todo & {"data", "train", "decode"}:
+        if todo & {"data", "train", "decode", "devloss"}:
             peer.data(prepare_dir, bpe_dir)
         if "train" in todo:
             peer.depnmt_batch_fill()
@@ -597,11 +724,13 @@ def main(ctx, work, venv, prepare_dir, bpe_dir, phases, schemes, rounds, segment
         if "decode" in todo:
             (peer.work / "decode").mkdir(exist_ok=True)
             peer.decode_models(decode_steps, chunk_steps)
-            for rnd, toolkit in interleaved(rounds, ("depnmt", "onmt", "ct2")):
+            for rnd, toolkit in interleaved(rounds, DECODERS):
                 peer.decode_round(toolkit, rnd, decode_steps, decode_batch, max_length, beam)
             if rounds:
-                bleus = {t: round(peer.bleu(t), 2) for t in ("depnmt", "onmt", "ct2")}
+                bleus = {t: round(peer.bleu(t), 2) for t in DECODERS}
                 (peer.work / "decode" / "bleu.json").write_text(json.dumps(bleus))
+        if "devloss" in todo:
+            peer.dev_losses(decode_steps, chunk_steps)
     text, info = summarize(peer.work)
     mach["load_now"] = loadavg()
     report = (f"{text}\n\nmachine: {mach['cpu']}, {mach['cores']} cores, flags "
@@ -619,20 +748,23 @@ def main(ctx, work, venv, prepare_dir, bpe_dir, phases, schemes, rounds, segment
 @click.option("--beam", type=int, required=True)
 @click.option("--max-length", type=int, required=True)
 @click.option("--timing", type=click.Path(path_type=Path), required=True)
-def decode_depnmt(model_dir, src, out, batch, beam, max_length, timing):
-    """Beam search over BPE source lines in fixed batches; timed like CTranslate2's loop."""
+@click.option("--precision", default="auto")
+def decode_depnmt(model_dir, src, out, batch, beam, max_length, timing, precision):
+    """Beam search over BPE source lines in fixed batches; timed like CTranslate2's loop, in
+    ``translate --precision`` (autocast as ``Translator.translate_examples`` does)."""
     import torch
     from depnmt.data import Example, add_features, collate, encode_source
+    from depnmt.device import autocast
     from depnmt.search import search
     from depnmt.translate import Translator
     tr = Translator.from_model_dir(model_dir, model_dir / "checkpoints" / "last.pt", "cpu",
-                                   beam=beam, max_len_a=0.0, max_len_b=max_length)
+                                   precision, beam=beam, max_len_a=0.0, max_len_b=max_length)
     lines = [ln.split() for ln in src.read_text(encoding="utf-8").splitlines()]
     exs = [Example(i, encode_source(s, tr.src_vocab), [], s) for i, s in enumerate(lines)]
     add_features(exs, tr.schemes)
     hyps = []
     t0 = time.perf_counter()
-    with torch.no_grad():
+    with torch.no_grad(), autocast(tr.device, tr.amp):
         for i in range(0, len(exs), batch):
             b = collate(exs[i:i + batch])
             hyps += search(tr.model, b.src, b.src_feats, tr.search_cfg)
@@ -640,6 +772,31 @@ def decode_depnmt(model_dir, src, out, batch, beam, max_length, timing):
     out.write_text("".join(" ".join(tr.tgt_vocab.decode(h)) + "\n" for h in hyps),
                    encoding="utf-8")
     timing.write_text(json.dumps({"seconds": seconds}))
+
+
+@main.command("devloss-depnmt", hidden=True)
+@click.option("--model-dir", type=click.Path(path_type=Path), required=True)
+@click.option("--checkpoint", type=click.Path(path_type=Path), required=True)
+@click.option("--src", type=click.Path(path_type=Path), required=True)
+@click.option("--tgt", type=click.Path(path_type=Path), required=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+def devloss_depnmt(model_dir, checkpoint, src, tgt, out):
+    """Summed NLL of the dev references (teacher forcing, fp32, no label smoothing)."""
+    import torch
+    from depnmt.data import add_features, collate, load_parallel
+    from depnmt.model.transformer import label_smoothed_nll
+    from depnmt.translate import Translator
+    tr = Translator.from_model_dir(model_dir, checkpoint, "cpu")
+    exs, _ = load_parallel(src, tgt, tr.src_vocab, tr.tgt_vocab)
+    add_features(exs, tr.schemes)
+    model, nll, tokens = tr.model.eval(), 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(exs), 64):
+            b = collate(exs[i:i + 64])
+            logits, _ = model(b.src, b.tgt_in, b.src_feats)
+            nll += float(label_smoothed_nll(logits.float(), b.tgt_out, 0.0)[1])
+            tokens += b.n_tokens
+    out.write_text(json.dumps({"nll_sum": nll, "tokens": tokens}))
 
 
 if __name__ == "__main__":

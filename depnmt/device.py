@@ -44,13 +44,6 @@ def resolve_device(name: str = "auto") -> torch.device:
     return device
 
 
-def amp_dtype(device: torch.device, enabled: bool) -> torch.dtype | None:
-    """bfloat16 on GPUs that support it, float16 otherwise; ``None`` = full precision (CPU)."""
-    if not enabled or device.type != "cuda":
-        return None
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty where that file is absent)."""
     try:

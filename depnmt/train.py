@@ -335,7 +335,8 @@ class Trainer:
             from .translate import Translator
             search = SearchConfig(**{**asdict(self.search), "beam": self.opts.valid_beam})
             self._translator = Translator(self.model, read_config(self.model_dir), self.src_vocab,
-                                          self.tgt_vocab, None, self.device, search)
+                                          self.tgt_vocab, None, self.device, search,
+                                          amp=self.amp)
         return self._translator
 
     def _improved(self, result: dict) -> bool:

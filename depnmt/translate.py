@@ -21,7 +21,7 @@ import torch
 from .bpe import Segmenter
 from .checkpoint import load_checkpoint
 from .data import Example, add_features, collate, encode_source
-from .device import amp_dtype, autocast, resolve_device
+from .device import autocast, resolve_device, train_precision
 from .errors import DepnmtError
 from .log import warn
 from .model.schemes import Extras
@@ -40,7 +40,7 @@ class Translator:
 
     def __init__(self, model: TransformerNMT, config: dict, src_vocab: Vocab, tgt_vocab: Vocab,
                  segmenter: Segmenter | None, device: torch.device, search_cfg: SearchConfig,
-                 max_tokens: int = 4000):
+                 max_tokens: int = 4000, amp: torch.dtype | None = None):
         from .tokenize import make_tokenizer
         self.model, self.config = model.eval(), config
         self.src_vocab, self.tgt_vocab, self.segmenter = src_vocab, tgt_vocab, segmenter
@@ -50,12 +50,15 @@ class Translator:
         self.src_tokenizer = make_tokenizer(config["tokenizers"]["src"])
         self.tgt_tokenizer = make_tokenizer(config["tokenizers"]["tgt"])
         self.max_src_len = int(config.get("max_src_len", 250))
-        self.amp = amp_dtype(device, config.get("training", {}).get("amp", True))
+        self.amp = amp            # autocast dtype of the decoder's matrix multiplies (None: fp32)
         self._parser = None
 
     @classmethod
     def from_model_dir(cls, model_dir: Path, checkpoint: Path | None = None, device: str = "auto",
-                       **search_overrides) -> "Translator":
+                       precision: str = "auto", **search_overrides) -> "Translator":
+        """``precision`` as ``train --precision`` (:func:`depnmt.device.train_precision`):
+        ``auto`` decodes with bf16 autocast on CPUs with native bf16 matrix multiplies and
+        bf16/fp16 AMP on CUDA, fp32 elsewhere."""
         config = read_config(model_dir)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)
@@ -67,7 +70,7 @@ class Translator:
                                      **{k: v for k, v in search_overrides.items() if v is not None}})
         src_vocab, tgt_vocab = load_vocabs(model_dir)
         return cls(model.to(dev), config, src_vocab, tgt_vocab, Segmenter.from_dir(model_dir, "src"),
-                   dev, search_cfg)
+                   dev, search_cfg, amp=train_precision(dev, precision))
 
     # -- source side -----------------------------------------------------------------------
     @property

@@ -36,6 +36,11 @@ DEFAULT_MODEL_DIR = "model"
                    "scored (fairseq; depnmt's default), cut = the best hypotheses end as they "
                    "are (OpenNMT-py, CTranslate2; what --ct2 always does)")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+@click.option("--precision", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto",
+              help="arithmetic of the decoder's matrix multiplies, as train --precision: auto = "
+                   "bf16 on CPUs with native bf16 (AVX512-BF16, AMX), bf16/fp16 on CUDA, fp32 "
+                   "elsewhere; fp32 gives the same output on every machine (--ct2: the "
+                   "export's own compute type)")
 @click.option("--ct2", "ct2_dir", type=click.Path(path_type=Path, file_okay=False),
               help="translate with this CTranslate2 export (`depnmt export`) instead of a model "
                    "directory: the export's own tokenizer, BPE and search defaults; text input "
@@ -48,7 +53,8 @@ DEFAULT_MODEL_DIR = "model"
                    "the words translated, maximum spanning tree of the word-level head scores")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
-            max_len_b: int | None, at_limit: str | None, device: str, ct2_dir: Path | None,
+            max_len_b: int | None, at_limit: str | None, device: str, precision: str,
+            ct2_dir: Path | None,
             threads: int, induced_trees: Path | None) -> None:
     """Translate raw text with a trained model.
 
@@ -79,7 +85,7 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
     from ..translate import Translator
 
     ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
-    translator = Translator.from_model_dir(model_dir, ckpt, device, **search)
+    translator = Translator.from_model_dir(model_dir, ckpt, device, precision, **search)
     induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":
         from ..parse.conllu import read_conllu_input

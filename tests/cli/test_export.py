@@ -51,8 +51,8 @@ def both_outputs(model: Path, exported: Path, lines: list[str], beam: int,
     """Output subwords of depnmt and of the CTranslate2 export, one string per line."""
     from depnmt.ct2translate import CT2Translator
     from depnmt.translate import Translator
-    torch_side = Translator.from_model_dir(model, device="cpu", beam=beam, alpha=alpha,
-                                           at_limit=at_limit)
+    torch_side = Translator.from_model_dir(model, device="cpu", precision="fp32", beam=beam,
+                                           alpha=alpha, at_limit=at_limit)
     torch_side.to_text = lambda ids: " ".join(torch_side.tgt_vocab.decode(ids))
     ct2_side = CT2Translator.from_dir(exported, beam=beam, alpha=alpha)
     words = [ct2_side.src_tokenizer.tokenize(line) for line in lines]
@@ -71,7 +71,8 @@ def largest_log_prob_gap(model: Path, exported: Path, tiny_bpe: Path) -> float:
     from depnmt.data import encode_source
     from depnmt.translate import Translator
     from depnmt.vocab import BOS, EOS
-    ours, theirs = Translator.from_model_dir(model, device="cpu"), CT2Translator.from_dir(exported)
+    ours = Translator.from_model_dir(model, device="cpu", precision="fp32")
+    theirs = CT2Translator.from_dir(exported)
     src, tgt = ([line.split() for line in (tiny_bpe / f"test.{lang}").read_text().splitlines()]
                 for lang in ("en", "de"))
     gap = 0.0

@@ -230,3 +230,29 @@ def test_batch_sentences_sets_the_batches_per_epoch(tiny_bpe, tmp_path, capsys):
     assert "400 pairs, 8 batches/epoch" in capsys.readouterr().err
     config = json.loads((model / "config.json").read_text())
     assert config["training"]["batch_sentences"] == 50
+
+
+def test_translate_precision_sets_the_decoders_autocast(tiny_model, tiny_bpe, tmp_path):
+    """--precision is train's: fp32 decodes without autocast, bf16 with bf16 autocast (emulated
+    on CPUs without native bf16, so the same sentences come out, possibly other words), auto
+    follows the CPU; fp16 on a CPU is a clear error, not a traceback."""
+    import torch
+
+    from depnmt.device import cpu_has_native_bf16
+    from depnmt.translate import Translator
+    assert Translator.from_model_dir(tiny_model, device="cpu", precision="fp32").amp is None
+    assert Translator.from_model_dir(tiny_model, device="cpu",
+                                     precision="bf16").amp == torch.bfloat16
+    auto = Translator.from_model_dir(tiny_model, device="cpu", precision="auto").amp
+    assert auto == (torch.bfloat16 if cpu_has_native_bf16() else None)
+    src = tiny_bpe.parent / "prepare" / "test.raw.en"
+    outs = {}
+    for precision in ("fp32", "bf16"):
+        done = run_subprocess(["translate", "-m", tiny_model, "-i", src, "--precision", precision])
+        assert done.returncode == 0, done.stderr
+        outs[precision] = done.stdout.splitlines()
+    assert len(outs["bf16"]) == len(outs["fp32"]) == len(src.read_text().splitlines())
+    bad = run_subprocess(["translate", "-m", tiny_model, "-i", src, "--precision", "fp16",
+                          "--device", "cpu"])
+    assert bad.returncode == 2 and "fp16 needs a CUDA GPU" in bad.stderr
+    assert "Traceback" not in bad.stderr

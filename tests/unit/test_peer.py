@@ -119,3 +119,59 @@ def test_summary_from_result_files(tmp_path):
     assert "| 3,100 | 2,100 | **0.68** |" in rss                           # maxima
     assert "| target tokens in a 4,096-token batch | 3,700 | 3,500 | **0.95** |" in text
     assert info["segments"] == 4
+
+
+def test_onmt_gold_score_is_summed_back_per_sentence():
+    peer = load_peer()
+    log = ("[2026-11-24 00:10:00,000 INFO] PRED SCORE: -0.1234, PRED PPL: 1.13 NB SENTENCES: 1014\n"
+           "[2026-11-24 00:10:00,000 INFO] GOLD SCORE: -25.5000, GOLD PPL: 1.2e11 NB SENTENCES: 4\n")
+    assert peer.onmt_gold_nll(log) == pytest.approx(102.0)
+    with pytest.raises(Exception, match="GOLD"):
+        peer.onmt_gold_nll("PRED SCORE: -1.0, PRED PPL: 2.7 NB SENTENCES: 3")
+
+
+def test_tokens_seen_and_interpolation_at_equal_tokens():
+    peer = load_peer()
+    windows = [{"step": 100, "tgt_per_batch": 3000.0}, {"step": 200, "tgt_per_batch": 3500.0},
+               {"step": 300, "tgt_per_batch": 4000.0}]
+    assert peer.tokens_seen(windows, 200, 100) == 650_000
+    pts = [(2000.0, 3.0), (1000.0, 5.0)]           # unsorted on purpose
+    assert peer.at_tokens(pts, 1500.0) == pytest.approx(4.0)
+    assert peer.at_tokens(pts, 1000.0) == pytest.approx(5.0)
+    assert peer.at_tokens(pts, 2500.0) is None and peer.at_tokens(pts, 500.0) is None
+    assert peer.chunk_targets(1000, 250) == [250, 500, 750, 1000]
+    assert peer.chunk_targets(900, 250) == [250, 500, 750, 900]
+
+
+def test_devloss_table_compares_at_opennmt_token_counts(tmp_path):
+    peer = load_peer()
+    rows = [{"toolkit": "depnmt", "step": 250, "dev_nll": 4.0, "tgt_tokens_seen": 1000},
+            {"toolkit": "depnmt", "step": 500, "dev_nll": 3.0, "tgt_tokens_seen": 2000},
+            {"toolkit": "onmt", "step": 250, "dev_nll": 4.2, "tgt_tokens_seen": 900},
+            {"toolkit": "onmt", "step": 500, "dev_nll": 3.5, "tgt_tokens_seen": 1500}]
+    path = tmp_path / "devloss.json"
+    path.write_text(json.dumps(rows))
+    text = peer.devloss_table(path)
+    line500 = next(ln for ln in text.splitlines() if ln.startswith("| 500 "))
+    # depnmt at 1,500 tokens: halfway between 4.0 and 3.0 = 3.5, equal to OpenNMT-py's
+    assert "| 3.5000 | +0.0% |" in line500
+    line250 = next(ln for ln in text.splitlines() if ln.startswith("| 250 "))
+    assert line250.endswith("| – | – |")          # 900 tokens: before depnmt's first point
+    assert peer.devloss_table(tmp_path / "missing.json") == ""
+
+
+def test_depnmt_tokens_seen_counts_batches_across_epochs(tmp_path):
+    peer = load_peer()
+    bpe = tmp_path / "bpe"
+    bpe.mkdir()
+    (bpe / "train.en").write_text("a b\nc\nd e f\ng\n")
+    (bpe / "train.de").write_text("x\ny z\nw\nv u t s\n")
+    p = peer.Peer.__new__(peer.Peer)
+    p.bpe, p.langs, p.s = bpe, ("en", "de"), peer.Settings(max_tokens=6)
+    from depnmt.data import TokenBatcher
+    lengths = [(3, 2), (2, 3), (4, 2), (2, 5)]
+    batcher = TokenBatcher(lengths, 6, 1)
+    order = batcher.batches(1) + batcher.batches(2)
+    n = len(batcher.batches(1))
+    for steps in (1, n, n + 1):
+        assert p.depnmt_tokens_seen(steps) == sum(lengths[i][1] for b in order[:steps] for i in b)
