@@ -173,10 +173,12 @@ def onmt_gold_nll(log_text: str) -> float:
     return -float(m[1]) * int(m[2])
 
 
-def tokens_seen(windows: list[dict], step: int, every: int) -> float:
-    """Target tokens trained on up to ``step`` from OpenNMT-py's report windows of ``every``
-    updates (each with its mean target tokens per batch)."""
-    return sum(w["tgt_per_batch"] * every for w in windows if w["step"] <= step)
+def tokens_seen(windows: list[dict], step: int) -> float:
+    """Target tokens trained on in ``step`` updates: ``step`` × the mean target tokens per batch
+    of OpenNMT-py's report windows up to ``step`` (a run resumed between reports logs a short
+    window, so the windows' own update counts are not summed)."""
+    means = [w["tgt_per_batch"] for w in windows if w["step"] <= step]
+    return step * statistics.mean(means)
 
 
 def at_tokens(points: list[tuple[float, float]], tokens: float) -> float | None:
@@ -462,7 +464,7 @@ class Peer:
                     nll = onmt_gold_nll(log.read_text())
                     windows = [w for t in chunk_targets(steps, chunk) if t <= target
                                for w in parse_onmt_log((d / f"onmt-train-{t}.log").read_text())]
-                    seen = tokens_seen(windows, target, 100)
+                    seen = tokens_seen(windows, target)
                 rows.append({"toolkit": toolkit, "step": target, "dev_nll": nll / n_tokens,
                              "dev_tokens": n_tokens, "tgt_tokens_seen": seen})
                 res.write_text(json.dumps(rows, indent=1))
@@ -526,8 +528,11 @@ class Peer:
         else:
             ct2 = d / "ct2-model"
             if not (ct2 / "model.bin").exists():
+                # the checkpoint is OpenNMT-py's own, written here: CTranslate2 4.8's converter
+                # loads it weights-only unless told (it pickles an argparse.Namespace)
                 run([self.vbin("ct2-opennmt-py-converter"), "--model_path",
-                     str(self.onmt_checkpoint(steps)), "--output_dir", str(ct2), "--force"],
+                     str(self.onmt_checkpoint(steps)), "--output_dir", str(ct2), "--force",
+                     "--unsafe_deserialization"],
                     d / "ct2-convert.log", env=ONMT_ENV)
             stats = run([self.vbin("python"), "-c", CT2_SCRIPT, str(ct2), str(src), str(hyp),
                          str(batch), str(beam), str(max_length), str(os.cpu_count() or 1)],

@@ -134,7 +134,8 @@ def test_tokens_seen_and_interpolation_at_equal_tokens():
     peer = load_peer()
     windows = [{"step": 100, "tgt_per_batch": 3000.0}, {"step": 200, "tgt_per_batch": 3500.0},
                {"step": 300, "tgt_per_batch": 4000.0}]
-    assert peer.tokens_seen(windows, 200, 100) == 650_000
+    assert peer.tokens_seen(windows, 200) == 650_000
+    assert peer.tokens_seen(windows, 250) == 250 * 3250
     pts = [(2000.0, 3.0), (1000.0, 5.0)]           # unsorted on purpose
     assert peer.at_tokens(pts, 1500.0) == pytest.approx(4.0)
     assert peer.at_tokens(pts, 1000.0) == pytest.approx(5.0)
