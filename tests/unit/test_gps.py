@@ -408,9 +408,56 @@ def test_pascal_parent_ignoring_only_in_training():
 
 
 def test_pascal_heads_must_fit_the_model():
-    with pytest.raises(DepnmtError, match="exceeds"):
+    with pytest.raises(DepnmtError, match="exceed"):
         for scheme in build_schemes(scheme_entries(["pascal"], {"pascal_heads": 3})):
             scheme.check(ModelConfig(10, 10, d_model=8, n_heads=2).dims)
+    for bad, match in (({"pascal_layer_heads": "2"}, "1 counts for the 2 layer"),
+                       ({"pascal_layer_heads": "1,3"}, "exceed")):
+        with pytest.raises(DepnmtError, match=match):
+            for scheme in build_schemes(scheme_entries(["pascal"],
+                                                       {"pascal_layers": "all", **bad})):
+                scheme.check(ModelConfig(10, 10, d_model=8, n_heads=2, encoder_layers=2).dims)
+
+
+def pascal_scales(model, example, layer):
+    batch = batch_of(model, [example])
+    pos = torch.arange(batch.src.shape[1])
+    terms = model.schemes.attention_terms("src", layer, batch.src_feats, pos, pos)
+    return None if terms is None else terms.logit_scale[0]              # (H, S, S)
+
+
+def test_pascal_uniform_window_is_the_references_unipdf():
+    """The reference's ``unipdf``: 1[|j − p_i| < w + 1] on the chosen heads, worked by hand.
+    Tree: w0 <- w1 (root) -> w2, w3 <- w2; no BPE: parents p = (1, 1, 1, 2), EOS (4) itself."""
+    tree = Sentence(["w0", "w1", "w2", "w3"], [2, 0, 2, 3], ["det", "root", "obj", "amod"])
+    ex = Example(0, [5, 6, 7, 8, EOS], [], ["w0", "w1", "w2", "w3"], src_tree=tree)
+    model = tiny("pascal", pascal_layers="0", pascal_weighting="uniform", pascal_window=1.0)
+    scale = pascal_scales(model, ex, 0)
+    window = torch.tensor([[1, 1, 1, 0, 0],       # p = 1: j in {0, 1, 2} (|j − 1| < 2)
+                           [1, 1, 1, 0, 0],
+                           [1, 1, 1, 0, 0],
+                           [0, 1, 1, 1, 0],       # p = 2: j in {1, 2, 3}
+                           [0, 0, 0, 1, 1]],      # EOS, p = 4: j in {3, 4}
+                          dtype=torch.float32)
+    assert torch.equal(scale[1], window) and (scale[0] == 1).all()
+    wide = pascal_scales(tiny("pascal", pascal_layers="0", pascal_weighting="uniform",
+                              pascal_window=0.0), ex, 0)
+    assert torch.equal(wide[1], torch.eye(5)[[1, 1, 1, 2, 4]])      # w = 0: the parent alone
+
+
+def test_pascal_per_layer_head_counts():
+    """--pascal-layer-heads 2,0: both heads of layer 0 scaled, layer 1 left alone (the
+    reference's --encoder-pascal-heads 2 0); the default (one count) is unchanged."""
+    ex = random_example(0, 5, random.Random(3))
+    model = tiny("pascal", pascal_layers="all", pascal_layer_heads="2,0")
+    scale = pascal_scales(model, ex, 0)
+    assert (scale != 1).any(dim=(1, 2)).tolist() == [True, True]
+    assert pascal_scales(model, ex, 1) is None
+    base = tiny("pascal", pascal_layers="all")                          # pascal_heads 1
+    one = tiny("pascal", pascal_layers="all", pascal_layer_heads="1,1")
+    for layer in (0, 1):
+        assert torch.equal(pascal_scales(base, ex, layer), pascal_scales(one, ex, layer))
+        assert (pascal_scales(base, ex, layer)[0] == 1).all()
 
 
 def test_structural_features_eos_and_clipping():

@@ -35,6 +35,14 @@ against a loop over sentences).
 * Layers are 0-based (``--pascal-layers 0`` = the bottom layer, the paper's and the reference's
   setting; ``all`` or e.g. ``0,1``); ``--pascal-heads`` defaults to all heads (the reference's
   NC11 script uses 8 of 8 heads of the first layer; its WMT16 script 5 of 8).
+  ``--pascal-layer-heads 8,4`` gives one count per chosen layer instead (lowest layer first; 0
+  leaves a layer unscaled), as the reference's ``--encoder-pascal-heads`` list of one count per
+  encoder layer (``pascal_transformer.py``): its ``8 0 0 0 0 0`` is ``--pascal-layers 0``.
+* *Weighting* (``--pascal-weighting``, the reference's ``--pascal-weight-fn``): ``normal`` is
+  the Gaussian above (``normpdf``); ``uniform`` is the reference's window ``unipdf``,
+  ``U_tj = 1[|j − p_t| < w + 1]`` with ``w = --pascal-window`` (its ``--pascal-weight-param``),
+  i.e. the scores of keys within w positions of the parent are kept and the others multiplied
+  by 0 (not masked: they still take part in the softmax with score 0).
 """
 
 from __future__ import annotations
@@ -57,6 +65,15 @@ from .options import option
 from .registry import register
 
 PARENT_RULES = ("mean", "first")
+WEIGHTINGS = ("normal", "uniform")
+
+
+def check_head_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """click callback of ``--pascal-layer-heads``: comma-separated counts ≥ 0 (their number and
+    size are checked against the model by :meth:`Pascal.check`)."""
+    if value is not None and not all(p.strip().isdigit() for p in str(value).split(",")):
+        raise click.BadParameter(f"'{value}': expected counts such as 8 or 8,4")
+    return value
 
 
 @dataclass
@@ -74,6 +91,16 @@ class PascalOptions:
     pascal_parent_ignoring: float = option(0.0, "pascal: probability that a token's row is left "
                                            "unscaled in training (parent ignoring)",
                                            click.FloatRange(0, 1))
+    pascal_layer_heads: str | None = option(None, "pascal: parent-scaled heads of each chosen "
+                                            "layer, lowest first, e.g. 8,4 (0: unscaled); "
+                                            "overrides --pascal-heads", str,
+                                            callback=check_head_list)
+    pascal_weighting: str = option("normal", "pascal: weight of a key around the parent: normal "
+                                   "(Gaussian, --pascal-sigma) or uniform (1 within "
+                                   "--pascal-window positions, else 0)",
+                                   click.Choice(WEIGHTINGS))
+    pascal_window: float = option(1.0, "pascal: uniform weighting: keys j with |j − p| < "
+                                  "window + 1 keep their score", click.FloatRange(min=0))
 
 
 def parent_positions(heads: list[int], sent_ids: list[int] | None, subwords: list[str],
@@ -99,20 +126,35 @@ def gaussian(parent: Tensor, positions: Tensor, sigma: float) -> Tensor:
     return torch.exp(-dist * dist / (2 * var)) / math.sqrt(2 * math.pi * var)
 
 
-class PascalModule(SchemeModule):
-    """The Gaussian scale of the selected heads of the selected encoder layers."""
+def uniform(parent: Tensor, positions: Tensor, window: float) -> Tensor:
+    """``1[|j − p_t| < w + 1]`` for parents ``[B, Tq]`` and key positions ``[Tk]``:
+    ``[B, Tq, Tk]`` (the reference's ``unipdf``)."""
+    dist = positions.to(parent.dtype)[None, None, :] - parent[:, :, None]
+    return (dist.abs() < window + 1).to(parent.dtype)
 
-    def __init__(self, dims: ModelDims, layers: list[int], heads: int, sigma: float,
-                 ignoring: float):
+
+class PascalModule(SchemeModule):
+    """The parent-centred scale of the selected heads of the selected encoder layers."""
+
+    def __init__(self, dims: ModelDims, layer_heads: dict[int, int], sigma: float,
+                 ignoring: float, weighting: str = "normal", window: float = 1.0):
         super().__init__()
-        self.layers, self.sigma, self.ignoring = layers, sigma, ignoring
-        chosen = torch.zeros(dims.n_heads, dtype=torch.bool)
-        chosen[dims.n_heads - heads:] = True                       # heads H − n … H − 1
+        self.layers = [layer for layer, n in layer_heads.items() if n > 0]
+        self.sigma, self.ignoring, self.weighting, self.window = sigma, ignoring, weighting, window
+        chosen = torch.zeros(dims.encoder_layers, dims.n_heads, dtype=torch.bool)
+        for layer, n in layer_heads.items():
+            chosen[layer, dims.n_heads - n:] = n > 0               # heads H − n … H − 1
         self.register_buffer("chosen", chosen, persistent=False)
 
-    def head_mask(self, batch: int, length: int) -> Tensor:
-        """``[B, H, Tq, 1]`` bool: where the Gaussian applies (per sentence, head and token)."""
-        mask = self.chosen.view(1, -1, 1, 1).expand(batch, -1, length, 1)
+    def weights(self, parent: Tensor, positions: Tensor) -> Tensor:
+        """``[B, Tq, Tk]``: the Gaussian or the window around each query's parent."""
+        if self.weighting == "uniform":
+            return uniform(parent, positions, self.window)
+        return gaussian(parent, positions, self.sigma)
+
+    def head_mask(self, layer: int, batch: int, length: int) -> Tensor:
+        """``[B, H, Tq, 1]`` bool: where the weights apply (per sentence, head and token)."""
+        mask = self.chosen[layer].view(1, -1, 1, 1).expand(batch, -1, length, 1)
         if self.training and self.ignoring > 0:                    # parent ignoring
             keep = torch.rand(mask.shape, device=mask.device) >= self.ignoring
             mask = mask & keep
@@ -123,8 +165,8 @@ class PascalModule(SchemeModule):
         if side != "src" or layer not in self.layers:
             return None
         parent = feats["pascal_parent"]                              # (B, S) float
-        scale = gaussian(parent, k_pos, self.sigma).unsqueeze(1)     # (B, 1, S, S)
-        mask = self.head_mask(parent.shape[0], parent.shape[1])      # (B, H, S, 1)
+        scale = self.weights(parent, k_pos).unsqueeze(1)             # (B, 1, S, S)
+        mask = self.head_mask(layer, parent.shape[0], parent.shape[1])   # (B, H, S, 1)
         return AttentionTerms([], logit_scale=torch.where(mask, scale, scale.new_ones(())))
 
 
@@ -135,14 +177,27 @@ class Pascal(Scheme):
     needs_source_trees = True
     Options = PascalOptions
 
-    def heads(self, dims: ModelDims) -> int:
-        return self.option("pascal_heads") or dims.n_heads
+    def layer_heads(self, dims: ModelDims) -> dict[int, int]:
+        """Chosen encoder layer -> its number of parent-scaled heads (a DepnmtError when the
+        counts do not fit the layers or the heads)."""
+        layers = parse_layers(self.option("pascal_layers"), dims.encoder_layers, "--pascal-layers")
+        listed = self.option("pascal_layer_heads")
+        if listed is None:
+            counts = [self.option("pascal_heads") or dims.n_heads] * len(layers)
+        else:
+            counts = [int(part) for part in str(listed).split(",")]
+            if len(counts) != len(layers):
+                raise DepnmtError(f"--pascal-layer-heads {listed}: {len(counts)} counts for the "
+                                  f"{len(layers)} layer(s) of --pascal-layers "
+                                  f"{self.option('pascal_layers')}")
+        for n in counts:
+            if n > dims.n_heads:
+                raise DepnmtError(f"pascal: {n} parent-scaled heads exceed the {dims.n_heads} "
+                                  f"attention heads (--pascal-heads/--pascal-layer-heads)")
+        return dict(zip(layers, counts))
 
     def check(self, dims: ModelDims) -> None:
-        parse_layers(self.option("pascal_layers"), dims.encoder_layers, "--pascal-layers")
-        if self.heads(dims) > dims.n_heads:
-            raise DepnmtError(f"--pascal-heads {self.heads(dims)} exceeds the {dims.n_heads} "
-                              f"attention heads")
+        self.layer_heads(dims)
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
         """``pascal_parent [T]``: each source id's parent position (EOS: itself)."""
@@ -154,6 +209,6 @@ class Pascal(Scheme):
         return {"pascal_parent": torch.tensor(parents[:n] + [float(n)], dtype=torch.float32)}
 
     def build(self, dims: ModelDims) -> SchemeModule:
-        return PascalModule(dims, parse_layers(self.option("pascal_layers"), dims.encoder_layers),
-                            self.heads(dims), float(self.option("pascal_sigma")),
-                            float(self.option("pascal_parent_ignoring")))
+        return PascalModule(dims, self.layer_heads(dims), float(self.option("pascal_sigma")),
+                            float(self.option("pascal_parent_ignoring")),
+                            self.option("pascal_weighting"), float(self.option("pascal_window")))
