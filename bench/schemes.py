@@ -56,6 +56,7 @@ SYSTEMS: dict[str, tuple[str, dict]] = {
     "dep": ("Transformer_dep", {}), "dep+rel": ("Transformer_dep+rel", {}),
     "deplabel": ("Transformer_deplabel", {}), "deplabel+rel": ("Transformer_deplabel+rel", {}),
     "dbsa-enc": ("Transformer_abs+DBSA(Enc)", {"dbsa_enc_layer": 2}),
+    "lisa": ("Transformer_abs+DBSA(Enc)", {"dbsa_enc_layer": 1, "dbsa_scorer": "deep"}),
     "dbsa-dec": ("Transformer_abs+DBSA(Dec)", {"dbsa_dec_layer": 2}),
     "dbsa-enc+dec": ("Transformer_abs+DBSA(Enc)+DBSA(Dec)",
                      {"dbsa_enc_layer": 2, "dbsa_dec_layer": 2}),

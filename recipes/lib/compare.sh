@@ -18,6 +18,9 @@ ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-en
 # Omote et al. (RANLP 2019) Table 3: Transformer_dep without the absolute PE, with both b^K and
 # b^V, b^V only, b^K only, and neither (= Transformer_abs without its PE).
 ABLATION_SYSTEMS="dep-noabs dep-noabs-bV dep-noabs-bK noabs"
+# Baselines beyond the papers' own tables: LISA (Strubell et al. 2018) as the PASCAL fork runs it
+# for MT, and Currey & Heafield's (2019) multi-task data.
+BASELINE_SYSTEMS="lisa multitask"
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
@@ -103,6 +106,8 @@ system_flags() {
     abs|rel|dep|dep+rel|deplabel|deplabel+rel|pascal|structural)
                   FLAGS=(--scheme "Transformer_$1") ;;
     dbsa-enc)     FLAGS=(--scheme "Transformer_abs+DBSA(Enc)" --dbsa-enc-layer "$DBSA_LAYER") ;;
+    lisa)         FLAGS=(--scheme "Transformer_abs+DBSA(Enc)" --dbsa-enc-layer 1   # the PASCAL
+                         --dbsa-scorer deep) ;;   # fork's LISA: bottom layer, deep bi-affine
     dbsa-dec)     FLAGS=(--scheme "Transformer_abs+DBSA(Dec)" --dbsa-dec-layer "$DBSA_LAYER") ;;
     dbsa-enc+dec) FLAGS=(--scheme "Transformer_abs+DBSA(Enc)+DBSA(Dec)" --dbsa-enc-layer "$DBSA_LAYER"
                          --dbsa-dec-layer "$DBSA_LAYER") ;;
@@ -114,7 +119,7 @@ system_flags() {
     gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
     gps-[0-9])    FLAGS=(--scheme Transformer_gps --gps-layers "${1#gps-}") ;;   # GPS Table 3
     multitask)    FLAGS=(--scheme Transformer_abs) ;;   # on $WORK/multitask-bpe (multitask_data)
-    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS)" >&2; return 2 ;;
+    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS $BASELINE_SYSTEMS)" >&2; return 2 ;;
   esac
 }
 

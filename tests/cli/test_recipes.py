@@ -141,7 +141,8 @@ def test_compare_recipes_know_every_system():
     script = f"""
         . {REPO}/recipes/lib/compare.sh
         DBSA_LAYER=2
-        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS gps-3; do system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
+        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS $BASELINE_SYSTEMS gps-3; do
+          system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
         echo "sides: $(tree_sides abs rel) / $(tree_sides abs gps) / $(tree_sides dbsa-dec) / $(tree_sides dep dbsa-dec)"
         echo "seeded: $(seeded out/compare) / $(SEED=3 seeded out/compare)"
         system_flags nonsense
@@ -154,6 +155,8 @@ def test_compare_recipes_know_every_system():
     assert lines["gps-all"] == "--scheme Transformer_gps --gps-layers all"
     assert lines["dep-noabs-bK"] == "--scheme dep --dep-terms key"      # Omote's Table 3
     assert lines["noabs"] == "--scheme none"
+    assert lines["lisa"] == ("--scheme Transformer_abs+DBSA(Enc) --dbsa-enc-layer 1 "
+                             "--dbsa-scorer deep")                     # the PASCAL fork's LISA
     assert lines["gps-3"] == "--scheme Transformer_gps --gps-layers 3"   # GPS's Table 3
     assert lines["sides"] == " / src / tgt / both"
     assert lines["seeded"] == "out/compare / out/compare-seed3"    # other seeds side by side

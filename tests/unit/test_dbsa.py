@@ -89,6 +89,24 @@ def test_biaffine_scores_equal_eq14_and_mask_padding():
     assert (logp[1, :, 3:].exp() == 0).all()                    # padding is never a head
 
 
+def test_deep_scorer_is_lisas_deep_biaffine():
+    """LISA as the PASCAL fork computes it (multihead_lisa.py): leaky ReLU on the projections,
+    [q; 1] W k^T with W's last row the key bias, no 1/sqrt(d_k) — written out literally."""
+    torch.manual_seed(0)
+    head = ParseHead(16, 8, deep=True)
+    with torch.no_grad():
+        head.u.normal_()
+    q, k = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    w = torch.cat([head.u1, head.u[None, :]])                          # (d_k + 1, d_k)
+    ones = torch.ones(2, 5, 1)
+    q_lisa = torch.cat([torch.nn.functional.leaky_relu(q), ones], dim=-1)
+    literal = (q_lisa @ w @ torch.nn.functional.leaky_relu(k).transpose(1, 2)).softmax(-1)
+    assert torch.allclose(head.log_probs(q, k, None).exp(), literal, atol=1e-6)
+    plain = ParseHead(16, 8)
+    plain.load_state_dict(head.state_dict())
+    assert not torch.allclose(plain.log_probs(q, k, None), head.log_probs(q, k, None))
+
+
 def test_causal_mask_keeps_the_future_out():
     head = ParseHead(16, 8)
     causal = torch.ones(4, 4, dtype=torch.bool).tril()

@@ -86,11 +86,17 @@ PARSE_HEAD = 0          # the head M_parse replaces (Eq. 17 lists it first; the 
 
 
 
+SCORERS = ("biaffine", "deep")
+
+
 @dataclass
 class DBSAOptions:
     dbsa_chain_head: str = option("first", "DBSA on BPE (Fig. 4): a word's arc lands on the head "
                                   "word's first or last piece (first: the plugin's "
                                   "bpe_dependency.py)", click.Choice(CHAIN_HEADS))
+    dbsa_scorer: str = option("biaffine", "parse head's scores: biaffine (DBSA, Eq. 14) or deep "
+                              "(LISA as the PASCAL fork implements it: leaky-ReLU projections, "
+                              "no 1/sqrt(d_k))", click.Choice(SCORERS))
 
 
 def side_options(side: str, stack: str, trees: str) -> type:
@@ -192,11 +198,16 @@ def induced_tree(log_probs: Tensor, subwords: list[str]) -> Sentence:
 
 class ParseHead(nn.Module):
     """W^Qparse, W^Kparse, W^Vparse ∈ R^{d × d_k} (Eqs. 11–13), U^(1) ∈ R^{d_k × d_k} and u ∈
-    R^{d_k} (Eq. 14)."""
+    R^{d_k} (Eq. 14).
 
-    def __init__(self, d_model: int, d_k: int):
+    ``deep``: LISA's deep bi-affine scorer as the PASCAL authors' fork implements it for MT
+    (e-bug/pascal, ``fairseq/modules/multihead_lisa.py``: ``lisa_proj`` then ``leaky_relu``,
+    ``[q; 1] W k^T`` with ``W ∈ R^{(d_k+1) × d_k}``): ``s_tq = σ(q_t) U1 σ(k_q)^T + σ(k_q) u``
+    with σ = leaky ReLU (slope 0.01) and no 1/√d_k; the bias row of W is u here."""
+
+    def __init__(self, d_model: int, d_k: int, deep: bool = False):
         super().__init__()
-        self.d_k = d_k
+        self.d_k, self.deep = d_k, deep
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d_model, d_k) for _ in range(3))
         for proj in (self.q_proj, self.k_proj, self.v_proj):
             nn.init.xavier_uniform_(proj.weight)
@@ -207,7 +218,11 @@ class ParseHead(nn.Module):
         """``log A_parse [B, Tq, Tk]`` (float32) from ``q [B, Tq, d_k]``, ``k [B, Tk, d_k]``;
         ``mask`` (True = may attend) broadcastable to ``[B, 1, Tq, Tk]``."""
         q, k = q.float(), k.float()
-        scores = (q / math.sqrt(self.d_k)) @ self.u1 @ k.transpose(1, 2)   # Q U1 K^T
+        if self.deep:                                          # LISA: σ(Q) U1 σ(K)^T + σ(K) u
+            q, k = F.leaky_relu(q), F.leaky_relu(k)
+        else:
+            q = q / math.sqrt(self.d_k)
+        scores = q @ self.u1 @ k.transpose(1, 2)                           # Q U1 K^T
         scores = scores + (k @ self.u)[:, None, :]                          # + K u (head bias)
         if mask is not None:
             if mask.dim() == 4:
@@ -220,11 +235,12 @@ class DBSAModule(SchemeModule):
     """One parse head in layer ``layer`` (0-based) of ``side``'s self-attention; its log A_parse
     of a full (non-incremental) pass is reported in the pass's extras as ``parse_{enc,dec}``."""
 
-    def __init__(self, dims: ModelDims, side: str, layer: int, weight: float, chain_head: str):
+    def __init__(self, dims: ModelDims, side: str, layer: int, weight: float, chain_head: str,
+                 scorer: str = "biaffine"):
         super().__init__()
         self.side, self.layer, self.weight, self.chain_head = side, layer, weight, chain_head
         self.name = f"parse_{SIDE_NAMES[side]}"
-        self.parse = ParseHead(dims.d_model, dims.d_k)
+        self.parse = ParseHead(dims.d_model, dims.d_k, deep=scorer == "deep")
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
@@ -311,7 +327,7 @@ class DBSAScheme(Scheme):
         self.check(dims)
         weight = self.option(f"dbsa_lambda_{SIDE_NAMES[self.side]}")
         return DBSAModule(dims, self.side, self.option(self.layer_option) - 1, weight,
-                          self.option("dbsa_chain_head"))
+                          self.option("dbsa_chain_head"), self.option("dbsa_scorer"))
 
 
 @register
