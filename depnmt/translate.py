@@ -72,6 +72,20 @@ class Translator:
         return cls(model.to(dev), config, src_vocab, tgt_vocab, Segmenter.from_dir(model_dir, "src"),
                    dev, search_cfg, amp=train_precision(dev, precision))
 
+    def use_gold_arcs(self) -> None:
+        """``translate --dbsa-gold-arcs``: DBSA(Enc)'s parse head attends to each source token's
+        gold head (from the input trees) instead of its predicted distribution — how much a
+        perfect parse would give (the DBSA plugin's ``gold_dependency``)."""
+        from .errors import DepnmtError
+        from .model.schemes.dbsa import DBSAModule
+        heads = [p for p in self.model.schemes.parts
+                 if isinstance(p, DBSAModule) and p.side == "src"]
+        if not heads:
+            raise DepnmtError("--dbsa-gold-arcs needs a model with a source parse head "
+                              "(DBSA(Enc), scheme dbsa_enc)")
+        for head in heads:
+            head.gold_arcs = True
+
     # -- source side -----------------------------------------------------------------------
     @property
     def parser(self):

@@ -51,11 +51,15 @@ DEFAULT_MODEL_DIR = "model"
               help="also write the source trees the model's encoder parse head induces (DBSA(Enc) "
                    "models; no parser needed) to this CoNLL-U file: one tree per input line over "
                    "the words translated, maximum spanning tree of the word-level head scores")
+@click.option("--dbsa-gold-arcs", is_flag=True,
+              help="DBSA(Enc) models: the parse head attends to each source token's gold head "
+                   "from the input trees (needs --input-format conllu) instead of its own "
+                   "prediction, to measure what a perfect parse would give")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
             max_len_b: int | None, at_limit: str | None, device: str, precision: str,
             ct2_dir: Path | None,
-            threads: int, induced_trees: Path | None) -> None:
+            threads: int, induced_trees: Path | None, dbsa_gold_arcs: bool) -> None:
     """Translate raw text with a trained model.
 
     \b
@@ -86,6 +90,11 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
 
     ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
     translator = Translator.from_model_dir(model_dir, ckpt, device, precision, **search)
+    if dbsa_gold_arcs:
+        if input_format != "conllu":
+            raise DepnmtError("--dbsa-gold-arcs takes the gold trees from the input: give "
+                              "--input-format conllu")
+        translator.use_gold_arcs()
     induced: list | None = [] if induced_trees is not None else None
     if input_format == "conllu":
         from ..parse.conllu import read_conllu_input

@@ -87,3 +87,49 @@ def test_dbsa_errors_are_clear(tiny_bpe, tiny_trees, tmp_path, capsys):
     assert run_cli([*base, "-o", tmp_path / "b", "--scheme", "abs+dbsa_dec",
                     "--dbsa-dec-layer", "1"]) == 2
     assert "needs target trees: pass --trees" in capsys.readouterr().err
+
+
+def test_gold_arcs_replace_the_parse_heads_distribution(dbsa_model, tiny_trees, tiny_model,
+                                                        tmp_path, capsys):
+    """translate --dbsa-gold-arcs (the DBSA plugin's gold_dependency): the parse head's weights
+    are one-hot on each source position's gold head (rows without one: zeros), so its output is
+    the gold head's value vector; the trees come from CoNLL-U input."""
+    import torch
+
+    from depnmt.data import collate
+    from depnmt.model.schemes.dbsa import DBSAModule
+    from depnmt.parse.conllu import read_conllu_input
+    from depnmt.translate import Translator
+    conllu = tiny_trees / "test.en.conllu"
+    trees = read_conllu_input(conllu)[:4]
+    tr = Translator.from_model_dir(dbsa_model, device="cpu", precision="fp32")
+    batch = collate(tr.examples([list(t.words) for t in trees], trees))
+    gold = batch.src_feats["dbsa_src_head"]
+    module = next(p for p in tr.model.schemes.parts if isinstance(p, DBSAModule) and p.side == "src")
+    x = torch.randn(*batch.src.shape, tr.model.cfg.d_model)
+    pos = torch.arange(batch.src.shape[1])
+    predicted = module.attention_terms("src", module.layer, batch.src_feats, pos, pos)
+    with torch.no_grad():
+        own = predicted.head_overrides[0].compute(x, x, None, None)
+        tr.use_gold_arcs()
+        gold_terms = module.attention_terms("src", module.layer, batch.src_feats, pos, pos)
+        forced = gold_terms.head_overrides[0].compute(x, x, None, None)
+    one_hot = torch.zeros(*gold.shape, gold.shape[1])
+    for b, i in zip(*torch.nonzero(gold > 0, as_tuple=True)):
+        one_hot[b, i, gold[b, i] - 1] = 1.0
+    assert (gold > 0).any() and (gold == 0).any()                 # EOS/padding: no gold head
+    assert torch.allclose(forced.out, one_hot @ own.kv.v)
+    assert not torch.allclose(forced.out, own.out)
+    assert torch.equal(forced.scores, own.scores)                 # A_parse is still reported
+    # the CLI: conllu input works, text input and a model without DBSA(Enc) are clear errors
+    capsys.readouterr()
+    assert run_cli(["translate", "-m", dbsa_model, "--input-format", "conllu", "-i", conllu,
+                    "--dbsa-gold-arcs", "--beam", "1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(read_conllu_input(conllu))
+    text = tmp_path / "in.txt"
+    text.write_text("a dog .\n")
+    assert run_cli(["translate", "-m", dbsa_model, "-i", text, "--dbsa-gold-arcs"]) == 2
+    assert "--input-format conllu" in capsys.readouterr().err
+    assert run_cli(["translate", "-m", tiny_model, "--input-format", "conllu", "-i", conllu,
+                    "--dbsa-gold-arcs"]) == 2
+    assert "source parse head" in capsys.readouterr().err

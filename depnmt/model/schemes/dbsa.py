@@ -241,12 +241,25 @@ class DBSAModule(SchemeModule):
         self.side, self.layer, self.weight, self.chain_head = side, layer, weight, chain_head
         self.name = f"parse_{SIDE_NAMES[side]}"
         self.parse = ParseHead(dims.d_model, dims.d_k, deep=scorer == "deep")
+        self.gold_arcs = False      # translate --dbsa-gold-arcs: the gold tree replaces A_parse
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
         if side != self.side or layer != self.layer:
             return None
-        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, self._head, self.name)])
+        gold = feats.get(f"dbsa_{self.side}_head") if self.gold_arcs else None
+        if gold is None:
+            return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, self._head, self.name)])
+
+        def gold_head(query: Tensor, kv: Tensor, mask: Tensor | None,
+                      past: KeyValues | None) -> HeadResult:
+            """The plugin's ``gold_dependency`` (de9uch1/dbsa, ``dbsa/modules/dbsa.py``): the
+            parse head's weights are 1 on each position's gold head and 0 elsewhere (positions
+            without one — EOS, padding — get all zeros); ``log A_parse`` is still reported."""
+            own = self._head(query, kv, mask, past)
+            probs = F.one_hot((gold - 1).clamp(min=0), own.kv.v.shape[1]) * (gold > 0)[..., None]
+            return HeadResult(probs.to(own.kv.v.dtype) @ own.kv.v, own.kv, own.scores)
+        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, gold_head, self.name)])
 
     def _head(self, query: Tensor, kv: Tensor, mask: Tensor | None,
               past: KeyValues | None) -> HeadResult:
