@@ -20,7 +20,7 @@ import torch
 
 from .bpe import Segmenter
 from .checkpoint import load_checkpoint
-from .data import Example, add_features, collate, encode_source
+from .data import Example, add_features, collate, encode_source, pad_2d
 from .device import autocast, resolve_device, train_precision
 from .errors import DepnmtError
 from .log import warn
@@ -30,7 +30,7 @@ from .modeldir import default_checkpoint, load_vocabs, read_config
 from .search import SearchConfig, search
 from .subwords import merge_subwords
 from .trees import truncate_tree
-from .vocab import Vocab
+from .vocab import BOS, EOS, Vocab
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
 
@@ -131,12 +131,14 @@ class Translator:
         return self.tgt_tokenizer.detokenize(merge_subwords(self.tgt_vocab.decode(ids)))
 
     @torch.no_grad()
-    def translate_examples(self, examples: Sequence[Example],
-                           trees_out: list | None = None) -> list[str]:
+    def translate_examples(self, examples: Sequence[Example], trees_out: list | None = None,
+                           target_trees_out: list | None = None) -> list[str]:
         """Decode examples batched by length; results in the order given (induced source trees
-        appended to ``trees_out`` in the same order, when it is a list)."""
+        appended to ``trees_out``, and the trees DBSA(Dec) induces over each hypothesis to
+        ``target_trees_out``, in the same order, when they are lists)."""
         results: list[str] = [""] * len(examples)
         trees: list = [None] * len(examples)
+        targets: list = [None] * len(examples)
         for rows in length_batches([len(ex.src) for ex in examples], self.search_cfg.beam,
                                    self.max_tokens):
             batch = collate([examples[i] for i in rows]).to(self.device)
@@ -145,6 +147,9 @@ class Translator:
                 hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg, extras)
             for i, ids in zip(rows, hyps):
                 results[i] = self.to_text(ids)
+            if target_trees_out is not None:
+                for i, tree in zip(rows, self.target_trees(batch, hyps)):
+                    targets[i] = tree
             if trees_out is not None:
                 induced = self.model.schemes.induced_source_trees(extras,
                                                                   [examples[i] for i in rows])
@@ -155,42 +160,64 @@ class Translator:
                     trees[i] = tree
         if trees_out is not None:
             trees_out.extend(trees)
+        if target_trees_out is not None:
+            target_trees_out.extend(targets)
         return results
 
-    def translate_lines(self, lines: Iterable[str], trees_out: list | None = None) -> Iterator[str]:
+    def target_trees(self, batch, hyps: list[list[int]]) -> list:
+        """The trees the decoder's parse head induces over the hypotheses ``hyps`` (target ids,
+        no BOS/EOS) of ``batch``: one teacher-forced pass over ``[BOS] + hypothesis``."""
+        ids = [[t for t in h if t != EOS] for h in hyps]
+        pieces = [self.tgt_vocab.decode(h) for h in ids]
+        tgt_in = pad_2d([[BOS] + h for h in ids])
+        with autocast(self.device, self.amp):
+            _, extras = self.model(batch.src, tgt_in.to(self.device), batch.src_feats)
+        induced = self.model.schemes.induced_target_trees(extras, pieces)
+        if induced is None:
+            raise DepnmtError("this model induces no target trees (it has no decoder parse "
+                              "head: train with DBSA(Dec), scheme dbsa_dec)")
+        return induced
+
+    def translate_lines(self, lines: Iterable[str], trees_out: list | None = None,
+                        target_trees_out: list | None = None) -> Iterator[str]:
         """Translate raw lines, streaming in chunks; yields exactly one line per input line."""
         chunk: list[str] = []
         first = 1
         for line in lines:
             chunk.append(line)
             if len(chunk) >= CHUNK_LINES:
-                yield from self._translate_chunk(chunk, first, trees_out)
+                yield from self._translate_chunk(chunk, first, trees_out, target_trees_out)
                 first += len(chunk)
                 chunk = []
         if chunk:
-            yield from self._translate_chunk(chunk, first, trees_out)
+            yield from self._translate_chunk(chunk, first, trees_out, target_trees_out)
 
-    def _translate_chunk(self, lines: list[str], first_line: int,
-                         trees_out: list | None = None) -> list[str]:
+    def _translate_chunk(self, lines: list[str], first_line: int, trees_out: list | None = None,
+                         target_trees_out: list | None = None) -> list[str]:
         words = [self.src_tokenizer.tokenize(line) for line in lines]
-        return self.translate_words(words, first_line=first_line, trees_out=trees_out)
+        return self.translate_words(words, first_line=first_line, trees_out=trees_out,
+                                    target_trees_out=target_trees_out)
 
     def translate_words(self, words: Sequence[list[str]], trees: Sequence | None = None,
-                        first_line: int = 1, trees_out: list | None = None) -> list[str]:
-        """Translate tokenized sentences; empty ones give empty lines without decoding."""
+                        first_line: int = 1, trees_out: list | None = None,
+                        target_trees_out: list | None = None) -> list[str]:
+        """Translate tokenized sentences; empty ones give empty lines (and empty trees)
+        without decoding."""
         keep = [i for i, w in enumerate(words) if w]
         out = [""] * len(words)
         induced: list | None = [] if trees_out is not None else None
+        targets: list | None = [] if target_trees_out is not None else None
         if keep:
             exs = self.examples([words[i] for i in keep],
                                 [trees[i] for i in keep] if trees is not None else None,
                                 line_numbers=[first_line + i for i in keep])
-            for i, text in zip(keep, self.translate_examples(exs, induced)):
+            for i, text in zip(keep, self.translate_examples(exs, induced, targets)):
                 out[i] = text.replace("\n", " ")
-        if trees_out is not None:
-            from .parse import Sentence
-            by_line = dict(zip(keep, induced or []))
-            trees_out.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
+        for collected, sink in ((induced, trees_out), (targets, target_trees_out)):
+            if sink is not None:
+                from .parse import Sentence
+                by_line = dict(zip(keep, collected or []))
+                sink.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
         return out
 
 

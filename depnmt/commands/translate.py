@@ -51,6 +51,10 @@ DEFAULT_MODEL_DIR = "model"
               help="also write the source trees the model's encoder parse head induces (DBSA(Enc) "
                    "models; no parser needed) to this CoNLL-U file: one tree per input line over "
                    "the words translated, maximum spanning tree of the word-level head scores")
+@click.option("--induced-target-trees", type=click.Path(path_type=Path, dir_okay=False),
+              help="also write the trees the decoder's parse head induces over each translation "
+                   "(DBSA(Dec) models) to this CoNLL-U file: one teacher-forced pass over the "
+                   "hypothesis, maximum spanning tree of its word-level head scores")
 @click.option("--dbsa-gold-arcs", is_flag=True,
               help="DBSA(Enc) models: the parse head attends to each source token's gold head "
                    "from the input trees (needs --input-format conllu) instead of its own "
@@ -59,7 +63,8 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
             beam: int | None, alpha: float | None, max_len_a: float | None,
             max_len_b: int | None, at_limit: str | None, device: str, precision: str,
             ct2_dir: Path | None,
-            threads: int, induced_trees: Path | None, dbsa_gold_arcs: bool) -> None:
+            threads: int, induced_trees: Path | None, induced_target_trees: Path | None,
+            dbsa_gold_arcs: bool) -> None:
     """Translate raw text with a trained model.
 
     \b
@@ -77,9 +82,9 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
     search = dict(beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
                   at_limit=at_limit)
     if ct2_dir is not None:
-        if checkpoint or induced_trees or input_format != "text":
-            raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees "
-                              "or --input-format conllu)")
+        if checkpoint or induced_trees or induced_target_trees or input_format != "text":
+            raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees, "
+                              "--induced-target-trees or --input-format conllu)")
         from ..ct2translate import CT2Translator
         ct2 = CT2Translator.from_dir(ct2_dir, device, threads, **search)
         for line in ct2.translate_lines(iter_lines(input_path) if input_path else stdin_lines()):
@@ -96,17 +101,20 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
                               "--input-format conllu")
         translator.use_gold_arcs()
     induced: list | None = [] if induced_trees is not None else None
+    targets: list | None = [] if induced_target_trees is not None else None
     if input_format == "conllu":
         from ..parse.conllu import read_conllu_input
         trees = read_conllu_input(input_path)
         for line in translator.translate_words([list(t.words) for t in trees], trees,
-                                               trees_out=induced):
+                                               trees_out=induced, target_trees_out=targets):
             write_stdout(line + "\n")
     else:
         lines = iter_lines(input_path) if input_path else stdin_lines()
-        for line in translator.translate_lines(lines, trees_out=induced):
+        for line in translator.translate_lines(lines, trees_out=induced,
+                                               target_trees_out=targets):
             write_stdout(line + "\n", flush=sys.stdout.isatty())
     write_stdout("", flush=True)
-    if induced is not None:
-        from ..parse import write_conllu
-        write_conllu(induced_trees, induced)
+    from ..parse import write_conllu
+    for path, collected in ((induced_trees, induced), (induced_target_trees, targets)):
+        if collected is not None:
+            write_conllu(path, collected)

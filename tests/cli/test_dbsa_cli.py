@@ -133,3 +133,47 @@ def test_gold_arcs_replace_the_parse_heads_distribution(dbsa_model, tiny_trees, 
     assert run_cli(["translate", "-m", tiny_model, "--input-format", "conllu", "-i", conllu,
                     "--dbsa-gold-arcs"]) == 2
     assert "source parse head" in capsys.readouterr().err
+
+
+def test_induced_target_trees_of_the_hypotheses(dbsa_model, tiny_model, tiny_bpe, tmp_path,
+                                                capsys):
+    """--induced-target-trees: one valid tree per input line over the words of its translation
+    (empty lines: empty trees), from the decoder's parse head; the trees equal the maximum
+    spanning trees of a teacher-forced pass over [BOS] + hypothesis done by hand."""
+    import torch
+
+    from depnmt.data import collate
+    from depnmt.data import pad_2d
+    from depnmt.model.schemes.dbsa import induced_tree
+    from depnmt.search import search
+    from depnmt.subwords import merge_subwords
+    from depnmt.translate import Translator
+    from depnmt.vocab import BOS, EOS
+    lines = (tiny_bpe.parent / "prepare" / "test.raw.en").read_text().splitlines()[:5]
+    lines.insert(1, "")
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n")
+    out_trees = tmp_path / "tgt.conllu"
+    capsys.readouterr()
+    assert run_cli(["translate", "-m", dbsa_model, "-i", src, "--beam", "1", "--precision",
+                    "fp32", "--induced-target-trees", out_trees]) == 0
+    hyps = capsys.readouterr().out.splitlines()
+    trees = list(read_conllu(out_trees))
+    assert len(trees) == len(lines) == len(hyps) and not trees[1].words
+    tr = Translator.from_model_dir(dbsa_model, device="cpu", precision="fp32", beam=1)
+    words = [tr.src_tokenizer.tokenize(line) for line in lines if line]
+    batch = collate(tr.examples(words))
+    with torch.no_grad():
+        ids = [[t for t in h if t != EOS] for h in search(tr.model, batch.src, batch.src_feats,
+                                                          tr.search_cfg)]
+        _, extras = tr.model(batch.src, pad_2d([[BOS] + h for h in ids]), batch.src_feats)
+    expected = [induced_tree(extras.scores["parse_dec"][i, 1:, 1:], tr.tgt_vocab.decode(h))
+                for i, h in enumerate(ids)]
+    got = [t for t, line in zip(trees, lines) if line]
+    for tree, want, h in zip(got, expected, ids):
+        assert list(tree.words) == merge_subwords(tr.tgt_vocab.decode(h))
+        assert list(tree.heads) == list(want.heads)
+    capsys.readouterr()
+    assert run_cli(["translate", "-m", tiny_model, "-i", src, "--induced-target-trees",
+                    tmp_path / "none.conllu"]) == 2
+    assert "decoder parse head" in capsys.readouterr().err

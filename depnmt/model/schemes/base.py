@@ -127,6 +127,13 @@ class SchemeModule(nn.Module):
         induces none."""
         return None
 
+    def induced_target_trees(self, extras: Extras,
+                             subwords: list[list[str]]) -> list[Any] | None:
+        """Word trees induced for target sequences (``subwords``, one list per batch row, no
+        BOS/EOS) by a teacher-forced pass over ``[BOS] + subwords`` that filled ``extras``;
+        None if this scheme induces none."""
+        return None
+
 
 class Scheme:
     """A registered positional scheme: its options, tree needs, featurisation, module factory.
@@ -281,8 +288,16 @@ class SchemeStack(nn.Module):
 
     def induced_source_trees(self, extras: Extras, examples: list[Any]) -> list[Any] | None:
         """The first part's induced source trees (see :meth:`SchemeModule.induced_source_trees`)."""
+        return self._first_trees("induced_source_trees", extras, examples)
+
+    def induced_target_trees(self, extras: Extras,
+                             subwords: list[list[str]]) -> list[Any] | None:
+        """The first part's induced target trees (see :meth:`SchemeModule.induced_target_trees`)."""
+        return self._first_trees("induced_target_trees", extras, subwords)
+
+    def _first_trees(self, method: str, extras: Extras, rows: list[Any]) -> list[Any] | None:
         for part in self.parts:
-            trees = part.induced_source_trees(extras, examples)
+            trees = getattr(part, method)(extras, rows)
             if trees is not None:
                 return trees
         return None

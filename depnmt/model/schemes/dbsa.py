@@ -300,6 +300,17 @@ class DBSAModule(SchemeModule):
         counts = uas_counts(*gold, causal=self.side == "tgt")
         return {f"uas_{SIDE_NAMES[self.side]}{k}": v for k, v in counts.items()}
 
+    def induced_target_trees(self, extras: Extras,
+                             subwords: list[list[str]]) -> list[Sentence] | None:
+        """DBSA(Dec)'s trees over hypotheses: position 0 of the teacher-forced pass is BOS, so
+        subword s sits at position s + 1; each word's head is chosen among the words before it
+        and itself (the causal head sees no later word; the maximum spanning tree then keeps
+        the best valid tree)."""
+        log_probs = extras.scores.get(self.name)
+        if self.side != "tgt" or log_probs is None:
+            return None
+        return [induced_tree(log_probs[i, 1:, 1:], pieces) for i, pieces in enumerate(subwords)]
+
     def induced_source_trees(self, extras: Extras, examples: list[Any]) -> list[Sentence] | None:
         log_probs = extras.scores.get(self.name)
         if self.side != "src" or log_probs is None:
