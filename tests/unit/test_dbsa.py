@@ -107,6 +107,40 @@ def test_deep_scorer_is_lisas_deep_biaffine():
     assert not torch.allclose(plain.log_probs(q, k, None), head.log_probs(q, k, None))
 
 
+def test_several_parse_heads_are_the_plugins_dependency_heads():
+    """--dbsa-heads 2 (dbsa/modules/dbsa.py, dependency_heads): one U1 over both heads' queries,
+    the key bias on both, a softmax per head, A_parse = their mean; head h's output uses its own
+    slice of V."""
+    from depnmt.model.schemes.base import ModelDims
+    from depnmt.model.schemes.dbsa import DBSAModule
+    torch.manual_seed(0)
+    d_k, n = 4, 2
+    head = ParseHead(16, d_k, n_heads=n)
+    with torch.no_grad():
+        head.u.normal_()
+    q, k = torch.randn(2, 5, n * d_k), torch.randn(2, 5, n * d_k)
+    qw = (q / math.sqrt(d_k)) @ head.u1
+    bias = k @ head.u                                                   # (B, Tk)
+    per = [(qw[..., h * d_k:(h + 1) * d_k] @ k[..., h * d_k:(h + 1) * d_k].transpose(1, 2)
+            + bias[:, None, :]).softmax(-1) for h in range(n)]
+    got = head.head_log_probs(q, k, None).exp()
+    for h in range(n):
+        assert torch.allclose(got[:, h], per[h], atol=1e-6)
+    assert torch.allclose(head.log_probs(q, k, None).exp(), (per[0] + per[1]) / 2, atol=1e-6)
+    dims = ModelDims(d_model=16, n_heads=4, encoder_layers=1, decoder_layers=1)   # d_k 4
+    module = DBSAModule(dims, "src", 0, 1.0, "first", n_heads=n)
+    x = torch.randn(2, 5, 16)
+    terms = module.attention_terms("src", 0, {}, torch.arange(5), torch.arange(5))
+    assert [o.head for o in terms.head_overrides] == [0, 1]
+    with torch.no_grad():
+        v = module.parse.v_proj(x)
+        probs = module.parse.head_log_probs(module.parse.q_proj(x), module.parse.k_proj(x),
+                                            None).exp()
+        for h, override in enumerate(terms.head_overrides):
+            out = override.compute(x, x, None, None).out
+            assert torch.allclose(out, probs[:, h] @ v[..., h * d_k:(h + 1) * d_k], atol=1e-6)
+
+
 def test_causal_mask_keeps_the_future_out():
     head = ParseHead(16, 8)
     causal = torch.ones(4, 4, dtype=torch.bool).tril()
@@ -179,8 +213,9 @@ def test_decoder_never_looks_ahead():
     assert (parse.exp().triu(1) == 0).all()
 
 
-def test_incremental_decoding_equals_full_recomputation():
-    m = model("dbsa_dec+rel", dbsa_dec_layer=1)
+@pytest.mark.parametrize("heads", [1, 2])
+def test_incremental_decoding_equals_full_recomputation(heads):
+    m = model("dbsa_dec+rel", dbsa_dec_layer=1, dbsa_heads=heads)
     src = torch.randint(4, 40, (3, 6))
     src[:, -1] = EOS
     src[0, 3], src[0, 4:] = EOS, PAD

@@ -64,6 +64,7 @@ so every written tree is valid CoNLL-U; when the argmax already is a tree, it is
 from __future__ import annotations
 
 import math
+from functools import partial
 from dataclasses import dataclass, make_dataclass
 from typing import Any, ClassVar
 
@@ -97,6 +98,9 @@ class DBSAOptions:
     dbsa_scorer: str = option("biaffine", "parse head's scores: biaffine (DBSA, Eq. 14) or deep "
                               "(LISA as the PASCAL fork implements it: leaky-ReLU projections, "
                               "no 1/sqrt(d_k))", click.Choice(SCORERS))
+    dbsa_heads: int = option(1, "DBSA: number of parse heads (heads 0 … N−1 of the layer; the "
+                             "plugin's --dependency-heads): one bi-affine over their queries, "
+                             "A_parse = the mean of their distributions", click.IntRange(min=1))
 
 
 def side_options(side: str, stack: str, trees: str) -> type:
@@ -200,35 +204,58 @@ class ParseHead(nn.Module):
     """W^Qparse, W^Kparse, W^Vparse ∈ R^{d × d_k} (Eqs. 11–13), U^(1) ∈ R^{d_k × d_k} and u ∈
     R^{d_k} (Eq. 14).
 
+    ``n_heads`` > 1 (``--dbsa-heads``): the plugin's ``dependency_heads``
+    (de9uch1/dbsa, ``dbsa/modules/dbsa.py``): the projections are ``n·d_k`` wide, one
+    U^(1) ∈ R^{n·d_k × n·d_k} transforms the queries of all n heads together (so head h's score
+    is ``(Q U1)_h K_h^T``), the key bias ``K u`` (u ∈ R^{n·d_k}) is added to every head, each
+    head has its own softmax, and A_parse — supervised by Eq. 18, read for trees and UAS — is
+    the mean of the n heads' distributions (the plugin's ``attn[:dependency_heads].mean(0)``).
+
     ``deep``: LISA's deep bi-affine scorer as the PASCAL authors' fork implements it for MT
     (e-bug/pascal, ``fairseq/modules/multihead_lisa.py``: ``lisa_proj`` then ``leaky_relu``,
     ``[q; 1] W k^T`` with ``W ∈ R^{(d_k+1) × d_k}``): ``s_tq = σ(q_t) U1 σ(k_q)^T + σ(k_q) u``
     with σ = leaky ReLU (slope 0.01) and no 1/√d_k; the bias row of W is u here."""
 
-    def __init__(self, d_model: int, d_k: int, deep: bool = False):
+    def __init__(self, d_model: int, d_k: int, deep: bool = False, n_heads: int = 1):
         super().__init__()
-        self.d_k, self.deep = d_k, deep
-        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d_model, d_k) for _ in range(3))
+        self.d_k, self.deep, self.n_heads = d_k, deep, n_heads
+        width = d_k * n_heads
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d_model, width) for _ in range(3))
         for proj in (self.q_proj, self.k_proj, self.v_proj):
             nn.init.xavier_uniform_(proj.weight)
-        self.u1 = nn.Parameter(nn.init.xavier_uniform_(torch.empty(d_k, d_k), gain=2 ** -0.5))
-        self.u = nn.Parameter(torch.zeros(d_k))           # the plugin's init (bias_biaffine = 0)
+        self.u1 = nn.Parameter(nn.init.xavier_uniform_(torch.empty(width, width), gain=2 ** -0.5))
+        self.u = nn.Parameter(torch.zeros(width))         # the plugin's init (bias_biaffine = 0)
 
-    def log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
-        """``log A_parse [B, Tq, Tk]`` (float32) from ``q [B, Tq, d_k]``, ``k [B, Tk, d_k]``;
-        ``mask`` (True = may attend) broadcastable to ``[B, 1, Tq, Tk]``."""
+    def head_log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        """``log A_h [B, n, Tq, Tk]`` (float32), one distribution per parse head, from
+        ``q [B, Tq, n·d_k]``, ``k [B, Tk, n·d_k]``; ``mask`` (True = may attend)
+        broadcastable to ``[B, 1, Tq, Tk]``."""
         q, k = q.float(), k.float()
         if self.deep:                                          # LISA: σ(Q) U1 σ(K)^T + σ(K) u
             q, k = F.leaky_relu(q), F.leaky_relu(k)
         else:
             q = q / math.sqrt(self.d_k)
-        scores = q @ self.u1 @ k.transpose(1, 2)                           # Q U1 K^T
-        scores = scores + (k @ self.u)[:, None, :]                          # + K u (head bias)
+        bias = (k @ self.u)[:, None, :]                                     # + K u (head bias)
+        if self.n_heads == 1:
+            scores = (q @ self.u1 @ k.transpose(1, 2) + bias).unsqueeze(1)  # Q U1 K^T
+        else:
+            (b, tq, _), tk = q.shape, k.shape[1]
+            qw = (q @ self.u1).view(b, tq, self.n_heads, self.d_k).transpose(1, 2)
+            kh = k.view(b, tk, self.n_heads, self.d_k).transpose(1, 2)
+            scores = qw @ kh.transpose(-1, -2) + bias[:, None]
         if mask is not None:
             if mask.dim() == 4:
                 mask = mask[:, 0]
-            scores = scores.masked_fill(~mask, float("-inf"))
+            scores = scores.masked_fill(~mask.unsqueeze(-3), float("-inf"))
         return torch.log_softmax(scores, dim=-1)
+
+    def log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        """``log A_parse [B, Tq, Tk]``: the mean of the heads' distributions (one head: its
+        log-softmax as it is)."""
+        per_head = self.head_log_probs(q, k, mask)
+        if self.n_heads == 1:
+            return per_head[:, 0]
+        return torch.logsumexp(per_head, dim=1) - math.log(self.n_heads)
 
 
 class DBSAModule(SchemeModule):
@@ -236,38 +263,42 @@ class DBSAModule(SchemeModule):
     of a full (non-incremental) pass is reported in the pass's extras as ``parse_{enc,dec}``."""
 
     def __init__(self, dims: ModelDims, side: str, layer: int, weight: float, chain_head: str,
-                 scorer: str = "biaffine"):
+                 scorer: str = "biaffine", n_heads: int = 1):
         super().__init__()
         self.side, self.layer, self.weight, self.chain_head = side, layer, weight, chain_head
         self.name = f"parse_{SIDE_NAMES[side]}"
-        self.parse = ParseHead(dims.d_model, dims.d_k, deep=scorer == "deep")
+        self.parse = ParseHead(dims.d_model, dims.d_k, deep=scorer == "deep", n_heads=n_heads)
         self.gold_arcs = False      # translate --dbsa-gold-arcs: the gold tree replaces A_parse
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
+        """Heads ``PARSE_HEAD … PARSE_HEAD + n − 1`` replaced by the parse heads."""
         if side != self.side or layer != self.layer:
             return None
         gold = feats.get(f"dbsa_{self.side}_head") if self.gold_arcs else None
-        if gold is None:
-            return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, self._head, self.name)])
+        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD + h, partial(self._head, h, gold),
+                                                      self.name)
+                                         for h in range(self.parse.n_heads)])
 
-        def gold_head(query: Tensor, kv: Tensor, mask: Tensor | None,
-                      past: KeyValues | None) -> HeadResult:
-            """The plugin's ``gold_dependency`` (de9uch1/dbsa, ``dbsa/modules/dbsa.py``): the
-            parse head's weights are 1 on each position's gold head and 0 elsewhere (positions
-            without one — EOS, padding — get all zeros); ``log A_parse`` is still reported."""
-            own = self._head(query, kv, mask, past)
-            probs = F.one_hot((gold - 1).clamp(min=0), own.kv.v.shape[1]) * (gold > 0)[..., None]
-            return HeadResult(probs.to(own.kv.v.dtype) @ own.kv.v, own.kv, own.scores)
-        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, gold_head, self.name)])
-
-    def _head(self, query: Tensor, kv: Tensor, mask: Tensor | None,
+    def _head(self, h: int, gold: Tensor | None, query: Tensor, kv: Tensor, mask: Tensor | None,
               past: KeyValues | None) -> HeadResult:
-        """``M_parse = A_parse V_parse`` (Eq. 16) ``[B, Tq, d_k]``, with ``log A_parse``."""
+        """Parse head ``h``: ``M_parse = A_parse V_parse`` (Eq. 16) ``[B, Tq, d_k]``, with
+        ``log A_parse`` (the heads' mean). With ``gold`` (``[B, Tq]``, 1 + the gold head's
+        position, 0 = none) the plugin's ``gold_dependency`` (``dbsa/modules/dbsa.py``): the
+        head's weights are 1 on each position's gold head and 0 elsewhere (positions without
+        one — EOS, padding — get all zeros)."""
         q, k, v = self.parse.q_proj(query), self.parse.k_proj(kv), self.parse.v_proj(kv)
         keys = KeyValues(k, v) if past is None else past.extend(k, v)   # causal head: cached
-        log_probs = self.parse.log_probs(q, keys.k, mask)
-        return HeadResult(log_probs.exp().to(keys.v.dtype) @ keys.v, keys, log_probs)
+        per_head = self.parse.head_log_probs(q, keys.k, mask)
+        log_probs = self.parse.log_probs(q, keys.k, mask) if self.parse.n_heads > 1 \
+            else per_head[:, 0]
+        if gold is None:
+            probs = per_head[:, h].exp()
+        else:
+            probs = F.one_hot((gold - 1).clamp(min=0), keys.k.shape[1]) * (gold > 0)[..., None]
+        d_k = self.parse.d_k
+        value = keys.v[..., h * d_k:(h + 1) * d_k]
+        return HeadResult(probs.to(value.dtype) @ value, keys, log_probs)
 
     def _gold(self, extras: Extras, src_feats: dict[str, Tensor], tgt_feats: dict[str, Tensor]):
         """``(log A_parse, gold head, gold word)`` of this side, or None (no scores, no trees)."""
@@ -335,6 +366,9 @@ class DBSAScheme(Scheme):
             which = "encoder" if self.side == "src" else "decoder"
             raise DepnmtError(f"--{self.layer_option.replace('_', '-')} {layer}: the {which} has "
                               f"{layers} layer{'s' * (layers != 1)} (choose 1..{layers})")
+        if self.option("dbsa_heads") > dims.n_heads:
+            raise DepnmtError(f"--dbsa-heads {self.option('dbsa_heads')} exceeds the "
+                              f"{dims.n_heads} attention heads")
 
     def features(self, tree: Any, subwords: list[str], kept: int, offset: int, length: int,
                  index: int) -> dict[str, Tensor]:
@@ -351,7 +385,8 @@ class DBSAScheme(Scheme):
         self.check(dims)
         weight = self.option(f"dbsa_lambda_{SIDE_NAMES[self.side]}")
         return DBSAModule(dims, self.side, self.option(self.layer_option) - 1, weight,
-                          self.option("dbsa_chain_head"), self.option("dbsa_scorer"))
+                          self.option("dbsa_chain_head"), self.option("dbsa_scorer"),
+                          self.option("dbsa_heads"))
 
 
 @register
