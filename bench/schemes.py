@@ -64,6 +64,8 @@ SYSTEMS: dict[str, tuple[str, dict]] = {
     "gps@all": ("Transformer_gps", {"gps_layers": "all"}),
     "pascal": ("Transformer_pascal", {}), "structural": ("Transformer_structural", {}),
     "treedist": ("Transformer_treedist", {}),
+    "factors": ("Transformer_factors", {}),
+    "factors-concat": ("Transformer_factors", {"factor_combine": "concat"}),
 }
 ISSUE3 = "abs,rel,dep,dep+rel,deplabel,deplabel+rel"
 LABELS = ("nsubj", "obj", "det", "amod", "obl", "case", "nmod", "advmod", "cc", "conj", "punct",

@@ -19,8 +19,8 @@ ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-en
 # b^V, b^V only, b^K only, and neither (= Transformer_abs without its PE).
 ABLATION_SYSTEMS="dep-noabs dep-noabs-bV dep-noabs-bK noabs"
 # Baselines beyond the papers' own tables: LISA (Strubell et al. 2018) as the PASCAL fork runs it
-# for MT, and Currey & Heafield's (2019) multi-task data.
-BASELINE_SYSTEMS="lisa multitask"
+# for MT, Currey & Heafield's (2019) multi-task data, Sennrich & Haddow's (2016) source factors.
+BASELINE_SYSTEMS="lisa multitask factors factors-concat"
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
@@ -119,6 +119,8 @@ system_flags() {
     gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
     gps-[0-9])    FLAGS=(--scheme Transformer_gps --gps-layers "${1#gps-}") ;;   # GPS Table 3
     multitask)    FLAGS=(--scheme Transformer_abs) ;;   # on $WORK/multitask-bpe (multitask_data)
+    factors)      FLAGS=(--scheme Transformer_factors) ;;   # label, POS, head direction, summed
+    factors-concat) FLAGS=(--scheme Transformer_factors --factor-combine concat) ;;
     *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS $BASELINE_SYSTEMS)" >&2; return 2 ;;
   esac
 }

@@ -155,6 +155,7 @@ def test_compare_recipes_know_every_system():
     assert lines["gps-all"] == "--scheme Transformer_gps --gps-layers all"
     assert lines["dep-noabs-bK"] == "--scheme dep --dep-terms key"      # Omote's Table 3
     assert lines["noabs"] == "--scheme none"
+    assert lines["factors-concat"] == "--scheme Transformer_factors --factor-combine concat"
     assert lines["lisa"] == ("--scheme Transformer_abs+DBSA(Enc) --dbsa-enc-layer 1 "
                              "--dbsa-scorer deep")                     # the PASCAL fork's LISA
     assert lines["gps-3"] == "--scheme Transformer_gps --gps-layers 3"   # GPS's Table 3

@@ -42,13 +42,16 @@ PRESETS: dict[str, list[str]] = {
     "Transformer_gps": ["abs", "gps"],
     # issue 13's proof that a scheme is one module plus a registry line (treedist.py)
     "Transformer_treedist": ["abs", "treedist"],
+    # Sennrich & Haddow 2016: linguistic input features (factors.py)
+    "Transformer_factors": ["abs", "factors"],
 }
 
 # Components that a paper combines jointly rather than by adding their terms: when all the
 # parts are listed, they become the joint component (registered by the scheme modules).
 FUSIONS: dict[tuple[str, ...], str] = {}
 
-BUILTIN_MODULES = ("absolute", "relative", "dbsa", "gps", "pascal", "structural", "treedist")
+BUILTIN_MODULES = ("absolute", "relative", "dbsa", "gps", "pascal", "structural", "treedist",
+                   "factors")
 
 
 def register(cls: type[Scheme]) -> type[Scheme]:
