@@ -19,8 +19,9 @@ ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-en
 # b^V, b^V only, b^K only, and neither (= Transformer_abs without its PE).
 ABLATION_SYSTEMS="dep-noabs dep-noabs-bV dep-noabs-bK noabs"
 # Baselines beyond the papers' own tables: LISA (Strubell et al. 2018) as the PASCAL fork runs it
-# for MT, Currey & Heafield's (2019) multi-task data, Sennrich & Haddow's (2016) source factors.
-BASELINE_SYSTEMS="lisa multitask factors factors-concat"
+# for MT, Currey & Heafield's (2019) multi-task data, Sennrich & Haddow's (2016) source factors,
+# and treedist (no paper; issue 13's proof scheme).
+BASELINE_SYSTEMS="lisa multitask factors factors-concat treedist"
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
@@ -103,7 +104,7 @@ fetch_stanza_models() {
 # system_flags NAME: sets the array FLAGS to the scheme flags of system NAME.
 system_flags() {
   case $1 in
-    abs|rel|dep|dep+rel|deplabel|deplabel+rel|pascal|structural)
+    abs|rel|dep|dep+rel|deplabel|deplabel+rel|pascal|structural|treedist)
                   FLAGS=(--scheme "Transformer_$1") ;;
     dbsa-enc)     FLAGS=(--scheme "Transformer_abs+DBSA(Enc)" --dbsa-enc-layer "$DBSA_LAYER") ;;
     lisa)         FLAGS=(--scheme "Transformer_abs+DBSA(Enc)" --dbsa-enc-layer 1   # the PASCAL
