@@ -65,7 +65,7 @@ SYSTEMS: dict[str, tuple[str, dict]] = {
     "pascal": ("Transformer_pascal", {}), "structural": ("Transformer_structural", {}),
     "treedist": ("Transformer_treedist", {}),
     "factors": ("Transformer_factors", {}),
-    "factors-concat": ("Transformer_factors", {"factor_combine": "concat", "factor_dim": 8}),
+    "factors-concat": ("Transformer_factors", {"factor_combine": "concat", "factor_dim": 4}),
 }
 ISSUE3 = "abs,rel,dep,dep+rel,deplabel,deplabel+rel"
 LABELS = ("nsubj", "obj", "det", "amod", "obl", "case", "nmod", "advmod", "cc", "conj", "punct",
