@@ -389,17 +389,24 @@ class Peer:
             f"peak RSS {record['peak_rss_mb']:.0f} MB, load {stats['load_after']}")
         return record
 
+    def depnmt_batcher(self):
+        """``(lengths, TokenBatcher)`` of depnmt's training data (source/target lengths with
+        EOS, --max-tokens, --seed) as ``depnmt train`` batches it; the BPE files are read once."""
+        if getattr(self, "_batcher", None) is None:
+            from depnmt.data import TokenBatcher
+            lines = {lang: (self.bpe / f"train.{lang}").read_text().splitlines()
+                     for lang in self.langs}
+            lengths = [(len(a.split()) + 1, len(b.split()) + 1)
+                       for a, b in zip(lines[self.langs[0]], lines[self.langs[1]])]
+            self._batcher = lengths, TokenBatcher(lengths, self.s.max_tokens, self.s.seed)
+        return self._batcher
+
     def depnmt_batch_fill(self) -> float:
         """Mean target tokens per depnmt batch of --max-tokens over one epoch (its batcher)."""
         res = self.work / "train" / "depnmt-batch-fill.json"
         if res.exists():
             return json.loads(res.read_text())["tgt_per_batch"]
-        from depnmt.data import TokenBatcher
-        lines = {lang: (self.bpe / f"train.{lang}").read_text().splitlines()
-                 for lang in self.langs}
-        lengths = [(len(a.split()) + 1, len(b.split()) + 1)
-                   for a, b in zip(lines[self.langs[0]], lines[self.langs[1]])]
-        batcher = TokenBatcher(lengths, self.s.max_tokens, self.s.seed)
+        lengths, batcher = self.depnmt_batcher()
         batches = batcher.batches(1)
         fill = statistics.mean(sum(lengths[i][1] for i in b) for b in batches)
         res.parent.mkdir(parents=True, exist_ok=True)
@@ -475,16 +482,12 @@ class Peer:
     def depnmt_tokens_seen(self, steps: int) -> int:
         """Target tokens (with EOS) in depnmt's first ``steps`` batches, epoch after epoch, as
         its TokenBatcher orders them for --seed (the batches training took)."""
-        from depnmt.data import TokenBatcher
-        lines = {lang: (self.bpe / f"train.{lang}").read_text().splitlines()
-                 for lang in self.langs}
-        lengths = [(len(a.split()) + 1, len(b.split()) + 1)
-                   for a, b in zip(lines[self.langs[0]], lines[self.langs[1]])]
-        batcher, seen, epoch = TokenBatcher(lengths, self.s.max_tokens, self.s.seed), 0, 1
+        lengths, batcher = self.depnmt_batcher()
+        seen, epoch = 0, 1
         while steps > 0:
-            for batch in batcher.batches(epoch)[:steps]:
-                seen += sum(lengths[i][1] for i in batch)
-            steps -= len(batcher.batches(epoch))
+            batches = batcher.batches(epoch)
+            seen += sum(lengths[i][1] for batch in batches[:steps] for i in batch)
+            steps -= len(batches)
             epoch += 1
         return seen
 

@@ -76,7 +76,6 @@ class Translator:
         """``translate --dbsa-gold-arcs``: DBSA(Enc)'s parse head attends to each source token's
         gold head (from the input trees) instead of its predicted distribution — how much a
         perfect parse would give (the DBSA plugin's ``gold_dependency``)."""
-        from .errors import DepnmtError
         from .model.schemes.dbsa import DBSAModule
         heads = [p for p in self.model.schemes.parts
                  if isinstance(p, DBSAModule) and p.side == "src"]
@@ -164,6 +163,7 @@ class Translator:
             target_trees_out.extend(targets)
         return results
 
+    @torch.no_grad()
     def target_trees(self, batch, hyps: list[list[int]]) -> list:
         """The trees the decoder's parse head induces over the hypotheses ``hyps`` (target ids,
         no BOS/EOS) of ``batch``: one teacher-forced pass over ``[BOS] + hypothesis``."""
@@ -213,9 +213,9 @@ class Translator:
                                 line_numbers=[first_line + i for i in keep])
             for i, text in zip(keep, self.translate_examples(exs, induced, targets)):
                 out[i] = text.replace("\n", " ")
+        from .parse import Sentence
         for collected, sink in ((induced, trees_out), (targets, target_trees_out)):
             if sink is not None:
-                from .parse import Sentence
                 by_line = dict(zip(keep, collected or []))
                 sink.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
         return out

@@ -64,8 +64,8 @@ so every written tree is valid CoNLL-U; when the argmax already is a tree, it is
 from __future__ import annotations
 
 import math
-from functools import partial
 from dataclasses import dataclass, make_dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import click
@@ -250,12 +250,16 @@ class ParseHead(nn.Module):
         return torch.log_softmax(scores, dim=-1)
 
     def log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
-        """``log A_parse [B, Tq, Tk]``: the mean of the heads' distributions (one head: its
-        log-softmax as it is)."""
-        per_head = self.head_log_probs(q, k, mask)
-        if self.n_heads == 1:
-            return per_head[:, 0]
-        return torch.logsumexp(per_head, dim=1) - math.log(self.n_heads)
+        """``log A_parse [B, Tq, Tk]`` (see :func:`parse_log_probs`)."""
+        return parse_log_probs(self.head_log_probs(q, k, mask))
+
+
+def parse_log_probs(per_head: Tensor) -> Tensor:
+    """``log A_parse [B, Tq, Tk]`` from the heads' ``[B, n, Tq, Tk]``: the log of their mean
+    distribution (one head: its log-softmax as it is)."""
+    if per_head.shape[1] == 1:
+        return per_head[:, 0]
+    return torch.logsumexp(per_head, dim=1) - math.log(per_head.shape[1])
 
 
 class DBSAModule(SchemeModule):
@@ -290,8 +294,7 @@ class DBSAModule(SchemeModule):
         q, k, v = self.parse.q_proj(query), self.parse.k_proj(kv), self.parse.v_proj(kv)
         keys = KeyValues(k, v) if past is None else past.extend(k, v)   # causal head: cached
         per_head = self.parse.head_log_probs(q, keys.k, mask)
-        log_probs = self.parse.log_probs(q, keys.k, mask) if self.parse.n_heads > 1 \
-            else per_head[:, 0]
+        log_probs = parse_log_probs(per_head)
         if gold is None:
             probs = per_head[:, h].exp()
         else:

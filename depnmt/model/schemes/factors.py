@@ -160,12 +160,17 @@ class Factors(Scheme):
         with sentence_errors(example):
             values = subword_values(tree, example.src_subwords)
         n = len(example.src) - 1
-        out = {}
-        for name in self.names():
-            ids = {v: i + len(SPECIALS) for i, v in enumerate(self.vocab(name))}
-            out[f"factor_{name}"] = torch.tensor(
-                [ids.get(v, UNK_ID) for v in values[name][:n]] + [EOS_ID], dtype=torch.long)
-        return out
+        return {f"factor_{name}": torch.tensor([ids.get(v, UNK_ID) for v in values[name][:n]]
+                                               + [EOS_ID], dtype=torch.long)
+                for name, ids in self.value_ids().items()}
+
+    def value_ids(self) -> dict[str, dict[str, int]]:
+        """Per chosen factor, value -> id (after the specials); built once, on first use (the
+        learned vocabularies are final by then: features are computed after learning)."""
+        if getattr(self, "_ids", None) is None:
+            self._ids = {name: {v: i + len(SPECIALS) for i, v in enumerate(self.vocab(name))}
+                         for name in self.names()}
+        return self._ids
 
     def check(self, dims: ModelDims) -> None:
         if self.option("factor_combine") == "concat" and \
