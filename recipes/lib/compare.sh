@@ -11,6 +11,9 @@
 #
 # Replicates: SEEDS="1 2 3" trains every system once per seed (SEED=N alone is SEEDS="N");
 # run_campaign does it seed by seed, so the first replicate of every system is complete first.
+# JOBS=N runs N of these (seed, system) runs at once, each with OMP_NUM_THREADS = cores / N
+# (unless OMP_NUM_THREADS is set): on a small CPU two 1-thread trainings get through more
+# tokens together than one 2-thread training (docs/benchmarks.md, issue 12: 1.25-1.4x).
 # Everything is skipped when done and an interrupted training resumes, so a campaign can be
 # stopped at any moment and continued by running the same command again.
 
@@ -190,13 +193,40 @@ run_system() {
 }
 
 # run_campaign BASE SYSTEMS...: every system once per seed of $SEEDS into $(seeded BASE SEED),
-# seed by seed (run_system); then report_systems BASE SYSTEMS... writes the table.
+# seed by seed (run_system); then report_systems BASE SYSTEMS... writes the table. With JOBS=N
+# > 1, N workers share the (seed, system) runs in that order, run k going to worker k mod N; each
+# worker's output lines are prefixed "[job K]", and the campaign fails after all workers have
+# stopped when any of them failed.
 run_campaign() {
-  local base=$1 seed s
+  local base=$1 jobs=${JOBS:-1}
   shift
+  if [ "$jobs" -le 1 ]; then campaign_worker 0 1 "$base" "$@"; return; fi
+  local cores threads k pids=() failed=()
+  cores=$(nproc)
+  threads=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
+  echo "== $jobs jobs at once, $threads thread(s) each ($cores cores)"
+  for ((k = 0; k < jobs; k++)); do
+    (OMP_NUM_THREADS=$threads campaign_worker "$k" "$jobs" "$base" "$@") \
+      > >(sed -u "s/^/[job $((k + 1))] /") 2> >(sed -u "s/^/[job $((k + 1))] /" >&2) &
+    pids+=($!)
+  done
+  for k in "${!pids[@]}"; do wait "${pids[$k]}" || failed+=($((k + 1))); done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "run_campaign: job(s) ${failed[*]} failed (their output above is prefixed [job N])" >&2
+    return 1
+  fi
+}
+
+# campaign_worker K N BASE SYSTEMS...: run_system for the K-th of every N (seed, system) runs.
+campaign_worker() {
+  local k=$1 jobs=$2 base=$3 i=0 seed s
+  shift 3
+  export OMP_NUM_THREADS
   for seed in $SEEDS; do
     SEED=$seed OUT=$(seeded "$base" "$seed")
-    for s in "$@"; do run_system "$s"; done
+    for s in "$@"; do
+      if (( i++ % jobs == k )); then run_system "$s"; fi
+    done
   done
 }
 

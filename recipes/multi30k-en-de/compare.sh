@@ -9,6 +9,7 @@
 #   SEEDS="1 2 3" SYSTEMS="abs rel dep+rel gps pascal" bash recipes/multi30k-en-de/compare.sh
 #   STEPS=400 bash recipes/multi30k-en-de/compare.sh        # quick: 400 updates per system
 #   SEED=2 bash recipes/multi30k-en-de/compare.sh           # another seed alone
+#   JOBS=2 SEEDS="1 2 3" bash recipes/multi30k-en-de/compare.sh  # 2 runs at once, 1 thread each
 #
 # Protocol (the default): trained to the dev plateau — validation every epoch, early stopping
 # when dev token accuracy has not improved for PATIENCE=5 epochs, at most MAX_EPOCHS=30,

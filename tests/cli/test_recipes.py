@@ -319,6 +319,67 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     assert [r["seed"] for r in report[0]["runs"]] == [1, 2]
 
 
+PARALLEL = """#!/usr/bin/env bash
+# TRAIN_LAUNCH for the test: logs each training's OMP_NUM_THREADS; seed 1's training waits until
+# seed 2's has started (a sequential campaign would time out here); FAIL_SEED's training fails.
+out=""; prev=""
+for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+case $out in *-seed2/*) seed=2 ;; *) seed=1 ;; esac
+echo "seed $seed threads ${OMP_NUM_THREADS:-unset}" >> "$LOG"
+touch "$LOG.started$seed"
+[ "$seed" = "${FAIL_SEED:-}" ] && { echo "seed $seed fails on purpose" >&2; exit 3; }
+if [ "$seed" = 1 ]; then
+  for _ in $(seq 600); do [ -f "$LOG.started2" ] && break; sleep 0.1; done
+  [ -f "$LOG.started2" ] || { echo "not concurrent" >&2; exit 4; }
+fi
+exec depnmt "$@"
+"""
+
+
+@pytest.mark.slow
+def test_campaign_jobs_run_seeds_at_once(tiny_bpe, tmp_path):
+    """JOBS=2: the two seeds train at the same time, one thread each (OMP_NUM_THREADS unset:
+    cores / JOBS, at least 1), output lines prefixed by job, both runs reported as replicates;
+    a failing job fails the campaign after the other job has finished its run."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for stage in ("prepare", "bpe"):
+        (work / stage).symlink_to(tiny_bpe.parent / stage, target_is_directory=True)
+    launcher, log = tmp_path / "parallel.sh", tmp_path / "launch.log"
+    launcher.write_text(PARALLEL)
+    launcher.chmod(0o755)
+    recipe = REPO / "recipes" / "multi30k-en-de" / "compare.sh"
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "DEPNMT_WORK": str(work), "SYSTEMS": "abs",
+           "SEEDS": "1 2", "JOBS": "2", "STEPS": "4", "ARCH": TINY_ARCH,
+           "TRAIN_LAUNCH": str(launcher), "LOG": str(log)}
+    for k in ("SEED", "BEAM", "AVERAGE", "OMP_NUM_THREADS", "FAIL_SEED"):
+        env.pop(k, None)
+    result = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    threads = max(1, (os.cpu_count() or 1) // 2)
+    assert sorted(log.read_text().splitlines()) == [f"seed 1 threads {threads}",
+                                                   f"seed 2 threads {threads}"]
+    assert "[job 1] == abs (seed 1): train" in result.stdout
+    assert "[job 2] == abs (seed 2): train" in result.stdout
+    for folder in ("compare", "compare-seed2"):
+        assert len((work / folder / "hyps" / "abs.de").read_text().splitlines()) == 30
+    report = json.loads((work / "compare-seeds-1-2" / "results.json").read_text())
+    assert report[0]["n_runs"] == 2 and [r["seed"] for r in report[0]["runs"]] == [1, 2]
+
+    for folder in ("compare", "compare-seed2", "compare-seeds-1-2"):
+        subprocess.run(["rm", "-rf", str(work / folder)], check=True)
+    for f in tmp_path.glob("launch.log*"):
+        f.unlink()
+    failed = subprocess.run(["bash", str(recipe)], env={**env, "FAIL_SEED": "2"},
+                            capture_output=True, text=True, timeout=900, check=False)
+    assert failed.returncode != 0
+    assert "[job 2] seed 2 fails on purpose" in failed.stderr
+    assert "job(s) 2 failed" in failed.stderr
+    assert (work / "compare" / "hyps" / "abs.de").exists()        # job 1 finished its run
+    assert not (work / "compare-seeds-1-2").exists()              # no report of a failed campaign
+
+
 @pytest.mark.slow
 def test_compare_recipe_runs_the_multitask_baseline(tiny_bpe, tmp_path):
     """SYSTEMS=multitask in the Multi30k comparison: source trees (spaCy), `depnmt multitask`,
