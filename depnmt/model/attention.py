@@ -73,14 +73,15 @@ class KeyValues:
 class HeadResult:
     """What a scheme's own head computed."""
 
-    out: Tensor                     # [B, Tq, d_k], replaces the head before W^O
+    out: Tensor                     # [B, Tq, d_k] (one head) or [B, n, Tq, d_k] (n heads)
     kv: KeyValues                   # its keys/values up to now (the decoder's cache keeps them)
     scores: Tensor | None = None    # to report, e.g. log A_parse [B, Tq, Tk]
 
 
 @dataclass
 class HeadOverride:
-    """A head supplied by a scheme: ``compute(query, kv, mask, past) -> HeadResult``.
+    """Heads ``head … head + count − 1`` supplied by a scheme, all computed by one call
+    ``compute(query, kv, mask, past) -> HeadResult``.
 
     ``query [B, Tq, D]`` and ``kv [B, Tk, D]`` are the attention's inputs (the layer input x
     for self-attention), ``mask`` the attention's mask (broadcastable to ``[B, 1, Tq, Tk]``).
@@ -92,6 +93,14 @@ class HeadOverride:
     head: int
     compute: Callable[[Tensor, Tensor, Tensor | None, KeyValues | None], HeadResult]
     name: str = ""
+    count: int = 1
+
+    def heads(self) -> range:
+        return range(self.head, self.head + self.count)
+
+    def own(self, result: HeadResult) -> Tensor:
+        """``result.out`` as ``[B, count, Tq, d_k]``."""
+        return result.out.unsqueeze(1) if result.out.dim() == 3 else result.out
 
 
 @dataclass
@@ -117,7 +126,7 @@ class AttentionTerms:
             if t.logit_scale is not None:
                 scale = t.logit_scale if scale is None else scale * t.logit_scale
         overrides = [o for t in terms for o in t.head_overrides]
-        heads = [o.head for o in overrides]
+        heads = [h for o in overrides for h in o.heads()]
         if len(set(heads)) != len(heads):
             raise ValueError(f"two schemes replace the same attention head ({sorted(heads)})")
         return AttentionTerms([r for t in terms for r in t.relative], bias, overrides, scale)
@@ -197,17 +206,17 @@ class MultiHeadAttention(nn.Module):
     def _override(out: Tensor, override: HeadOverride, query: Tensor, kv: Tensor,
                   mask: Tensor | None, head_cache: dict[int, KeyValues] | None,
                   scores: dict[str, Tensor] | None) -> Tensor:
-        """Deguchi et al. Eq. 17, ``[M_1; …; M_parse; …]``: head ``h`` of ``out [B, H, Tq, d_k]``
-        replaced by the scheme's own head before W^O."""
-        h = override.head
+        """Deguchi et al. Eq. 17, ``[M_1; …; M_parse; …]``: heads ``h … h + n − 1`` of
+        ``out [B, H, Tq, d_k]`` replaced by the scheme's own heads before W^O."""
+        h, n = override.head, override.count
         result = override.compute(query, kv, mask, None if head_cache is None
                                   else head_cache.get(h))
         if head_cache is not None:
             head_cache[h] = result.kv
         if scores is not None and result.scores is not None:
             scores[override.name] = result.scores
-        own = result.out.to(out.dtype).unsqueeze(1)
-        return torch.cat([out[:, :h], own, out[:, h + 1:]], dim=1)
+        own = override.own(result).to(out.dtype)
+        return torch.cat([out[:, :h], own, out[:, h + n:]], dim=1)
 
     def _additive_mask(self, q: Tensor, mask: Tensor | None, terms: AttentionTerms) -> Tensor:
         """``[B, H, Tq, Tk]`` float: ``Σ q_i · a^K_{l(i,j)} / √d_k + bias``, ``-inf`` where
@@ -293,5 +302,6 @@ def reference_attention(attn: MultiHeadAttention, query: Tensor, kv: Tensor,
         if rel.value_table is not None:
             z = z + torch.einsum("bhij,bijd->bihd", alpha, rel.value_table[labels])
     for override in terms.head_overrides:
-        z[:, :, override.head] = override.compute(query, kv, mask, None).out
+        own = override.own(override.compute(query, kv, mask, None))       # [B, n, Tq, d_k]
+        z[:, :, override.head:override.head + override.count] = own.transpose(1, 2)
     return attn.out_proj(z.reshape(b, tq, h * dk))

@@ -118,7 +118,9 @@ def test_gold_arcs_replace_the_parse_heads_distribution(dbsa_model, tiny_trees, 
     for b, i in zip(*torch.nonzero(gold > 0, as_tuple=True)):
         one_hot[b, i, gold[b, i] - 1] = 1.0
     assert (gold > 0).any() and (gold == 0).any()                 # EOS/padding: no gold head
-    assert torch.allclose(forced.out, one_hot @ own.kv.v)
+    (b, t), d_k = gold.shape, own.kv.v.shape[-1]
+    assert forced.out.shape == own.out.shape == (b, 1, t, d_k)  # [B, 1 head, Tq, d_k]
+    assert torch.allclose(forced.out[:, 0], one_hot @ own.kv.v)
     assert not torch.allclose(forced.out, own.out)
     assert torch.equal(forced.scores, own.scores)                 # A_parse is still reported
     # the CLI: conllu input works, text input and a model without DBSA(Enc) are clear errors

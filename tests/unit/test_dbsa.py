@@ -131,14 +131,17 @@ def test_several_parse_heads_are_the_plugins_dependency_heads():
     module = DBSAModule(dims, "src", 0, 1.0, "first", n_heads=n)
     x = torch.randn(2, 5, 16)
     terms = module.attention_terms("src", 0, {}, torch.arange(5), torch.arange(5))
-    assert [o.head for o in terms.head_overrides] == [0, 1]
+    [override] = terms.head_overrides                  # one call computes both heads
+    assert list(override.heads()) == [0, 1]
     with torch.no_grad():
         v = module.parse.v_proj(x)
         probs = module.parse.head_log_probs(module.parse.q_proj(x), module.parse.k_proj(x),
                                             None).exp()
-        for h, override in enumerate(terms.head_overrides):
-            out = override.compute(x, x, None, None).out
-            assert torch.allclose(out, probs[:, h] @ v[..., h * d_k:(h + 1) * d_k], atol=1e-6)
+        out = override.compute(x, x, None, None).out                     # [B, n, Tq, d_k]
+        assert out.shape == (2, n, 5, d_k)
+        for h in range(n):
+            assert torch.allclose(out[:, h], probs[:, h] @ v[..., h * d_k:(h + 1) * d_k],
+                                  atol=1e-6)
 
 
 def test_causal_mask_keeps_the_future_out():
@@ -162,6 +165,14 @@ def test_head_override_replaces_one_head_before_w_o():
     assert not torch.allclose(out, attn(x, x, mask), atol=1e-3)
     with pytest.raises(ValueError, match="same attention head"):
         AttentionTerms.merge([AttentionTerms([], None, [HeadOverride(0, lambda *a: result)])] * 2)
+    # heads 1 and 2 replaced by one call returning [B, 2, Tq, d_k]; head 3 by another scheme
+    two = HeadResult(torch.randn(2, 2, 5, 4), KeyValues(own, own))
+    ranged = AttentionTerms([], None, [HeadOverride(1, lambda *a: two, count=2),
+                                       HeadOverride(3, lambda *a: result)])
+    out = attn(x, x, mask, ranged)
+    assert torch.allclose(out, reference_attention(attn, x, x, mask, ranged), atol=1e-5)
+    with pytest.raises(ValueError, match="same attention head"):
+        AttentionTerms.merge([ranged, AttentionTerms([], None, [HeadOverride(2, lambda *a: result)])])
 
 
 def test_parse_heads_sit_in_the_chosen_layers():

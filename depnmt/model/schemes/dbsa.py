@@ -280,27 +280,27 @@ class DBSAModule(SchemeModule):
         if side != self.side or layer != self.layer:
             return None
         gold = feats.get(f"dbsa_{self.side}_head") if self.gold_arcs else None
-        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD + h, partial(self._head, h, gold),
-                                                      self.name)
-                                         for h in range(self.parse.n_heads)])
+        return AttentionTerms([], None, [HeadOverride(PARSE_HEAD, partial(self._heads, gold),
+                                                      self.name, self.parse.n_heads)])
 
-    def _head(self, h: int, gold: Tensor | None, query: Tensor, kv: Tensor, mask: Tensor | None,
-              past: KeyValues | None) -> HeadResult:
-        """Parse head ``h``: ``M_parse = A_parse V_parse`` (Eq. 16) ``[B, Tq, d_k]``, with
-        ``log A_parse`` (the heads' mean). With ``gold`` (``[B, Tq]``, 1 + the gold head's
-        position, 0 = none) the plugin's ``gold_dependency`` (``dbsa/modules/dbsa.py``): the
-        head's weights are 1 on each position's gold head and 0 elsewhere (positions without
-        one — EOS, padding — get all zeros)."""
+    def _heads(self, gold: Tensor | None, query: Tensor, kv: Tensor, mask: Tensor | None,
+               past: KeyValues | None) -> HeadResult:
+        """The n parse heads in one call: ``M_parse = A_parse V_parse`` (Eq. 16) of each,
+        ``[B, n, Tq, d_k]``, with ``log A_parse`` (the heads' mean). With ``gold`` (``[B, Tq]``,
+        1 + the gold head's position, 0 = none) the plugin's ``gold_dependency``
+        (``dbsa/modules/dbsa.py``): every head's weights are 1 on each position's gold head and
+        0 elsewhere (positions without one — EOS, padding — get all zeros)."""
         q, k, v = self.parse.q_proj(query), self.parse.k_proj(kv), self.parse.v_proj(kv)
-        keys = KeyValues(k, v) if past is None else past.extend(k, v)   # causal head: cached
-        per_head = self.parse.head_log_probs(q, keys.k, mask)
+        keys = KeyValues(k, v) if past is None else past.extend(k, v)   # causal heads: cached
+        per_head = self.parse.head_log_probs(q, keys.k, mask)                # [B, n, Tq, Tk]
         log_probs = parse_log_probs(per_head)
         if gold is None:
-            probs = per_head[:, h].exp()
+            probs = per_head.exp()
         else:
-            probs = F.one_hot((gold - 1).clamp(min=0), keys.k.shape[1]) * (gold > 0)[..., None]
-        d_k = self.parse.d_k
-        value = keys.v[..., h * d_k:(h + 1) * d_k]
+            probs = (F.one_hot((gold - 1).clamp(min=0), keys.k.shape[1])
+                     * (gold > 0)[..., None]).unsqueeze(1)                   # [B, 1, Tq, Tk]
+        (b, tk, _), n = keys.v.shape, self.parse.n_heads
+        value = keys.v.view(b, tk, n, self.parse.d_k).transpose(1, 2)        # [B, n, Tk, d_k]
         return HeadResult(probs.to(value.dtype) @ value, keys, log_probs)
 
     def _gold(self, extras: Extras, src_feats: dict[str, Tensor], tgt_feats: dict[str, Tensor]):
