@@ -640,7 +640,8 @@ def summarize(work: Path) -> tuple[str, dict]:
              mx(train, "rss_mb", scheme="abs", toolkit="depnmt")),
             ("beam-4 decoding, sentences/s", med(dec, "sentences_per_s", toolkit="onmt"),
              med(dec, "sentences_per_s", toolkit="depnmt"))]
-    text = table(rows)
+    rows = [r for r in rows if r[1] is not None or r[2] is not None]    # phases not run: no row
+    text = table(rows) if rows else ""
     bleu_file = work / "decode" / "bleu.json"
     bleus = json.loads(bleu_file.read_text()) if bleu_file.exists() else {}
     if dec:

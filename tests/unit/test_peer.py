@@ -121,6 +121,20 @@ def test_summary_from_result_files(tmp_path):
     assert info["segments"] == 4
 
 
+def test_summary_leaves_out_the_phases_not_run(tmp_path):
+    """A work folder with decoding results only: no empty training rows."""
+    peer = load_peer()
+    (tmp_path / "decode").mkdir()
+    for tk, sps in (("depnmt", 96.0), ("onmt", 92.0)):
+        (tmp_path / "decode" / f"speed-{tk}-0.json").write_text(json.dumps(
+            {"toolkit": tk, "sentences_per_s": sps, "load_before": "1.0 1 1",
+             "load_after": "1.1 1 1"}))
+    text, info = peer.summarize(tmp_path)
+    assert "training" not in text and "peak RSS" not in text
+    assert "| beam-4 decoding, sentences/s | 92.00 | 96.00 | **1.04** |" in text
+    assert info["segments"] == 0 and info["decode_rounds"] == 2
+
+
 def test_onmt_gold_score_is_summed_back_per_sentence():
     peer = load_peer()
     log = ("[2026-11-24 00:10:00,000 INFO] PRED SCORE: -0.1234, PRED PPL: 1.13 NB SENTENCES: 1014\n"
