@@ -1,0 +1,45 @@
+"""``depnmt runs``: where every training run under some folders stands (see ``depnmt/runs.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("runs")
+@click.argument("folders", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per run instead of a table")
+def command(folders: tuple[Path, ...], as_json: bool) -> None:
+    """Where every training run under FOLDERS stands: for a campaign stopped and continued
+    over days.
+
+    \b
+    For each model directory (config.json + metrics.jsonl) at or below FOLDERS:
+      state       training (a live process holds it) | finished: early stop, epoch cap,
+                  update cap or time cap | stopped (resumable: `train --resume` or the
+                  recipe again continues it) | not saved (no checkpoint yet)
+      epoch, updates reached; the selection metric (--early-stop-metric), its best value and
+      the update it came from, its last value; the averaged checkpoints (`depnmt average`);
+      in the comparison recipes' layout (models/NAME beside hyps/NAME.LANG) whether the test
+      hypotheses are written.
+    \b
+      depnmt runs work/multi30k-en-de
+      depnmt runs work/multi30k-en-de/compare-plateau work/multi30k-en-de/compare-plateau-seed2
+    """
+    from ..errors import DepnmtError
+    from ..runs import markdown, model_dirs, run_state
+
+    dirs = model_dirs(list(folders))
+    if not dirs:
+        raise DepnmtError(f"no model directories (config.json + metrics.jsonl) under "
+                          f"{', '.join(map(str, folders))}")
+    states = [run_state(d) for d in dirs]
+    if as_json:
+        for state in states:
+            click.echo(json.dumps(state))
+    else:
+        root = folders[0] if len(folders) == 1 else None
+        click.echo(markdown(states, root))

@@ -1,0 +1,176 @@
+"""``depnmt runs``: where every training run under some folders stands — for a campaign of many
+runs that is stopped and continued over days (issue 12), without opening any log.
+
+A run is a model directory (``config.json`` and ``metrics.jsonl``, as ``depnmt train`` writes
+them). Its state:
+
+* ``training`` — a process holds its training lock (found in ``/proc/locks``: the lock itself
+  is not touched, so a status query never gets in a trainer's way);
+* ``finished`` — ``manifest.json`` exists; why it ended is read from the recorded progress:
+  ``early stop`` (the selection metric did not improve for ``--patience`` validations),
+  ``epoch cap`` (``--max-epochs``), ``update cap`` (``--max-steps``) or ``time cap``;
+* ``stopped`` — a ``last.pt`` but no manifest and no live trainer: ``depnmt train ... --resume``
+  (or re-running a recipe) continues it;
+* ``not saved`` — no checkpoint yet.
+
+In the comparison recipes' layout (``FOLDER/models/NAME`` beside ``FOLDER/hyps/NAME.LANG``) it
+also says whether the run's test hypotheses are written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import DepnmtError
+from .modeldir import checkpoint_dir, read_config, read_metrics
+from .report import training_summary
+
+RESERVED = {"last", "best"}
+
+
+def model_dirs(folders: Sequence[Path]) -> list[Path]:
+    """Every model directory at or below ``folders``, sorted by path."""
+    found: set[Path] = set()
+    for folder in folders:
+        if not folder.is_dir():
+            raise DepnmtError(f"{folder}: not a folder")
+        for config in [folder / "config.json", *folder.rglob("config.json")]:
+            if config.is_file() and (config.parent / "metrics.jsonl").is_file():
+                found.add(config.parent)
+    return sorted(found)
+
+
+def trainer_pid(model_dir: Path) -> int | None:
+    """The process holding ``model_dir``'s training lock, or None. Read from ``/proc/locks``
+    on Linux (the lock is not touched); elsewhere the process ``.lock`` names when it is alive
+    (which can be wrong after the trainer ended and its number was reused)."""
+    lock = model_dir / ".lock"
+    try:
+        st = lock.stat()
+    except OSError:
+        return None
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return _named_pid(lock)
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->":              # a waiter, not the holder
+            continue
+        major, minor, inode = fields[5].split(":")
+        if (int(inode) == st.st_ino and int(major, 16) == os.major(st.st_dev)
+                and int(minor, 16) == os.minor(st.st_dev)):
+            return int(fields[4])
+    return None
+
+
+def _named_pid(lock: Path) -> int | None:
+    """The process ``lock`` names, when it is alive."""
+    try:
+        pid = int(lock.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:         # alive, owned by someone else
+        return pid
+    return pid
+
+
+def finish_reason(progress: dict[str, Any], training: dict[str, Any]) -> str:
+    """Why a finished run ended, from the manifest's progress and the training options."""
+    epochs_done = progress.get("epoch", 1) - (1 if not progress.get("batches_done") else 0)
+    if training.get("patience") and progress.get("bad_validations", 0) >= training["patience"]:
+        return "early stop"
+    if training.get("max_epochs") and epochs_done >= training["max_epochs"]:
+        return "epoch cap"
+    if training.get("max_steps") and progress.get("step", 0) >= training["max_steps"]:
+        return "update cap"
+    if training.get("max_minutes"):
+        return "time cap"
+    return "finished"
+
+
+def run_state(model_dir: Path) -> dict[str, Any]:
+    """One run's record: ``run``, ``scheme``, ``seed``, ``state`` (see the module docstring),
+    ``epoch`` and ``updates`` reached, the selection metric's ``best`` value and the update it
+    came from, the last validation's metric, the averaged checkpoints and whether the recipe's
+    hypothesis file is written (None outside the recipes' layout)."""
+    config = read_config(model_dir)
+    training = config.get("training", {})
+    summary = training_summary(model_dir)
+    records = read_metrics(model_dir)
+    metric = "dev_" + (training.get("early_stop_metric") or "bleu").replace("loss", "nll")
+    valid = [r for r in records if r["event"] == "valid"]
+    if valid and metric not in valid[-1]:       # bleu without dev references: the loss selects
+        metric = "dev_nll"
+    best = [r for r in valid if r.get("best")]
+    ckpt = checkpoint_dir(model_dir)
+    manifest = model_dir / "manifest.json"
+    pid = trainer_pid(model_dir)
+    if pid is not None:
+        state = f"training (process {pid})"
+    elif manifest.exists():
+        progress = json.loads(manifest.read_text()).get("progress", {})
+        state = f"finished: {finish_reason(progress, training)}"
+    elif (ckpt / "last.pt").exists():
+        state = "stopped (resumable)"
+    else:
+        state = "not saved"
+    hyps = model_dir.parent.parent / "hyps"
+    written = None
+    if model_dir.parent.name == "models" and hyps.is_dir():
+        hyp = hyps / f"{model_dir.name}.{config.get('tgt_lang', '')}"
+        written = hyp.is_file() and hyp.stat().st_size > 0
+    return {
+        "run": str(model_dir),
+        "scheme": summary["scheme"],
+        "seed": summary["seed"],
+        "state": state,
+        "epoch": max((r.get("epoch", 0) for r in records if r["event"] in ("train", "valid")),
+                     default=0),
+        "updates": summary["updates"],
+        "metric": metric,
+        "best": best[-1].get(metric) if best else None,
+        "best_step": best[-1]["step"] if best else None,
+        "last": valid[-1].get(metric) if valid else None,
+        "averages": sorted(p.stem for p in ckpt.glob("*.pt")
+                           if p.stem not in RESERVED and not p.stem.startswith("step"))
+        if ckpt.is_dir() else [],
+        "hypothesis": written,
+    }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(value) or "–"
+    return str(value)
+
+
+def markdown(states: Sequence[dict[str, Any]], root: Path | None = None) -> str:
+    """The records as a markdown table (run paths relative to ``root`` when under it)."""
+    head = ["run", "scheme", "seed", "state", "epoch", "updates", "selection metric", "best",
+            "at update", "last", "averaged", "test hypotheses"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in states:
+        run = Path(s["run"])
+        if root is not None and run.is_relative_to(root):
+            run = run.relative_to(root)
+        cells = [str(run), s["scheme"], s["seed"], s["state"], s["epoch"], s["updates"],
+                 s["metric"], s["best"], s["best_step"], s["last"], s["averages"],
+                 s["hypothesis"]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
