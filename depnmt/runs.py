@@ -98,9 +98,25 @@ def finish_reason(progress: dict[str, Any], training: dict[str, Any]) -> str:
     return "finished"
 
 
+def minutes_per_epoch(records: Sequence[dict[str, Any]], last: int = 3) -> float | None:
+    """Median wall minutes per epoch over the last ``last`` pairs of consecutive validations
+    of one process (no ``start`` record between them: a resume's lost work is not counted);
+    None without two such validations."""
+    spans, prev = [], None
+    for r in records:
+        if r["event"] == "start":
+            prev = None
+        elif r["event"] == "valid":
+            if prev is not None and r.get("epoch", 0) > prev.get("epoch", 0):
+                spans.append((r["time"] - prev["time"]) / 60 / (r["epoch"] - prev["epoch"]))
+            prev = r
+    spans = sorted(spans[-last:])
+    return spans[len(spans) // 2] if spans else None
+
+
 def run_state(model_dir: Path) -> dict[str, Any]:
     """One run's record: ``run``, ``scheme``, ``seed``, ``state`` (see the module docstring),
-    ``epoch`` and ``updates`` reached, the selection metric's ``best`` value and the update it
+    ``epoch`` and ``updates`` reached, wall minutes per epoch lately, the selection metric's ``best`` value and the update it
     came from, the last validation's metric, the averaged checkpoints and whether the recipe's
     hypothesis file is written (None outside the recipes' layout)."""
     config = read_config(model_dir)
@@ -141,6 +157,7 @@ def run_state(model_dir: Path) -> dict[str, Any]:
         "best": best[-1].get(metric) if best else None,
         "best_step": best[-1]["step"] if best else None,
         "last": valid[-1].get(metric) if valid else None,
+        "min_per_epoch": minutes_per_epoch(records),
         "averages": sorted(p.stem for p in ckpt.glob("*.pt")
                            if p.stem not in RESERVED and not p.stem.startswith("step"))
         if ckpt.is_dir() else [],
@@ -162,14 +179,15 @@ def _cell(value: Any) -> str:
 
 def markdown(states: Sequence[dict[str, Any]], root: Path | None = None) -> str:
     """The records as a markdown table (run paths relative to ``root`` when under it)."""
-    head = ["run", "scheme", "seed", "state", "epoch", "updates", "selection metric", "best",
-            "at update", "last", "averaged", "test hypotheses"]
+    head = ["run", "scheme", "seed", "state", "epoch", "updates", "min/epoch",
+            "selection metric", "best", "at update", "last", "averaged", "test hypotheses"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in states:
         run = Path(s["run"])
         if root is not None and run.is_relative_to(root):
             run = run.relative_to(root)
         cells = [str(run), s["scheme"], s["seed"], s["state"], s["epoch"], s["updates"],
+                 None if s["min_per_epoch"] is None else round(s["min_per_epoch"], 1),
                  s["metric"], s["best"], s["best_step"], s["last"], s["averages"],
                  s["hypothesis"]]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

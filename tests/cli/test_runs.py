@@ -68,3 +68,18 @@ def test_runs_reports_every_state(tiny_model, tmp_path, capsys):
 def test_runs_without_model_directories_is_a_clear_error(tmp_path, capsys):
     assert run_cli(["runs", tmp_path]) == 2
     assert "no model directories" in capsys.readouterr().err
+
+
+def test_minutes_per_epoch_leaves_out_resumes():
+    """Validations at epochs 1–4 of one process, a resume, then epochs 5–6: the spans are
+    2, 4, 3 (epochs 2–4) and 5 (epoch 6) minutes; the span over the resume is not one; the
+    median of the last three is 4."""
+    from depnmt.runs import minutes_per_epoch
+
+    def valid(epoch, minute):
+        return {"event": "valid", "epoch": epoch, "time": 60.0 * minute}
+    records = [{"event": "start"}, valid(1, 10), valid(2, 12), valid(3, 16), valid(4, 19),
+               {"event": "start"}, valid(5, 100), valid(6, 105)]
+    assert minutes_per_epoch(records) == 4.0
+    assert minutes_per_epoch(records, last=1) == 5.0
+    assert minutes_per_epoch(records[:2]) is None
