@@ -194,40 +194,59 @@ run_system() {
 
 # run_campaign BASE SYSTEMS...: every system once per seed of $SEEDS into $(seeded BASE SEED),
 # seed by seed (run_system); then report_systems BASE SYSTEMS... writes the table. With JOBS=N
-# > 1, N workers share the (seed, system) runs in that order, run k going to worker k mod N; each
-# worker's output lines are prefixed "[job K]", and the campaign fails after all workers have
-# stopped when any of them failed.
+# > 1, N workers take the (seed, system) runs in that order, each the next one not yet taken
+# when it is free (runs that stop early leave no worker idle); each worker's output lines are
+# prefixed "[job K]", and the campaign fails after all workers have stopped when any failed.
 run_campaign() {
   local base=$1 jobs=${JOBS:-1}
   shift
-  if [ "$jobs" -le 1 ]; then campaign_worker 0 1 "$base" "$@"; return; fi
-  local cores threads k pids=() failed=()
+  if [ "$jobs" -le 1 ]; then campaign_worker "" "$base" "$@"; return; fi
+  local cores threads k queue pids=() failed=()
   cores=$(nproc)
   threads=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
+  queue=$(mktemp -d)
+  echo 0 > "$queue/next"
   echo "== $jobs jobs at once, $threads thread(s) each ($cores cores)"
   for ((k = 0; k < jobs; k++)); do
-    (OMP_NUM_THREADS=$threads campaign_worker "$k" "$jobs" "$base" "$@") \
+    (OMP_NUM_THREADS=$threads campaign_worker "$queue" "$base" "$@") \
       > >(sed -u "s/^/[job $((k + 1))] /") 2> >(sed -u "s/^/[job $((k + 1))] /" >&2) &
     pids+=($!)
   done
   for k in "${!pids[@]}"; do wait "${pids[$k]}" || failed+=($((k + 1))); done
+  rm -rf "$queue"
   if [ ${#failed[@]} -gt 0 ]; then
     echo "run_campaign: job(s) ${failed[*]} failed (their output above is prefixed [job N])" >&2
     return 1
   fi
 }
 
-# campaign_worker K N BASE SYSTEMS...: run_system for the K-th of every N (seed, system) runs.
+# campaign_worker QUEUE BASE SYSTEMS...: run_system for every (seed, system) run in order, or
+# with a QUEUE folder (shared by the workers) only the runs it takes from it (take_run).
 campaign_worker() {
-  local k=$1 jobs=$2 base=$3 i=0 seed s
-  shift 3
+  local queue=$1 base=$2 i=0 mine=-1 seed s
+  shift 2
   export OMP_NUM_THREADS
+  [ -z "$queue" ] || mine=$(take_run "$queue")
   for seed in $SEEDS; do
-    SEED=$seed OUT=$(seeded "$base" "$seed")
     for s in "$@"; do
-      if (( i++ % jobs == k )); then run_system "$s"; fi
+      if [ -z "$queue" ] || [ "$i" -eq "$mine" ]; then
+        SEED=$seed OUT=$(seeded "$base" "$seed")
+        run_system "$s"
+        [ -z "$queue" ] || mine=$(take_run "$queue")
+      fi
+      i=$((i + 1))
     done
   done
+}
+
+# take_run QUEUE: the number of the next run nobody has taken (QUEUE/next, under a mkdir lock).
+take_run() {
+  local n
+  until mkdir "$1/lock" 2>/dev/null; do sleep 0.1; done
+  n=$(cat "$1/next")
+  echo $((n + 1)) > "$1/next"
+  rmdir "$1/lock"
+  echo "$n"
 }
 
 # report_systems BASE SYSTEMS...: the results table against abs and rel (when run; BASELINES

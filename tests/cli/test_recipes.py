@@ -321,16 +321,18 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
 
 PARALLEL = """#!/usr/bin/env bash
 # TRAIN_LAUNCH for the test: logs each training's OMP_NUM_THREADS; seed 1's training waits until
-# seed 2's has started (a sequential campaign would time out here); FAIL_SEED's training fails.
+# seed WAIT_FOR's (default 2) has started (a sequential campaign would time out here, and with
+# WAIT_FOR=3 of three seeds one whose runs were dealt out in turn); FAIL_SEED's training fails.
 out=""; prev=""
 for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
-case $out in *-seed2/*) seed=2 ;; *) seed=1 ;; esac
+case $out in *-seed2/*) seed=2 ;; *-seed3/*) seed=3 ;; *) seed=1 ;; esac
 echo "seed $seed threads ${OMP_NUM_THREADS:-unset}" >> "$LOG"
 touch "$LOG.started$seed"
 [ "$seed" = "${FAIL_SEED:-}" ] && { echo "seed $seed fails on purpose" >&2; exit 3; }
 if [ "$seed" = 1 ]; then
-  for _ in $(seq 600); do [ -f "$LOG.started2" ] && break; sleep 0.1; done
-  [ -f "$LOG.started2" ] || { echo "not concurrent" >&2; exit 4; }
+  wait_for=${WAIT_FOR:-2}
+  for _ in $(seq 600); do [ -f "$LOG.started$wait_for" ] && break; sleep 0.1; done
+  [ -f "$LOG.started$wait_for" ] || { echo "not concurrent" >&2; exit 4; }
 fi
 exec depnmt "$@"
 """
@@ -340,7 +342,8 @@ exec depnmt "$@"
 def test_campaign_jobs_run_seeds_at_once(tiny_bpe, tmp_path):
     """JOBS=2: the two seeds train at the same time, one thread each (OMP_NUM_THREADS unset:
     cores / JOBS, at least 1), output lines prefixed by job, both runs reported as replicates;
-    a failing job fails the campaign after the other job has finished its run."""
+    a failing job fails the campaign after the other job has finished its run; a free job takes
+    the next run (three seeds, the first one slow)."""
     work = tmp_path / "work"
     work.mkdir()
     for stage in ("prepare", "bpe"):
@@ -378,6 +381,19 @@ def test_campaign_jobs_run_seeds_at_once(tiny_bpe, tmp_path):
     assert "job(s) 2 failed" in failed.stderr
     assert (work / "compare" / "hyps" / "abs.de").exists()        # job 1 finished its run
     assert not (work / "compare-seeds-1-2").exists()              # no report of a failed campaign
+
+    # three seeds, two jobs: seed 1's run lasts until seed 3's has started, so the job that
+    # finished seed 2 must take seed 3 (a job is free to take the next run, not a fixed share)
+    for folder in ("compare", "compare-seed2"):
+        subprocess.run(["rm", "-rf", str(work / folder)], check=True)
+    for f in tmp_path.glob("launch.log*"):
+        f.unlink()
+    three = subprocess.run(["bash", str(recipe)], env={**env, "SEEDS": "1 2 3", "WAIT_FOR": "3"},
+                           capture_output=True, text=True, timeout=900, check=False)
+    assert three.returncode == 0, three.stderr[-3000:]
+    assert "[job 2] == abs (seed 3): train" in three.stdout
+    report = json.loads((work / "compare-seeds-1-2-3" / "results.json").read_text())
+    assert [r["seed"] for r in report[0]["runs"]] == [1, 2, 3]
 
 
 @pytest.mark.slow
