@@ -19,12 +19,12 @@ also says whether the run's test hypotheses are written.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import DepnmtError
+from .manifest import load_manifest
 from .modeldir import checkpoint_dir, read_config, read_metrics
 from .report import training_summary
 
@@ -116,9 +116,10 @@ def minutes_per_epoch(records: Sequence[dict[str, Any]], last: int = 3) -> float
 
 def run_state(model_dir: Path) -> dict[str, Any]:
     """One run's record: ``run``, ``scheme``, ``seed``, ``state`` (see the module docstring),
-    ``epoch`` and ``updates`` reached, wall minutes per epoch lately, the selection metric's ``best`` value and the update it
-    came from, the last validation's metric, the averaged checkpoints and whether the recipe's
-    hypothesis file is written (None outside the recipes' layout)."""
+    ``epoch`` and ``updates`` reached, wall minutes per epoch lately, the selection metric's
+    ``best`` value and the update it came from, the last validation's metric, the averaged
+    checkpoints and whether the recipe's hypothesis file is written (None outside the recipes'
+    layout)."""
     config = read_config(model_dir)
     training = config.get("training", {})
     summary = training_summary(model_dir)
@@ -134,7 +135,7 @@ def run_state(model_dir: Path) -> dict[str, Any]:
     if pid is not None:
         state = f"training (process {pid})"
     elif manifest.exists():
-        progress = json.loads(manifest.read_text()).get("progress", {})
+        progress = load_manifest(model_dir, "train", verify=False).get("progress", {})
         state = f"finished: {finish_reason(progress, training)}"
     elif (ckpt / "last.pt").exists():
         state = "stopped (resumable)"
