@@ -13,7 +13,7 @@
 # run_campaign does it seed by seed, so the first replicate of every system is complete first.
 # JOBS=N runs N of these (seed, system) runs at once, each with OMP_NUM_THREADS = cores / N
 # (unless OMP_NUM_THREADS is set): on a small CPU two 1-thread trainings get through more
-# tokens together than one 2-thread training (docs/benchmarks.md, issue 12: 1.25-1.4x).
+# tokens together than one 2-thread training (docs/benchmarks.md, issue 12: 1.14-1.45x).
 # Everything is skipped when done and an interrupted training resumes, so a campaign can be
 # stopped at any moment and continued by running the same command again.
 
