@@ -38,12 +38,13 @@ class System:
     hyp: Path
 
 
-def training_summary(model_dir: Path) -> dict:
+def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict:
     """What ``depnmt train`` logged: scheme, seed, parameters, updates, seconds, mean target
     tokens/s over the logged windows, best dev BLEU, the selected validation (updates, epoch and
-    dev loss of the last one marked best) and the last dev UAS values (DBSA)."""
+    dev loss of the last one marked best) and the last dev UAS values (DBSA). ``records``: the
+    run's ``metrics.jsonl`` when the caller has read it already."""
     config = read_config(model_dir)
-    records = read_metrics(model_dir)
+    records = read_metrics(model_dir) if records is None else records
     start = next((r for r in records if r["event"] == "start"), {})
     train = [r for r in records if r["event"] == "train"]
     valid = [r for r in records if r["event"] == "valid"]

@@ -122,8 +122,8 @@ def run_state(model_dir: Path) -> dict[str, Any]:
     layout)."""
     config = read_config(model_dir)
     training = config.get("training", {})
-    summary = training_summary(model_dir)
     records = read_metrics(model_dir)
+    summary = training_summary(model_dir, records)
     metric = "dev_" + (training.get("early_stop_metric") or "bleu").replace("loss", "nll")
     valid = [r for r in records if r["event"] == "valid"]
     if valid and metric not in valid[-1]:       # bleu without dev references: the loss selects
