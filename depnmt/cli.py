@@ -31,6 +31,7 @@ COMMANDS = {
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),
     "runs": ("runs", "Where every training run under some folders stands (a campaign's progress)."),
+    "archive": ("archive", "Copy finished runs' results (configs, logs, hypotheses; no checkpoints)."),
     "plot": ("plot", "Training curves of several runs: dev loss and BLEU vs updates and time."),
     "inspect": ("inspect", "Print (or draw: --png) the per-pair tree matrices a scheme sees."),
     "analyze": ("analyze", "Analyse models and trees: AWSL of GPS models, UAS against gold trees."),
