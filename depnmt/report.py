@@ -40,7 +40,7 @@ class System:
 
 def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict:
     """What ``depnmt train`` logged: scheme, seed, parameters, updates, seconds, mean target
-    tokens/s over the logged windows, best dev BLEU, the selected validation (updates, epoch and
+    tokens/s and 1-minute load average over the logged windows, best dev BLEU, the selected validation (updates, epoch and
     dev loss of the last one marked best) and the last dev UAS values (DBSA). ``records``: the
     run's ``metrics.jsonl`` when the caller has read it already."""
     config = read_config(model_dir)
@@ -59,6 +59,7 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
         (records[-1]["time"] if records else None),
         "tgt_tokens_per_s": (sum(r["tgt_tokens_per_s"] for r in train) / len(train)
                              if train else None),
+        "load": _mean([r["load"] for r in train if "load" in r]),
         "dev_bleu": max((r["dev_bleu"] for r in valid if "dev_bleu" in r), default=None),
         "selected_step": selected and selected["step"],
         "selected_epoch": selected and selected["epoch"],
@@ -121,7 +122,7 @@ def system_record(name: str, runs: Sequence[dict]) -> dict:
     for key in METRICS:
         record[f"{key}_mean"], record[f"{key}_sd"] = sig.mean_sd([r[key] for r in runs])
     for key in ("selected_dev_nll", "selected_step", "selected_epoch", "train_seconds",
-                "tgt_tokens_per_s"):
+                "tgt_tokens_per_s", "load"):
         record[f"{key}_mean"] = _mean([r[key] for r in runs])
     record["runs"] = list(runs)
     return record
@@ -210,7 +211,7 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
     """Two tables: the systems (mean ± sd over runs, every run's BLEU, the selected
     checkpoints), then every system against every baseline (Δ mean [95 % interval], p-values)."""
     head = ["system", "scheme", "runs", "params (M)", "updates*", "epochs*", "dev loss*",
-            "train min", "tgt tok/s", f"× {baselines[0]}" if baselines else "× base",
+            "train min", "load", "tgt tok/s", f"× {baselines[0]}" if baselines else "× base",
             "BLEU", "chrF", "BLEU of each run"]
     rows = []
     for r in records:
@@ -219,12 +220,15 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
         rows.append([r["system"], r["scheme"], str(r["n_runs"]), _num(params, ".2f"),
                      _num(r["selected_step_mean"], ".0f"), _num(r["selected_epoch_mean"], ".1f"),
                      _num(r["selected_dev_nll_mean"], ".3f"), _num(minutes, ".1f"),
+                     _num(r["load_mean"], ".1f"),
                      _num(r["tgt_tokens_per_s_mean"], ".0f"), _num(r["tok_s_ratio"], ".2f"),
                      _mean_sd(r, "bleu"), _mean_sd(r, "chrf"),
                      ", ".join(f"{run['bleu']:.2f}" for run in r["runs"])])
     lines = _table(head, rows, 2)
     lines += ["", "BLEU and chrF: mean ± sd over the runs. *: means over the runs of the selected "
-              "checkpoint (the last validation marked best; dev loss is its dev NLL).", ""]
+              "checkpoint (the last validation marked best; dev loss is its dev NLL). load: the "
+              "machine's 1-minute load average while training, mean over the logged updates "
+              "(- for runs logged before train recorded it).", ""]
     head = ["system", "vs", "Δ BLEU [95 % CI]", "p AR", "p boot", "Δ chrF [95 % CI]", "p AR",
             "p boot"]
     rows = []

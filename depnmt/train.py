@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -500,10 +501,22 @@ class Trainer:
                   "lr": self.scheduler.get_last_lr()[0],
                   "tgt_tokens_per_s": round(window["tokens"] / dt, 1),
                   "src_tokens_per_s": round(window["src_tokens"] / dt, 1)}
+        load = load_average()
+        if load is not None:
+            record["load"] = load        # what else ran: tokens/s of separate runs need it
         record.update({k: round(v / max(window["tokens"], 1), 4)
                        for k, v in window.get("aux", {}).items()})
         self.log(record)
         window.update(tokens=0, src_tokens=0, loss=0.0, aux={}, t=time.monotonic())
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (runnable processes, this one included), rounded;
+    None where the OS has none (Windows)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def token_matches(logits: torch.Tensor, target: torch.Tensor) -> float:

@@ -46,10 +46,10 @@ def test_report_table_json_and_plot(tiny_model, tiny_bpe, tmp_path, capsys):
                     "-s", "good", tiny_model, good]) == 0
     table = capsys.readouterr().out.splitlines()
     systems = rows(table, 0)
-    assert systems[0][:3] == ["system", "scheme", "runs"] and systems[0][10:12] == ["BLEU", "chrF"]
+    assert systems[0][:3] == ["system", "scheme", "runs"] and systems[0][11:13] == ["BLEU", "chrF"]
     good_row = systems[3]
-    assert good_row[:3] == ["good", "abs", "1"] and good_row[10] == "100.00"   # no sd of one run
-    assert good_row[12] == "100.00"                                            # every run's BLEU
+    assert good_row[:3] == ["good", "abs", "1"] and good_row[11] == "100.00"   # no sd of one run
+    assert good_row[13] == "100.00"                                            # every run's BLEU
     pairs = rows(table, table.index("") + 3)
     assert pairs[0][:3] == ["system", "vs", "Δ BLEU [95 % CI]"]
     assert [r[:2] for r in pairs[2:]] == [["bad", "good"], ["good", "bad"]]
@@ -61,6 +61,9 @@ def test_report_table_json_and_plot(tiny_model, tiny_bpe, tmp_path, capsys):
     assert run["updates"] == 12 and records[1]["parameters"] == metrics[0]["parameters"]
     selected = [m for m in metrics if m.get("best")][-1]
     assert (run["selected_step"], run["selected_dev_nll"]) == (selected["step"], selected["dev_nll"])
+    loads = [m["load"] for m in metrics if m["event"] == "train"]       # train logs the load
+    assert loads and run["load"] == pytest.approx(sum(loads) / len(loads))
+    assert systems[0][8] == "load" and good_row[8] == f"{records[1]['load_mean']:.1f}"
     assert records[0]["tok_s_ratio"] == 1.0 and records[1]["vs"]["bad"]["chrf"]["p_ar"] < 0.05
     assert out.with_suffix(".md").read_text() == "\n".join(table) + "\n"
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
@@ -134,7 +137,7 @@ def test_report_reads_recipe_folders(tiny_model, tiny_bpe, tmp_path, capsys):
     assert "models/dep: skipped" in err
     systems = rows(out.splitlines(), 0)
     assert [r[:3] for r in systems[2:]] == [["abs", "abs", "2"], ["rel", "abs", "2"]]
-    assert systems[2][10] == systems[3][10] and " ± " in systems[2][10]    # runs {bad, good}
+    assert systems[2][11] == systems[3][11] and " ± " in systems[2][11]    # runs {bad, good}
 
 
 def test_report_errors_are_one_line(tiny_model, tiny_bpe, tmp_path, capsys):
