@@ -177,8 +177,8 @@ run_system() {
     "${launch[@]}" train --data "$data" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
       "${FLAGS[@]}" --seed "$SEED" "${resume[@]}"
   fi
-  local kept
-  kept=$(find "$model/checkpoints" -name 'step*.pt' | wc -l)
+  local kept=0                           # a run restored from `depnmt archive` has no checkpoints
+  [ ! -d "$model/checkpoints" ] || kept=$(find "$model/checkpoints" -name 'step*.pt' | wc -l)
   if [ "${AVERAGE:-0}" -gt 0 ] && [ "$kept" -gt 0 ]; then     # (no snapshots: best.pt)
     ckpt=(--checkpoint average)
     [ -f "$model/checkpoints/average.pt" ] ||

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -315,9 +316,27 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     assert len(load_checkpoint(model2 / "checkpoints" / "average.pt")["averaged_from"]) == 2
     config = json.loads((model2 / "config.json").read_text())["training"]
     assert (config["seed"], config["early_stop_metric"], config["keep_last"]) == (2, "acc", 2)
-    report = json.loads((work / "compare-plateau-seeds-1-2" / "results.json").read_text())
+    results = work / "compare-plateau-seeds-1-2" / "results.json"
+    report = json.loads(results.read_text())
     assert report[0]["system"] == "abs" and report[0]["n_runs"] == 2
     assert [r["seed"] for r in report[0]["runs"]] == [1, 2]
+
+    # another machine: the archive (no checkpoints) copied into a new work folder counts as
+    # finished runs — nothing is trained or translated again, and the table is the same
+    archive = tmp_path / "archive"
+    assert subprocess.run(["depnmt", "archive", seed1, seed2, "-o", archive],
+                          capture_output=True, check=False).returncode == 0
+    moved = tmp_path / "moved"
+    shutil.copytree(archive, moved)
+    for stage in ("prepare", "bpe"):
+        (moved / stage).symlink_to(tiny_bpe.parent / stage, target_is_directory=True)
+    elsewhere = subprocess.run(["bash", str(recipe)], env={**env, "DEPNMT_WORK": str(moved)},
+                               capture_output=True, text=True, timeout=900, check=False)
+    assert elsewhere.returncode == 0, elsewhere.stderr[-2000:]
+    assert ": train" not in elsewhere.stdout and ": translate" not in elsewhere.stdout
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "runs"} for r in rows]   # paths
+    assert strip(json.loads((moved / "compare-plateau-seeds-1-2" / "results.json").read_text())) \
+        == strip(report)
 
 
 PARALLEL = """#!/usr/bin/env bash
