@@ -16,6 +16,9 @@
 # tokens together than one 2-thread training (docs/benchmarks.md, issue 12: 1.14-1.45x).
 # Everything is skipped when done and an interrupted training resumes, so a campaign can be
 # stopped at any moment and continued by running the same command again.
+# ARCHIVE=DIR: after each run, `depnmt archive` its results folder into DIR (the finished runs'
+# configs, logs and hypotheses without checkpoints: what the table is computed from); copied
+# into a work folder, DIR continues the campaign on another machine.
 
 ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-enc+dec gps gps-all pascal structural"
 # Omote et al. (RANLP 2019) Table 3: Transformer_dep without the absolute PE, with both b^K and
@@ -190,6 +193,7 @@ run_system() {
       -i "$test_src" > "$hyp.tmp"
     mv "$hyp.tmp" "$hyp"
   fi
+  [ -z "${ARCHIVE:-}" ] || depnmt archive "$out" -o "$ARCHIVE"
 }
 
 # run_campaign BASE SYSTEMS...: every system once per seed of $SEEDS into $(seeded BASE SEED),

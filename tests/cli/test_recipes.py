@@ -301,8 +301,9 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     assert not (seed2 / "models" / "abs" / "manifest.json").exists()
     mtime = hyp1.stat().st_mtime_ns
 
-    again = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
-                           timeout=900, check=False)
+    archive = tmp_path / "archive"
+    again = subprocess.run(["bash", str(recipe)], env={**env, "ARCHIVE": str(archive)},
+                           capture_output=True, text=True, timeout=900, check=False)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "abs (seed 1)" not in again.stdout and "abs (seed 2): train" in again.stdout
     assert "resumed from" in again.stderr and hyp1.stat().st_mtime_ns == mtime
@@ -321,11 +322,11 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     assert report[0]["system"] == "abs" and report[0]["n_runs"] == 2
     assert [r["seed"] for r in report[0]["runs"]] == [1, 2]
 
-    # another machine: the archive (no checkpoints) copied into a new work folder counts as
-    # finished runs — nothing is trained or translated again, and the table is the same
-    archive = tmp_path / "archive"
-    assert subprocess.run(["depnmt", "archive", seed1, seed2, "-o", archive],
-                          capture_output=True, check=False).returncode == 0
+    # ARCHIVE: each folder archived after its runs (no checkpoints); on another machine the
+    # archive copied into a new work folder counts as finished runs — nothing is trained or
+    # translated again, and the table is the same
+    assert sorted(p.name for p in archive.iterdir()) == [seed1.name, seed2.name]
+    assert not list(archive.rglob("*.pt"))
     moved = tmp_path / "moved"
     shutil.copytree(archive, moved)
     for stage in ("prepare", "bpe"):
