@@ -114,9 +114,20 @@ def minutes_per_epoch(records: Sequence[dict[str, Any]], last: int = 3) -> float
     return spans[len(spans) // 2] if spans else None
 
 
+def minutes_left(epoch: int, training: dict[str, Any], per_epoch: float | None) -> float | None:
+    """Wall minutes to the epoch cap at the recent pace, for a run in its epoch ``epoch``
+    (counted as not started: an upper bound, which early stopping can cut short): (max epochs
+    − epochs done) × minutes per epoch; None without ``--max-epochs`` or a pace."""
+    cap = training.get("max_epochs")
+    if not cap or per_epoch is None:
+        return None
+    return max(cap - max(epoch - 1, 0), 0) * per_epoch
+
+
 def run_state(model_dir: Path) -> dict[str, Any]:
     """One run's record: ``run``, ``scheme``, ``seed``, ``state`` (see the module docstring),
-    ``epoch`` and ``updates`` reached, wall minutes per epoch lately, the selection metric's
+    ``epoch`` and ``updates`` reached, wall minutes per epoch lately, at most how many
+    minutes are left to the epoch cap at that pace (:func:`minutes_left`), the selection metric's
     ``best`` value and the update it came from, the last validation's metric, the averaged
     checkpoints and whether the recipe's hypothesis file is written (None outside the recipes'
     layout)."""
@@ -141,6 +152,10 @@ def run_state(model_dir: Path) -> dict[str, Any]:
         state = "stopped (resumable)"
     else:
         state = "not saved"
+    epoch = max((r.get("epoch", 0) for r in records if r["event"] in ("train", "valid")),
+                default=0)
+    per_epoch = minutes_per_epoch(records)
+    left = None if state.startswith("finished") else minutes_left(epoch, training, per_epoch)
     hyps = model_dir.parent.parent / "hyps"
     written = None
     if model_dir.parent.name == "models" and hyps.is_dir():
@@ -151,14 +166,14 @@ def run_state(model_dir: Path) -> dict[str, Any]:
         "scheme": summary["scheme"],
         "seed": summary["seed"],
         "state": state,
-        "epoch": max((r.get("epoch", 0) for r in records if r["event"] in ("train", "valid")),
-                     default=0),
+        "epoch": epoch,
         "updates": summary["updates"],
         "metric": metric,
         "best": best[-1].get(metric) if best else None,
         "best_step": best[-1]["step"] if best else None,
         "last": valid[-1].get(metric) if valid else None,
-        "min_per_epoch": minutes_per_epoch(records),
+        "min_per_epoch": per_epoch,
+        "max_min_left": left,
         "averages": sorted(p.stem for p in ckpt.glob("*.pt")
                            if p.stem not in RESERVED and not p.stem.startswith("step"))
         if ckpt.is_dir() else [],
@@ -180,7 +195,7 @@ def _cell(value: Any) -> str:
 
 def markdown(states: Sequence[dict[str, Any]], root: Path | None = None) -> str:
     """The records as a markdown table (run paths relative to ``root`` when under it)."""
-    head = ["run", "scheme", "seed", "state", "epoch", "updates", "min/epoch",
+    head = ["run", "scheme", "seed", "state", "epoch", "updates", "min/epoch", "≤ min left",
             "selection metric", "best", "at update", "last", "averaged", "test hypotheses"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in states:
@@ -189,6 +204,7 @@ def markdown(states: Sequence[dict[str, Any]], root: Path | None = None) -> str:
             run = run.relative_to(root)
         cells = [str(run), s["scheme"], s["seed"], s["state"], s["epoch"], s["updates"],
                  None if s["min_per_epoch"] is None else round(s["min_per_epoch"], 1),
+                 None if s["max_min_left"] is None else round(s["max_min_left"]),
                  s["metric"], s["best"], s["best_step"], s["last"], s["averages"],
                  s["hypothesis"]]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

@@ -22,7 +22,8 @@ def command(folders: tuple[Path, ...], as_json: bool) -> None:
                   update cap or time cap | stopped (resumable: `train --resume` or the
                   recipe again continues it) | not saved (no checkpoint yet)
       epoch, updates reached; minutes per epoch (median of the last 3 epochs between
-      validations of one process); the selection metric (--early-stop-metric), its best value and
+      validations of one process); at most how many minutes are left to the epoch cap at that
+      pace (--max-epochs; early stopping can end a run sooner); the selection metric (--early-stop-metric), its best value and
       the update it came from, its last value; the averaged checkpoints (`depnmt average`);
       in the comparison recipes' layout (models/NAME beside hyps/NAME.LANG) whether the test
       hypotheses are written.

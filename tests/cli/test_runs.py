@@ -83,3 +83,12 @@ def test_minutes_per_epoch_leaves_out_resumes():
     assert minutes_per_epoch(records) == 4.0
     assert minutes_per_epoch(records, last=1) == 5.0
     assert minutes_per_epoch(records[:2]) is None
+
+
+def test_minutes_left_to_the_epoch_cap():
+    """In epoch 4 of at most 10 at 3 min/epoch: 7 epochs (4–10) × 3 = 21 minutes at most."""
+    from depnmt.runs import minutes_left
+    assert minutes_left(4, {"max_epochs": 10}, 3.0) == 21.0
+    assert minutes_left(12, {"max_epochs": 10}, 3.0) == 0.0
+    assert minutes_left(4, {"max_epochs": None}, 3.0) is None
+    assert minutes_left(4, {"max_epochs": 10}, None) is None
