@@ -8,7 +8,9 @@ training time and target tokens/s. Per system and baseline: the mean difference 
 with Welch's 95 % interval, the p-value of approximate randomization stratified over runs
 (Clark et al. 2011, :mod:`depnmt.significance`) and the paired bootstrap's (Koehn 2004,
 :mod:`depnmt.score`) on the pooled runs (each sentence's statistics summed over the runs; with one
-run, exactly ``depnmt score``'s test). Written as Markdown, JSON and a PNG by ``depnmt report``.
+run, exactly ``depnmt score``'s test), the AR p-values Holm-adjusted over the systems compared
+with the same baseline; below the tables, the run-to-run noise pooled over the systems and the
+difference the run count can resolve. Written as Markdown, JSON and a PNG by ``depnmt report``.
 """
 
 from __future__ import annotations
@@ -183,6 +185,11 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
                      f"same number of runs)")
             record["vs"][base] = {key: comparison(metrics[key], key, by_name[base], record, stats,
                                                   shuffles, n_samples, seed) for key in METRICS}
+    for base in baselines:                      # every system against one baseline: a family
+        family = [r["vs"][base] for r in records if base in r["vs"]]
+        for key in METRICS:
+            for c, adjusted in zip(family, sig.holm([c[key]["p_ar"] for c in family])):
+                c[key]["p_ar_holm"] = adjusted
     base_speed = by_name[baselines[0]]["tgt_tokens_per_s_mean"] if baselines else None
     signatures = {key: sc.signature(metric) for key, metric in metrics.items()}
     for record in records:
@@ -190,6 +197,36 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
         speed = record["tgt_tokens_per_s_mean"]
         record["tok_s_ratio"] = speed / base_speed if base_speed and speed else None
     return records
+
+
+def noise(records: Sequence[dict], target: float = 0.5) -> dict | None:
+    """Run-to-run noise over the systems with ≥ 2 runs, per metric: the pooled sd and its
+    degrees of freedom, ``runs`` (the most common run count), the difference that many runs a
+    side can resolve at 95 % and the runs a side ``target`` points would need
+    (:mod:`depnmt.significance`). None when no system has two runs."""
+    replicated = [r for r in records if r["n_runs"] > 1]
+    if not replicated:
+        return None
+    counts = [r["n_runs"] for r in replicated]
+    runs = max(set(counts), key=lambda n: (counts.count(n), n))
+    out: dict = {"systems": len(replicated), "runs": runs, "target": target}
+    for key in METRICS:
+        sd, df = sig.pooled_sd([[run[key] for run in r["runs"]] for r in replicated])
+        out[key] = {"sd": sd, "df": df, "resolvable": sig.resolvable_difference(sd, runs),
+                    "runs_for_target": sig.runs_to_resolve(sd, target)}
+    return out
+
+
+def noise_sentence(n: dict) -> str:
+    """:func:`noise` in one paragraph of the table's notes."""
+    b, c = n["bleu"], n["chrf"]
+    need = b["runs_for_target"]
+    return (f"Run-to-run noise, pooled over the {n['systems']} systems with ≥ 2 runs: sd "
+            f"{b['sd']:.2f} BLEU (df {b['df']}), {c['sd']:.2f} chrF. With {n['runs']} runs a side, "
+            f"a difference is significant at 95 % only beyond about ±{b['resolvable']:.2f} BLEU / "
+            f"±{c['resolvable']:.2f} chrF (pooled two-sample t interval); an observed difference "
+            f"of {n['target']:g} BLEU would need "
+            + (f"{need} runs a side." if need else "more than 1,000 runs a side."))
 
 
 def _num(value, fmt: str) -> str:
@@ -229,8 +266,8 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
               "checkpoint (the last validation marked best; dev loss is its dev NLL). load: the "
               "machine's 1-minute load average while training, mean over the logged updates "
               "(- for runs logged before train recorded it).", ""]
-    head = ["system", "vs", "Δ BLEU [95 % CI]", "p AR", "p boot", "Δ chrF [95 % CI]", "p AR",
-            "p boot"]
+    head = ["system", "vs", "Δ BLEU [95 % CI]", "p AR", "Holm", "p boot", "Δ chrF [95 % CI]",
+            "p AR", "Holm", "p boot"]
     rows = []
     for r in records:
         for base, by_metric in r["vs"].items():
@@ -239,14 +276,18 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
                 c = by_metric[key]
                 ci = f" [{c['low']:+.2f}, {c['high']:+.2f}]" if c["low"] is not None else ""
                 cells += [f"{c['difference']:+.2f}{ci}", _num(c["p_ar"], ".4f"),
-                          _num(c["p_bootstrap"], ".4f")]
+                          _num(c.get("p_ar_holm"), ".4f"), _num(c["p_bootstrap"], ".4f")]
             rows.append(cells)
     if rows:
         lines += _table(head, rows, 2)
         lines += ["", "Δ: difference of the mean scores, Welch's 95 % interval over runs; p AR: "
                   "approximate randomization stratified over runs (Clark et al. 2011, MultEval; "
-                  "two-sided); p boot: paired bootstrap on the pooled runs (Koehn 2004; "
-                  "one-sided)."]
+                  "two-sided); Holm: p AR adjusted for testing every system against the same "
+                  "baseline (Holm 1979); p boot: paired bootstrap on the pooled runs (Koehn "
+                  "2004; one-sided)."]
+    spread = noise(records)
+    if spread:
+        lines += ["", noise_sentence(spread)]
     if records and records[0].get("signatures"):
         names = {"bleu": "BLEU", "chrf": "chrF"}
         lines += ["", "sacreBLEU signatures: " + "; ".join(

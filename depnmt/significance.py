@@ -43,6 +43,12 @@ The interval of a mean difference is Welch's: the difference of the two systems'
 scores ± t(0.975, ν) · √(s_A²/N_A + s_B²/N_B), ν by the Welch–Satterthwaite equation; it needs
 two runs of each system. Standard deviations use Bessel's correction (n − 1), as MultEval's
 ``MathUtils.variance``.
+
+How large is the noise? :func:`pooled_sd` pools every system's runs into one estimate of the
+run-to-run standard deviation, and :func:`resolvable_difference` turns it into the smallest
+difference a design with N runs a side can resolve (:func:`runs_to_resolve`: the N a target
+difference needs). Several systems tested against one baseline form a family: :func:`holm`
+adjusts their p-values for it.
 """
 
 from __future__ import annotations
@@ -135,6 +141,54 @@ def mean_difference(base: Sequence[float], other: Sequence[float], level: float 
     df = (va + vb) ** 2 / (va * va / (len(base) - 1) + vb * vb / (len(other) - 1))
     half = t_quantile(0.5 + level / 2, df) * se
     return Interval(diff, diff - half, diff + half)
+
+
+def pooled_sd(groups: Sequence[Sequence[float]]) -> tuple[float | None, int]:
+    """Run-to-run noise pooled over systems: the within-group standard deviation
+    ``s_p = √(Σ_g Σ_r (x_gr − x̄_g)² / Σ_g (n_g − 1))`` of ``groups`` (e.g. each system's runs'
+    BLEU) and its degrees of freedom ``Σ_g (n_g − 1)``; a group of one value adds nothing.
+    ``(None, 0)`` when no group has two values."""
+    squares, df = 0.0, 0
+    for values in groups:
+        if len(values) > 1:
+            mean = math.fsum(values) / len(values)
+            squares += math.fsum((v - mean) ** 2 for v in values)
+            df += len(values) - 1
+    return (math.sqrt(squares / df), df) if df else (None, 0)
+
+
+def resolvable_difference(sd: float, runs: int, level: float = 0.95) -> float:
+    """The half-width of the ``level`` interval of the difference between two systems' means
+    when each has ``runs`` runs with run-to-run standard deviation ``sd``: the pooled two-sample
+    t interval, ``t(0.5 + level/2, 2·runs − 2) · sd · √(2 / runs)``. A true difference below
+    it is unlikely to be told from training noise with that many runs."""
+    if runs < 2:
+        raise ValueError(f"an interval needs at least 2 runs a side, got {runs}")
+    return t_quantile(0.5 + level / 2, 2 * runs - 2) * sd * math.sqrt(2 / runs)
+
+
+def runs_to_resolve(sd: float, difference: float, level: float = 0.95, most: int = 1000
+                    ) -> int | None:
+    """The fewest runs a side for which :func:`resolvable_difference` ≤ ``difference`` (None
+    beyond ``most``)."""
+    for runs in range(2, most + 1):
+        if resolvable_difference(sd, runs, level) <= difference:
+            return runs
+    return None
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's (1979) step-down adjustment of a family of p-values (e.g. every system against
+    one baseline): sorted ascending, the i-th (from 0) of m becomes ``max_{j ≤ i} min(1, (m − j)
+    · p_(j))``; it keeps the family-wise error rate at the level without assuming independence.
+    ``None`` entries (no test) are left out of the family and stay None."""
+    order = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    adjusted: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def pooled_score(metric: Metric, stats: np.ndarray) -> float:

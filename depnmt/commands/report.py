@@ -49,7 +49,10 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     tokens/s (and its ratio to the first baseline); per system and baseline the difference of
     the means with Welch's 95 % interval, the p-value of approximate randomization stratified
     over runs (Clark, Dyer, Lavie & Smith 2011, as MultEval; two-sided, needs the same number
-    of runs) and the paired bootstrap's (Koehn 2004; on the runs pooled; one-sided).
+    of runs), Holm-adjusted over all systems against the same baseline, and the paired
+    bootstrap's (Koehn 2004; on the runs pooled; one-sided). Below the tables: the run-to-run
+    sd pooled over the systems with several runs and the smallest difference that many runs
+    can show (and the runs a side 0.5 BLEU would need).
 
     \b
     Example (three seeds of two systems):

@@ -4,6 +4,7 @@ paired bootstrap against several baselines), and its errors."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -156,3 +157,37 @@ def test_report_errors_are_one_line(tiny_model, tiny_bpe, tmp_path, capsys):
         assert run_cli(["report", "--ref", ref, *args]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+def test_report_adjusts_for_several_systems_and_states_the_noise(tiny_model, tiny_bpe, tmp_path,
+                                                                  capsys):
+    """Two systems against one baseline form a family: their AR p-values are Holm-adjusted; the
+    notes give the run-to-run sd pooled over the systems and the difference it can resolve."""
+    import sacrebleu
+
+    from depnmt import significance as sig
+    ref = tiny_bpe.parent / "prepare" / "test.raw.de"
+    systems = {"base": noisy_copies(ref, tmp_path, "base", 0.4, range(2)),
+               "same": noisy_copies(ref, tmp_path, "same", 0.4, range(20, 22)),
+               "better": noisy_copies(ref, tmp_path, "better", 0.1, range(10, 12))}
+    args = ["report", "--ref", ref, "-b", "base", "--shuffles", "99", "--bootstrap", "99",
+            "-o", tmp_path / "r"]
+    for name, files in systems.items():
+        for f in files:
+            args += ["-s", name, tiny_model, f]
+    assert run_cli(args) == 0
+    capsys.readouterr()
+    records = {r["system"]: r for r in json.loads((tmp_path / "r.json").read_text())}
+    p = [records[s]["vs"]["base"]["bleu"]["p_ar"] for s in ("same", "better")]
+    holm = [records[s]["vs"]["base"]["bleu"]["p_ar_holm"] for s in ("same", "better")]
+    assert holm == pytest.approx(sig.holm(p)) and holm[1] == pytest.approx(2 * p[1])
+    refs = ref.read_text(encoding="utf-8").splitlines()
+    scores = [[sacrebleu.corpus_bleu(f.read_text(encoding="utf-8").splitlines(), [refs]).score
+               for f in files] for files in systems.values()]
+    sd = math.sqrt(sum((a - b) ** 2 / 2 for a, b in scores) / 3)     # pairs: (a−b)²/2 each
+    table = (tmp_path / "r.md").read_text()
+    lines = table.splitlines()
+    comparisons = rows(lines, next(i for i, line in enumerate(lines) if "Holm |" in line))
+    assert comparisons[0][3:6] == ["p AR", "Holm", "p boot"]
+    assert f"sd {sd:.2f} BLEU (df 3)" in table
+    assert f"±{sig.resolvable_difference(sd, 2):.2f} BLEU" in table

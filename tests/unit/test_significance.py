@@ -124,3 +124,31 @@ def test_needs_the_same_runs_on_both_sides():
     a = np.ones((2, 4, 10))
     with pytest.raises(Exception, match="same runs"):
         sig.stratified_approximate_randomization(BLEU, a, np.ones((3, 4, 10)), 10)
+
+
+def test_pooled_sd_of_known_groups():
+    # groups 1,2,3 and 3,4,5 (squares 2 + 2, df 2 + 2) -> sd 1; a single run adds nothing
+    assert sig.pooled_sd([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0], [7.0]]) == (1.0, 4)
+    # 0,2 (square 2, df 1) and 0,0,6 (squares 4+4+16, df 2): sqrt(26 / 3)
+    assert sig.pooled_sd([[0.0, 2.0], [0.0, 0.0, 6.0]]) == (pytest.approx(math.sqrt(26 / 3)), 3)
+    assert sig.pooled_sd([[1.0], [2.0]]) == (None, 0)
+
+
+def test_resolvable_difference_and_runs_needed():
+    # sd 1, 3 runs a side: t(0.975, 4) · √(2/3)
+    assert sig.resolvable_difference(1.0, 3) == pytest.approx(2.776445105 * math.sqrt(2 / 3))
+    # it is the half-width of the pooled t interval of two groups with that sd
+    interval = sig.mean_difference([1.0, 2.0, 3.0], [3.0, 4.0, 5.0])
+    assert interval.high - interval.difference == pytest.approx(sig.resolvable_difference(1.0, 3))
+    assert sig.runs_to_resolve(1.0, sig.resolvable_difference(1.0, 7)) == 7
+    assert sig.runs_to_resolve(1.0, 0.001, most=50) is None
+    with pytest.raises(ValueError):
+        sig.resolvable_difference(1.0, 1)
+
+
+def test_holm_adjustment_of_known_p_values():
+    # m = 3: 0.01·3 = 0.03; 0.03·2 = 0.06; 0.04·1 = 0.04 -> raised to the running max 0.06
+    assert sig.holm([0.01, 0.04, None, 0.03]) == [pytest.approx(0.03), pytest.approx(0.06), None,
+                                                  pytest.approx(0.06)]
+    assert sig.holm([0.5, 0.9]) == [1.0, 1.0]           # capped at 1, then kept monotone
+    assert sig.holm([None]) == [None] and sig.holm([]) == []
