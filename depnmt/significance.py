@@ -150,9 +150,9 @@ def pooled_sd(groups: Sequence[Sequence[float]]) -> tuple[float | None, int]:
     ``(None, 0)`` when no group has two values."""
     squares, df = 0.0, 0
     for values in groups:
-        if len(values) > 1:
-            mean = math.fsum(values) / len(values)
-            squares += math.fsum((v - mean) ** 2 for v in values)
+        _, sd = mean_sd(values)
+        if sd is not None:                      # Σ (x − x̄)² = sd² · (n − 1)
+            squares += sd * sd * (len(values) - 1)
             df += len(values) - 1
     return (math.sqrt(squares / df), df) if df else (None, 0)
 
