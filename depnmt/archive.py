@@ -16,6 +16,11 @@ p-values) and ``depnmt plot`` (training curves) give the same table and curves o
 never had the models — e.g. from a repository, a paper's supplementary material, or after the
 machine that trained them is gone. Files are written atomically; archiving again replaces them
 (a run finished since is added). Unfinished runs are skipped with a warning.
+
+``OUT/data.json`` records the data the runs were trained on (:mod:`depnmt.datarecord`: every
+data stage's options, parser versions and the sha256 of each file it wrote), so that a
+campaign continued on another machine can check that its remade data is the same
+(``depnmt archive --check-data``) before it trains anything.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from .datarecord import record_runs
 from .errors import DepnmtError
 from .report import runs_in_folders
 from .textio import atomic_open, make_dir, naming
@@ -50,12 +56,19 @@ def archive(folders: Sequence[Path], out: Path) -> list[Path]:
                               f"different folders")
     if out.resolve() in {f.resolve() for f in folders}:
         raise DepnmtError(f"{out}: is one of the folders being archived")
+    runs = runs_in_folders(list(folders))
+    record_runs([(archived_name(run.model_dir), run.model_dir) for run in runs], make_dir(out))
     archived = []
-    for run in runs_in_folders(list(folders)):
-        target = out / run.model_dir.parent.parent.resolve().name
-        model = make_dir(target / "models" / run.model_dir.name)
+    for run in runs:
+        model = make_dir(out / archived_name(run.model_dir))
         for name in MODEL_FILES:
             copy_file(run.model_dir / name, model / name)
-        copy_file(run.hyp, make_dir(target / "hyps") / run.hyp.name)
+        copy_file(run.hyp, make_dir(model.parent.parent / "hyps") / run.hyp.name)
         archived.append(model)
     return archived
+
+
+def archived_name(model_dir: Path) -> str:
+    """Where the run in ``model_dir`` (``FOLDER/models/NAME``) goes in the archive:
+    ``<FOLDER's name>/models/NAME``."""
+    return f"{model_dir.parent.parent.resolve().name}/models/{model_dir.name}"

@@ -1,4 +1,5 @@
-"""``depnmt archive``: a campaign's results without its checkpoints (see ``depnmt/archive.py``)."""
+"""``depnmt archive``: a campaign's results without its checkpoints (see ``depnmt/archive.py``)
+and the identity of its data (``data.json``, see ``depnmt/datarecord.py``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import click
 
 
 @click.command("archive")
-@click.argument("folders", nargs=-1, required=True,
+@click.argument("folders", nargs=-1,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="archive folder: OUT/<FOLDER's name>/models/NAME/ and hyps/")
-def command(folders: tuple[Path, ...], out: Path) -> None:
+              help="archive folder: OUT/<FOLDER's name>/models/NAME/ and hyps/, OUT/data.json")
+@click.option("--check-data", "check", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="a data folder (bpe, parse; repeatable): check it and the folders it was "
+                   "made from against OUT/data.json first (nothing to check without one)")
+def command(folders: tuple[Path, ...], out: Path, check: tuple[Path, ...]) -> None:
     """Copy what the results table of finished runs is computed from — each run's
     config.json, manifest.json and metrics.jsonl and its test hypotheses, no checkpoints
     (a few hundred KB a run instead of ~200 MB) — out of the comparison recipes' results
@@ -21,14 +26,30 @@ def command(folders: tuple[Path, ...], out: Path) -> None:
     on a machine that never had the models. Archiving again adds the runs finished since;
     unfinished runs are skipped with a warning.
 
+    OUT/data.json records the data the runs were trained on: for each data folder (prepare,
+    parse, bpe, by name) its stage's options, library and parser versions and the sha256 of
+    every file it wrote. Runs of one archive trained on different data are an error.
+    --check-data DIR compares the data folders of a continued campaign (remade on another
+    machine) with it: the first differing file is an error, before anything is trained.
+
     \b
       depnmt archive work/multi30k-en-de/compare-plateau work/multi30k-en-de/compare-plateau-seed2 \\
         -o results/multi30k-en-de
       depnmt report -r work/multi30k-en-de/prepare/test.raw.de -b abs \\
         -f results/multi30k-en-de/compare-plateau -f results/multi30k-en-de/compare-plateau-seed2
+      depnmt archive --check-data work/multi30k-en-de/bpe --check-data work/multi30k-en-de/parse \\
+        -o results/multi30k-en-de
     """
     from ..archive import archive
+    from ..datarecord import check_folders
     from ..log import info
 
-    archived = archive(list(folders), out)
-    info(f"archived {len(archived)} run(s) into {out}")
+    if not folders and not check:
+        raise click.UsageError("give the results FOLDERS to archive, or --check-data DIR")
+    if check:
+        checked = check_folders(list(check), out)
+        if checked:
+            info(f"data folders {', '.join(checked)} match {out / 'data.json'}")
+    if folders:
+        archived = archive(list(folders), out)
+        info(f"archived {len(archived)} run(s) into {out}")

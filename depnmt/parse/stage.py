@@ -186,18 +186,36 @@ def checked_trees(sources: list[Path], text: Path,
 # ---------------------------------------------------------------------------------------------
 # Manifests
 
-def stage_manifest(out_dir: Path, prepare_dir: Path, jobs: list[Job], options: dict[str, Any],
-                   parsers: dict[str, dict | None], descriptions: dict[str, str | None]) -> dict:
-    """Write ``OUT/manifest.json`` for finished ``jobs``."""
+def stage_manifest(out_dir: Path, prepare_dir: Path, jobs: list[Job], record: dict) -> dict:
+    """Write ``OUT/manifest.json`` for finished ``jobs`` from the stage's ``record`` (its
+    options, per-side parser settings, descriptions and model versions)."""
     sides = [s for s in SIDES if any(job.side == s for job in jobs)]
     return write_manifest(
         out_dir, "parse",
         inputs={"prepare": str(prepare_dir.resolve()),
                 "files": sorted({job.text.name for job in jobs})},
-        options=options,
+        options=record["options"],
         outputs=[job.out.name for job in jobs],
-        extra={"parser": parsers, "parser_models": descriptions,
+        extra={"parser": record["parser"], "parser_models": record["parser_models"],
+               "parser_versions": record.get("parser_versions") or full_sides({}),
                "prepare_dir": str(prepare_dir.resolve()), "sides": sides})
+
+
+def model_version(settings: dict | None) -> dict | None:
+    """The parser model's name and version for the manifest: a spaCy pipeline's package
+    version (its ``meta.json``); for stanza, the library's, whose release its downloaded models
+    are; None for imported trees (``conllu``) and sides not parsed."""
+    backend = (settings or {}).get("backend")
+    if backend == "spacy":
+        from .spacy_backend import load_pipeline
+        meta = load_pipeline(settings["model"]).meta          # loaded already: cached
+        return {"model": settings["model"], "version": meta.get("version"),
+                "spacy_version": meta.get("spacy_version")}
+    if backend == "stanza":
+        from importlib import metadata
+        return {"model": f"{settings['lang']} ({settings.get('model') or 'default'} package)",
+                "version": metadata.version("stanza")}
+    return None
 
 
 def shard_manifest_path(out_dir: Path, shard: tuple[int, int]) -> Path:
@@ -258,12 +276,13 @@ def run_parse(opts: ParseOptions) -> dict:
     settings, descriptions = run(opts, jobs)
     record = {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
               "sides": opts.sides, "splits": list(dict.fromkeys(j.split for j in jobs)),
-              "parser": full_sides(settings), "parser_models": full_sides(descriptions)}
+              "parser": full_sides(settings), "parser_models": full_sides(descriptions),
+              "parser_versions": full_sides({side: model_version(s)
+                                             for side, s in settings.items()})}
     if opts.shard is not None:
         write_shard_manifest(opts.out_dir, opts.shard, record)
         return record
-    return stage_manifest(opts.out_dir, opts.prepare_dir, jobs, record["options"],
-                          record["parser"], record["parser_models"])
+    return stage_manifest(opts.out_dir, opts.prepare_dir, jobs, record)
 
 
 def import_trees(opts: ParseOptions, jobs: list[Job]) -> tuple[dict, dict]:
@@ -341,7 +360,7 @@ def find_shards(out_dir: Path) -> list[dict]:
                           f"--shard {missing[0]}` (same options) and merge again")
     records = [read_json(paths[i], f"{paths[i]}: missing") for i in range(count)]
     for i, record in enumerate(records[1:], start=1):
-        for key in ("parser", "sides", "splits", "prepare_dir"):
+        for key in ("parser", "parser_versions", "sides", "splits", "prepare_dir"):
             if record.get(key) != records[0].get(key):
                 raise DepnmtError(f"{paths[i]}: '{key}' differs from shard 0/{count}; all shards "
                                   f"must be made with the same options")
@@ -374,8 +393,8 @@ def run_merge(prepare_dir: Path | None, out_dir: Path) -> dict:
             n = write_conllu(job.out, checked_trees(sources, job.text,
                                                     lambda k: bar.advance(task, k)))
             info(f"{job.out}: {n} trees merged from {count} shards")
-    result = stage_manifest(out_dir, prepare_dir, jobs, dict(first["options"], merged_shards=count),
-                            first["parser"], first["parser_models"])
+    result = stage_manifest(out_dir, prepare_dir, jobs,
+                            dict(first, options=dict(first["options"], merged_shards=count)))
     for job in jobs:
         for s in suffixes:
             job.out.with_name(f"{job.out.name}.{s}").unlink()

@@ -17,8 +17,13 @@
 # Everything is skipped when done and an interrupted training resumes, so a campaign can be
 # stopped at any moment and continued by running the same command again.
 # ARCHIVE=DIR: after each run, `depnmt archive` its results folder into DIR (the finished runs'
-# configs, logs and hypotheses without checkpoints: what the table is computed from); copied
-# into a work folder, DIR continues the campaign on another machine.
+# configs, logs and hypotheses without checkpoints: what the table is computed from, and
+# DIR/data.json: the sha256 of every file of the data stages they were trained on, with the
+# stages' options and parser versions). To continue the campaign on another machine, copy DIR's
+# folders into a new work folder (cp -r DIR/. WORK/) and run the same command with the same
+# ARCHIVE: the recipe remakes the data stages there, checks them against DIR/data.json before
+# anything is trained (check_data: a difference stops it, naming the first differing file), and
+# counts the archived runs as finished (nothing is trained or translated again).
 
 ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-enc+dec gps gps-all pascal structural"
 # Omote et al. (RANLP 2019) Table 3: Transformer_dep without the absolute PE, with both b^K and
@@ -158,20 +163,38 @@ multitask_data() {
   done_stage "$WORK/multitask-bpe" || depnmt bpe -i "$WORK/multitask" -o "$WORK/multitask-bpe" "$@"
 }
 
+# system_data NAME: the data folder system NAME trains on: $DATA (default $WORK/bpe), or
+# $WORK/multitask-bpe for "multitask".
+system_data() {
+  if [ "$1" = multitask ]; then echo "$WORK/multitask-bpe"; else echo "${DATA:-$WORK/bpe}"; fi
+}
+
+# check_data DATA_FOLDERS...: with ARCHIVE set, the data folders (and $TREES, and the folders
+# they were made from: prepare) must be the data the archived runs were trained on
+# ($ARCHIVE/data.json, written by `depnmt archive`); a difference stops the campaign with one
+# line naming the folder and its first differing file. Nothing to check without a data.json.
+check_data() {
+  [ -n "${ARCHIVE:-}" ] || return 0
+  local folder checks=()
+  for folder in "$@" ${TREES:+"$TREES"}; do checks+=(--check-data "$folder"); done
+  depnmt archive "${checks[@]}" -o "$ARCHIVE"
+}
+
 # run_system NAME: train (or resume) with the shared budget and seed $SEED, average the last
 # $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source. System
 # "multitask" trains on $WORK/multitask-bpe and translates the tagged $WORK/multitask test source.
 # TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
+# With ARCHIVE set, the data is checked against the archive's record first (check_data).
 run_system() {
   local name=$1 out=${OUT:-$WORK}
   local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG" ckpt=()
-  local data=${DATA:-$WORK/bpe} test_src=${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}
-  if [ "$name" = multitask ]; then
-    data=$WORK/multitask-bpe test_src=$WORK/multitask/test.raw.$SRC_LANG
-  fi
+  local data test_src=${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}
+  data=$(system_data "$name")
+  [ "$name" != multitask ] || test_src=$WORK/multitask/test.raw.$SRC_LANG
   system_flags "$name"
   mkdir -p "$out/models" "$out/hyps"
   if ! done_stage "$model"; then
+    check_data "$data"
     local resume=()
     [ -f "$model/checkpoints/last.pt" ] && resume=(--resume)
     local launch
@@ -197,13 +220,16 @@ run_system() {
 }
 
 # run_campaign BASE SYSTEMS...: every system once per seed of $SEEDS into $(seeded BASE SEED),
-# seed by seed (run_system); then report_systems BASE SYSTEMS... writes the table. With JOBS=N
+# seed by seed (run_system), after checking the systems' data against $ARCHIVE's record when
+# ARCHIVE is set (check_data); then report_systems BASE SYSTEMS... writes the table. With JOBS=N
 # > 1, N workers take the (seed, system) runs in that order, each the next one not yet taken
 # when it is free (runs that stop early leave no worker idle); each worker's output lines are
 # prefixed "[job K]", and the campaign fails after all workers have stopped when any failed.
 run_campaign() {
-  local base=$1 jobs=${JOBS:-1}
+  local base=$1 jobs=${JOBS:-1} s data
   shift
+  mapfile -t data < <(for s in "$@"; do system_data "$s"; done | sort -u)
+  check_data "${data[@]}"
   if [ "$jobs" -le 1 ]; then campaign_worker "" "$base" "$@"; return; fi
   local cores threads k queue pids=() failed=()
   cores=$(nproc)

@@ -21,6 +21,11 @@
 # $WORK/bpe-run[-seedN]/. Japanese trees: GiNZA (ja_ginza) on the corpus's own tokens;
 # English: spaCy en_core_web_sm 3.8.0; both offline. Re-running skips what is done and
 # resumes interrupted trainings, so a campaign can be stopped and continued.
+# ARCHIVE=DIR keeps every finished run without checkpoints in DIR (`depnmt archive`) and the
+# data's identity in DIR/data.json (options, parser versions, sha256 of every prepare/parse/bpe
+# file). On another machine: cp -r DIR/. "$WORK"/ and run the same command with the same
+# ARCHIVE; the data stages are remade and must match DIR/data.json before anything is trained
+# (else one line names the first differing file), and the archived runs count as finished.
 set -euo pipefail
 . "$(dirname "$0")/../lib/compare.sh"
 FIRST=${FIRST:-20000}

@@ -325,7 +325,7 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     # ARCHIVE: each folder archived after its runs (no checkpoints); on another machine the
     # archive copied into a new work folder counts as finished runs — nothing is trained or
     # translated again, and the table is the same
-    assert sorted(p.name for p in archive.iterdir()) == [seed1.name, seed2.name]
+    assert sorted(p.name for p in archive.iterdir()) == [seed1.name, seed2.name, "data.json"]
     assert not list(archive.rglob("*.pt"))
     moved = tmp_path / "moved"
     shutil.copytree(archive, moved)
@@ -447,3 +447,71 @@ def test_compare_recipe_runs_the_multitask_baseline(tiny_bpe, tmp_path):
     assert [s["name"] for s in config["model"]["schemes"]] == ["abs"]
     assert str(work / "multitask-bpe") in json.dumps(config)
     assert len((work / "compare" / "hyps" / "multitask.de").read_text().splitlines()) == 30
+
+
+ENJA_RECIPE = REPO / "recipes" / "small-enja-ja-en" / "run.sh"
+
+
+def run_enja(env: dict, **more) -> subprocess.CompletedProcess:
+    """The small_parallel_enja recipe with ``env`` and ``more`` set."""
+    env = {**env, **{k: str(v) for k, v in more.items()}}
+    return subprocess.run(["bash", str(ENJA_RECIPE)], env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def changed_corpus(shared_data: Path, root: Path) -> Path:
+    """A data folder whose small_parallel_enja differs from the real one in one training line."""
+    corpus = root / "data" / "small_parallel_enja"
+    shutil.copytree(shared_data / "small_parallel_enja", corpus)
+    lines = (corpus / "train.en").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[10] = "a changed line .\n"
+    (corpus / "train.en").write_text("".join(lines), encoding="utf-8")
+    return corpus.parent
+
+
+@pytest.mark.slow
+def test_campaign_continues_from_its_archive_on_the_same_data(shared_data, tmp_path):
+    """A tiny small_parallel_enja campaign with ARCHIVE; its work folder deleted (a fresh
+    machine), the archive copied into a new one and the same command run again: the data stages
+    are remade, match the archive's data.json and the archived run is reused (nothing trained or
+    translated). Remade from a corpus with one changed line, the data fails the check with one
+    line naming prepare/train.en before seed 2 is trained."""
+    work, archive = tmp_path / "work", tmp_path / "archive"
+    test = {}                                  # 30 test sentences: a quick translation
+    for lang in ("ja", "en"):
+        lines = (shared_data / "small_parallel_enja" / f"test.{lang}").read_text().splitlines()
+        test[lang] = tmp_path / f"test.{lang}"
+        test[lang].write_text("\n".join(lines[:30]) + "\n")
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+           "DEPNMT_DATA_DIR": str(shared_data), "DEPNMT_WORK": str(work), "FIRST": "300",
+           "SYSTEMS": "abs", "STEPS": "4", "ARCH": TINY_ARCH, "ARCHIVE": str(archive),
+           "TEST_SRC": str(test["ja"]), "TEST_REF": str(test["en"])}
+    for k in ("SEED", "SEEDS", "BEAM", "AVERAGE", "JOBS", "TRAIN_LAUNCH"):
+        env.pop(k, None)
+    first = run_enja(env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "abs (seed 1): train" in first.stdout
+    record = json.loads((archive / "data.json").read_text())
+    assert sorted(record["folders"]) == ["bpe", "prepare"]
+    assert record["folders"]["bpe"]["runs"] == ["bpe-run/models/abs"]
+    hyp = (work / "bpe-run" / "hyps" / "abs.en").read_text()
+
+    shutil.rmtree(work)                                # another machine: only the archive
+    shutil.copytree(archive, work)
+    again = run_enja(env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "wrote " + str(work / "bpe") in again.stderr          # the data stages were remade
+    assert "data folders prepare, bpe match" in again.stderr
+    assert ": train" not in again.stdout and ": translate" not in again.stdout
+    assert (work / "bpe-run" / "hyps" / "abs.en").read_text() == hyp
+    assert json.loads((archive / "data.json").read_text()) == record
+
+    shutil.rmtree(work)
+    shutil.copytree(archive, work)
+    changed = run_enja(env, DEPNMT_DATA_DIR=changed_corpus(shared_data, tmp_path), SEEDS="1 2")
+    assert changed.returncode != 0
+    errors = [line for line in changed.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: prepare/train.en differs from the archive's record (sha256 ")
+    assert errors[0].endswith(f"the data is not the archived campaign's ({archive}/data.json)")
+    assert ": train" not in changed.stdout and not (work / "bpe-run-seed2").exists()
