@@ -35,12 +35,14 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import click
 import torch
 
 from depnmt.data import Batch, Example, add_features, collate
 from depnmt.device import PRECISIONS, autocast, resolve_device, train_precision
+from depnmt.model.schemes import Scheme
 from depnmt.model.schemes.registry import (build_schemes, learn_options, resolve,
                                            scheme_entries)
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
@@ -212,10 +214,13 @@ def make_examples(setup: Setup, seed: int = 7) -> list[Example]:
     return [synthetic_example(i, setup, rng) for i in range(setup.batch_size * setup.n_batches)]
 
 
-def make_batches(setup: Setup, examples: list[Example]) -> list[Batch]:
+def make_batches(setup: Setup, examples: list[Example],
+                 schemes: Sequence[Scheme] | None = None) -> list[Batch]:
+    """The batches on the device, collated as training does with the model's ``schemes``
+    (their batch features computed on the host)."""
     if setup.corpus:
-        return [collate(batch).to(setup.device) for batch in setup.corpus]
-    return [collate(examples[i:i + setup.batch_size]).to(setup.device)
+        return [collate(batch, schemes).to(setup.device) for batch in setup.corpus]
+    return [collate(examples[i:i + setup.batch_size], schemes).to(setup.device)
             for i in range(0, len(examples), setup.batch_size)]
 
 
@@ -299,7 +304,8 @@ def new_run(setup: Setup, name: str, precision: str = "fp32") -> Run:
     model = setup.model(name, examples)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     dtype = train_precision(setup.device, precision)
-    return Run(name, precision, dtype, model, optimizer, make_batches(setup, examples))
+    return Run(name, precision, dtype, model, optimizer,
+               make_batches(setup, examples, model.schemes.schemes))
 
 
 def measure(setup: Setup, runs: dict[str, Run], rounds: int, memory: bool = True,

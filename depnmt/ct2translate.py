@@ -30,7 +30,7 @@ from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
 from .log import warn
 from .search import SearchConfig, check_at_limit
 from .subwords import merge_subwords
-from .translate import CHUNK_LINES, length_batches
+from .translate import CHUNK_LINES, MAX_TOKENS, check_batching, length_batches
 from .vocab import BOS, EOS, PAD, SPECIALS
 
 DROPPED = {SPECIALS[PAD], SPECIALS[BOS], SPECIALS[EOS]}   # depnmt's Vocab.decode drops these too
@@ -53,18 +53,21 @@ class CT2Translator:
     """A CTranslate2 model with the tokenizer, BPE and search settings it was exported with."""
 
     def __init__(self, model, record: dict, segmenter: Segmenter, search_cfg: SearchConfig,
-                 max_tokens: int = 4000):
+                 max_tokens: int = MAX_TOKENS, batch_size: int = 0):
         from .tokenize import make_tokenizer
+        check_batching(max_tokens, batch_size)
         self.model, self.record, self.segmenter = model, record, segmenter
-        self.search_cfg, self.max_tokens = search_cfg, max_tokens
+        self.search_cfg, self.max_tokens, self.batch_size = search_cfg, max_tokens, batch_size
         self.src_tokenizer = make_tokenizer(record["tokenizers"]["src"])
         self.tgt_tokenizer = make_tokenizer(record["tokenizers"]["tgt"])
         self.max_src_len = int(record["max_src_len"])
 
     @classmethod
     def from_dir(cls, export_dir: Path | str, device: str = "cpu", threads: int = 0,
-                 compute_type: str = "default", **search_overrides) -> "CT2Translator":
-        """Load an export; ``threads`` = CTranslate2's intra_threads (0: its default)."""
+                 compute_type: str = "default", max_tokens: int = MAX_TOKENS,
+                 batch_size: int = 0, **search_overrides) -> "CT2Translator":
+        """Load an export; ``threads`` = CTranslate2's intra_threads (0: its default);
+        ``max_tokens``, ``batch_size``: depnmt's batches (``translate.length_batches``)."""
         given = {k: v for k, v in search_overrides.items() if v is not None}
         if check_at_limit(given.get("at_limit", "cut")) != "cut":
             raise DepnmtError("--at-limit eos: CTranslate2 cannot force EOS at the length limit; "
@@ -83,7 +86,8 @@ class CT2Translator:
             raise DepnmtError(f"{export_dir}: CTranslate2 cannot load this model on {device} "
                               f"({exc})") from None
         search_cfg = SearchConfig(**{**record.get("search", {}), **given, "at_limit": "cut"})
-        return cls(model, record, Segmenter.from_dir(export_dir, "src"), search_cfg)
+        return cls(model, record, Segmenter.from_dir(export_dir, "src"), search_cfg, max_tokens,
+                   batch_size)
 
     def limit(self, n_subwords: int) -> int:
         """depnmt's output limit ``ceil(a·|x| + b)`` (EOS included) for a source of n subwords."""
@@ -93,7 +97,8 @@ class CT2Translator:
         """Output subwords (no specials) for source subwords, decoded in depnmt's batches."""
         out: list[list[str]] = [[] for _ in sources]
         beam = max(1, self.search_cfg.beam)
-        for batch in length_batches([len(s) + 1 for s in sources], beam, self.max_tokens):
+        for batch in length_batches([len(s) + 1 for s in sources], beam, self.max_tokens,
+                                    self.batch_size):
             groups: dict[int, list[int]] = {}
             for i in batch:
                 groups.setdefault(self.limit(len(sources[i])), []).append(i)

@@ -1,9 +1,13 @@
 """Datasets, token-count batching with length bucketing, and the collate step.
 
-Tree features are computed once per example when data is loaded (``Scheme.source_features``,
-and ``Scheme.target_features`` for schemes supervised by target trees) and only padded in
-:func:`collate`, so neither the training step nor ``forward`` reads files or
-walks trees.
+Tree features (``Scheme.source_features``, and ``Scheme.target_features`` for schemes
+supervised by target trees) are computed once per example when data is loaded
+(:func:`add_features`) and only padded in :func:`collate`; or, lazily, by :func:`collate`
+itself for the examples of each batch (``schemes``; what training does with several processes,
+see :class:`depnmt.train.Trainer`). Either way neither the training step nor ``forward`` reads
+files or walks trees. What a scheme derives from a whole batch (GPS's distinct root paths) is
+computed on the host by :func:`collate` too (:func:`batch_features`), so that the step does not
+wait for the GPU to learn a data-dependent size.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ class Example:
 class Batch:
     """A padded batch. ``src [B, S]``, ``tgt_in [B, T]`` (BOS + y), ``tgt_out [B, T]`` (y + EOS),
     ``src_feats`` the schemes' per-sentence tensors (e.g. ``[B, S, S]`` tree labels),
-    ``tgt_feats`` their target-side ones, padded to ``T`` (aligned with ``tgt_in``)."""
+    ``tgt_feats`` their target-side ones, padded to ``T`` (aligned with ``tgt_in``).
+    ``counts``: (target, source) non-PAD tokens, counted on the host when the batch is
+    collated, so that reading them never waits for a GPU."""
 
     ids: list[int]
     src: Tensor
@@ -49,22 +55,32 @@ class Batch:
     tgt_out: Tensor
     src_feats: dict[str, Tensor]
     tgt_feats: dict[str, Tensor] = field(default_factory=dict)
+    counts: tuple[int, int] | None = None
 
     @property
     def n_tokens(self) -> int:
         """Target tokens (incl. EOS) that the loss is summed over."""
-        return int((self.tgt_out != PAD).sum())
+        return self.counts[0] if self.counts else int((self.tgt_out != PAD).sum())
 
     @property
     def n_src_tokens(self) -> int:
-        return int((self.src != PAD).sum())
+        return self.counts[1] if self.counts else int((self.src != PAD).sum())
 
     def to(self, device: torch.device) -> "Batch":
+        """The batch on ``device`` (copied asynchronously to a GPU; see :meth:`pin`)."""
         nb = device.type == "cuda"
-        move = lambda t: t.to(device, non_blocking=nb)  # noqa: E731
+        return self._map(lambda t: t.to(device, non_blocking=nb))
+
+    def pin(self) -> "Batch":
+        """The batch in page-locked host memory, from which ``to(cuda)`` copies without
+        blocking the host (from pageable memory ``non_blocking`` copies synchronously)."""
+        return self._map(Tensor.pin_memory)
+
+    def _map(self, move) -> "Batch":
+        counts = self.counts or (self.n_tokens, self.n_src_tokens)
         return Batch(self.ids, move(self.src), move(self.tgt_in), move(self.tgt_out),
                      {k: move(v) for k, v in self.src_feats.items()},
-                     {k: move(v) for k, v in self.tgt_feats.items()})
+                     {k: move(v) for k, v in self.tgt_feats.items()}, counts)
 
 
 def pad_2d(rows: Sequence[Sequence[int]], length: int | None = None) -> Tensor:
@@ -76,14 +92,22 @@ def pad_2d(rows: Sequence[Sequence[int]], length: int | None = None) -> Tensor:
     return out
 
 
-def collate(examples: Sequence[Example]) -> Batch:
-    """Pad a list of examples into a :class:`Batch`."""
+def collate(examples: Sequence[Example], schemes: Sequence[Scheme] | None = None) -> Batch:
+    """Pad a list of examples into a :class:`Batch`, with their features as
+    :func:`add_features` left them. Given the model's ``schemes``, an example without features
+    gets them now (lazy features, kept by no one once the batch is gone), and the schemes add
+    what they derive from the whole batch (:func:`batch_features`); without, a scheme that has
+    batch features computes them on the device (GPS: a host synchronisation per batch)."""
     src = pad_2d([e.src for e in examples])
     tgt_in = pad_2d([[BOS] + e.tgt for e in examples])
     tgt_out = pad_2d([e.tgt + [EOS] for e in examples])
-    feats = pad_features([e.feats for e in examples], src.shape[1])
-    tgt_feats = pad_features([e.tgt_feats for e in examples], tgt_in.shape[1])
-    return Batch([e.index for e in examples], src, tgt_in, tgt_out, feats, tgt_feats)
+    both = [scheme_features(e, schemes) if schemes is not None and not (e.feats or e.tgt_feats)
+            else (e.feats, e.tgt_feats) for e in examples]
+    feats = batch_features(pad_features([f for f, _ in both], src.shape[1]), schemes or ())
+    tgt_feats = pad_features([t for _, t in both], tgt_in.shape[1])
+    counts = (sum(t != PAD for e in examples for t in e.tgt) + len(examples),   # + EOS
+              sum(t != PAD for e in examples for t in e.src))
+    return Batch([e.index for e in examples], src, tgt_in, tgt_out, feats, tgt_feats, counts)
 
 
 def encode_source(subwords: list[str], vocab: Vocab, max_len: int | None = None) -> list[int]:
@@ -96,9 +120,28 @@ def encode_source(subwords: list[str], vocab: Vocab, max_len: int | None = None)
 def add_features(examples: list[Example], schemes: Sequence[Scheme]) -> None:
     """Compute every scheme's per-example source (and target) features, once, at load time."""
     for ex in examples:
-        for scheme in schemes:
-            ex.feats.update(scheme.source_features(ex))
-            ex.tgt_feats.update(scheme.target_features(ex))
+        feats, tgt_feats = scheme_features(ex, schemes)
+        ex.feats.update(feats)
+        ex.tgt_feats.update(tgt_feats)
+
+
+def scheme_features(ex: Example, schemes: Sequence[Scheme]) -> tuple[dict[str, Tensor],
+                                                                    dict[str, Tensor]]:
+    """Every scheme's source and target features of ``ex`` (e.g. ``[S, S]`` tree labels)."""
+    feats: dict[str, Tensor] = {}
+    tgt_feats: dict[str, Tensor] = {}
+    for scheme in schemes:
+        feats.update(scheme.source_features(ex))
+        tgt_feats.update(scheme.target_features(ex))
+    return feats, tgt_feats
+
+
+def batch_features(feats: dict[str, Tensor], schemes: Sequence[Scheme]) -> dict[str, Tensor]:
+    """A batch's padded source features with every scheme's batch-level ones added
+    (:meth:`~depnmt.model.schemes.Scheme.batch_features`, e.g. GPS's distinct root paths)."""
+    for scheme in schemes:
+        feats = scheme.batch_features(feats)
+    return feats
 
 
 def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -190,11 +233,13 @@ class TokenBatcher:
 
 
 def iterate_batches(examples: Sequence[Example], batcher: TokenBatcher, epoch: int,
-                    start: int = 0) -> Iterator[tuple[int, Batch]]:
-    """Yield ``(batch_number, Batch)`` for ``epoch``, skipping the first ``start`` batches."""
+                    start: int = 0, schemes: Sequence[Scheme] | None = None
+                    ) -> Iterator[tuple[int, Batch]]:
+    """Yield ``(batch_number, Batch)`` for ``epoch``, skipping the first ``start`` batches
+    (collated with the model's ``schemes``, :func:`collate`)."""
     for n, idx in enumerate(batcher.batches(epoch)):
         if n >= start:
-            yield n, collate([examples[i] for i in idx])
+            yield n, collate([examples[i] for i in idx], schemes)
 
 
 def shard_updates(n_batches: int, update_freq: int, start: int = 0, rank: int = 0,
@@ -212,13 +257,22 @@ def shard_updates(n_batches: int, update_freq: int, start: int = 0, rank: int = 
 
 
 def iterate_updates(examples: Sequence[Example], batcher: TokenBatcher, epoch: int,
-                    update_freq: int, start: int = 0, rank: int = 0,
-                    world: int = 1) -> Iterator[tuple[int, list[Batch]]]:
+                    update_freq: int, start: int = 0, rank: int = 0, world: int = 1,
+                    schemes: Sequence[Scheme] | None = None) -> Iterator[tuple[int, list[Batch]]]:
     """Yield ``(batches done, this rank's batches)`` for each update of ``epoch`` (see
-    :func:`shard_updates`); only this rank's batches are collated."""
+    :func:`shard_updates`); only this rank's batches are collated (with the model's
+    ``schemes``: the features of examples without any computed then, and the batch features
+    added, :func:`collate`)."""
     order = batcher.batches(epoch)
     for done, numbers in shard_updates(len(order), update_freq, start, rank, world):
-        yield done, [collate([examples[i] for i in order[n]]) for n in numbers]
+        yield done, [collate([examples[i] for i in order[n]], schemes) for n in numbers]
+
+
+def pinned(updates: Iterator[tuple[int, list[Batch]]]) -> Iterator[tuple[int, list[Batch]]]:
+    """:func:`iterate_updates`' items with their batches pinned (:meth:`Batch.pin`; run it in
+    :func:`prefetch`'s thread, so that pinning overlaps the training step too)."""
+    for done, batches in updates:
+        yield done, [b.pin() for b in batches]
 
 
 def prefetch(items: Iterator, depth: int = 2) -> Iterator:

@@ -2,9 +2,12 @@
 
 Training precision (``depnmt train --precision``): ``fp32``; ``bf16`` / ``fp16`` autocast (the
 matrix multiplies in 16 bits; parameters, optimizer states, the loss and its log-softmax, and
-the attention softmax stay in fp32); ``auto`` = bf16 on CUDA GPUs that support it and fp16
-(with loss scaling) on the others, bf16 on CPUs that multiply bf16 matrices in hardware
-(AVX512-BF16 or AMX-BF16, read from ``/proc/cpuinfo`` at run time), fp32 on every other CPU.
+the attention softmax stay in fp32); ``auto`` = bf16 on CUDA GPUs of compute capability 8.0 or
+later (Ampere on: bf16 tensor cores) and fp16 with loss scaling on older ones (V100, T4: there
+torch emulates bf16, slowly, though ``torch.cuda.is_bf16_supported()`` says yes), bf16 on CPUs
+that multiply bf16 matrices in hardware (AVX512-BF16 or AMX-BF16, read from ``/proc/cpuinfo``
+at run time), fp32 on every other CPU. An explicit ``bf16`` on a GPU before 8.0 trains with a
+warning that it is emulated (an error where torch cannot run bf16 there at all).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 import torch
 
 from .errors import DepnmtError
+from .log import warn
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -69,17 +73,28 @@ def train_precision(device: torch.device, name: str = "auto",
     if name == "fp32":
         return None
     if device.type == "cuda":
-        if name == "auto":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        if name == "bf16" and not torch.cuda.is_bf16_supported():
-            raise DepnmtError(f"--precision bf16: this GPU ({torch.cuda.get_device_name(device)}) "
-                              f"does not support bfloat16; use fp16, fp32 or auto")
-        return DTYPES[name]
+        return _gpu_precision(device, name)
     if name == "fp16":
         raise DepnmtError("--precision fp16 needs a CUDA GPU; on the CPU use bf16, fp32 or auto")
     if name == "auto":
         native = cpu_has_native_bf16() if native_bf16 is None else native_bf16
         return torch.bfloat16 if native else None
+    return torch.bfloat16
+
+
+def _gpu_precision(device: torch.device, name: str) -> torch.dtype:
+    """``auto``, ``bf16`` or ``fp16`` on the CUDA ``device`` (see the module docstring)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    if major >= 8 or name == "fp16":
+        return DTYPES["bf16" if name == "auto" else name]
+    if name == "auto":
+        return torch.float16
+    gpu = f"{torch.cuda.get_device_name(device)}, compute capability {major}.{minor}"
+    if not torch.cuda.is_bf16_supported():
+        raise DepnmtError(f"--precision bf16: this GPU ({gpu}) does not support bfloat16; use "
+                          f"fp16, fp32 or auto")
+    warn(f"--precision bf16: this GPU ({gpu}) has no bf16 tensor cores (8.0 on): bf16 is "
+         f"emulated and slow; fp16 (or auto) trains faster")
     return torch.bfloat16
 
 

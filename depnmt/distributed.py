@@ -3,8 +3,9 @@
 ``torchrun`` starts the processes and tells each one where it stands through environment
 variables: ``WORLD_SIZE`` (processes in all), ``RANK`` (this one, 0-based over every node) and
 ``LOCAL_RANK`` (on this node). :func:`process_group` joins them — NCCL when they train on GPUs,
-gloo on the CPU — and every helper below is a no-op in a single process (no ``torchrun``, or
-``torchrun`` with one process), so the training loop calls them unconditionally.
+gloo on the CPU — and every helper below is a no-op in a process that ``torchrun`` did not
+start, so the training loop calls them unconditionally. ``torchrun`` with one process forms a
+group of one and trains through DDP (:func:`launched`).
 
 * Device: with several processes each one trains on ``cuda:LOCAL_RANK`` when it uses CUDA
   (``--device auto`` or ``cuda``); ``--device cuda:N`` is then an error (choose the GPUs with
@@ -23,6 +24,7 @@ gloo on the CPU — and every helper below is a no-op in a single process (no ``
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -42,8 +44,10 @@ _device = torch.device("cpu")   # where collectives' tensors live (the process g
 
 
 def launched() -> bool:
-    """True in a process that ``torchrun`` started with others (``WORLD_SIZE`` > 1)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    """True in a process that ``torchrun`` started (``TORCHELASTIC_RUN_ID`` is set), even
+    alone: ``torchrun --nproc_per_node 1`` trains through DistributedDataParallel with one
+    process, which is how one GPU proves the DDP path; also whenever ``WORLD_SIZE`` > 1."""
+    return "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def _active() -> bool:
@@ -185,14 +189,25 @@ def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     ``find_unused_parameters`` stays off: every parameter of every scheme gets a gradient in
     every update (``tests/unit/test_ddp.py`` checks it; DBSA's parse heads run in the
     forward pass and their losses join the same backward), and turning it on would cost a walk
-    of the autograd graph per step. Buffers are constants (e.g. sinusoidal tables): they are
-    synchronised once, when the model is wrapped, not at every forward.
+    of the autograd graph per step. Buffers are constants that every rank computes alike (e.g.
+    sinusoidal tables): they are not broadcast at every forward (:func:`no_buffer_sync`).
     """
     if not _active():
         return model
-    return nn.parallel.DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None,
-        forward_sync_buffers=False)
+    ddp = nn.parallel.DistributedDataParallel
+    return ddp(model, device_ids=[device.index] if device.type == "cuda" else None,
+               **no_buffer_sync(ddp))
+
+
+def no_buffer_sync(ddp: type) -> dict[str, bool]:
+    """The keyword that stops ``ddp`` (DistributedDataParallel) from broadcasting the buffers
+    at every forward: ``forward_sync_buffers=False`` where this torch has it (2.13 on; the
+    buffers are still broadcast once, when the model is wrapped), else
+    ``broadcast_buffers=False`` (not even then: each rank keeps the buffers it computed, which
+    are the same). ``broadcast_buffers`` is deprecated where the newer keyword exists."""
+    params = inspect.signature(ddp.__init__).parameters
+    key = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
+    return {key: False}
 
 
 def sync_gradients(net: nn.Module, now: bool):

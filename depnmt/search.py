@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .errors import DepnmtError
@@ -89,23 +90,58 @@ def _next_log_probs(model: TransformerNMT, state: DecoderState, last: Tensor, ba
     with ``eos_only [n]`` (at its length limit, ``at_limit`` eos) may only end (EOS)."""
     logits = model.decode(last, state, incremental=True)[:, -1].float()
     lprobs = torch.log_softmax(logits, -1) + banned
-    if bool(eos_only.any()):
-        not_eos = torch.arange(lprobs.shape[1], device=lprobs.device) != EOS
-        lprobs = lprobs.masked_fill(eos_only.repeat_interleave(k)[:, None] & not_eos, -math.inf)
-    return lprobs
+    not_eos = torch.arange(lprobs.shape[1], device=lprobs.device) != EOS
+    return lprobs.masked_fill(eos_only.repeat_interleave(k)[:, None] & not_eos, -math.inf)
 
 
-def _finalise(finished: list, ids: list[int], seqs: Tensor, final: Tensor, cand_scores: Tensor,
-              cand_beam: Tensor, cand_tok: Tensor, is_eos: Tensor, k: int, alpha: float) -> None:
-    """Appends the candidates ``final [n, 2K]`` to their sentences' ``finished`` lists as
-    ``(score / lp(|Y|), tokens)``; |Y| counts EOS, or a cut hypothesis's last token (which is
-    kept in its output)."""
-    for i, j in final.nonzero().tolist():
-        hyp = seqs[i * k + cand_beam[i, j]].tolist()[1:]
-        scored = len(hyp) + 1                 # tokens scored: hyp + EOS, or hyp + last
-        if not is_eos[i, j]:
-            hyp.append(int(cand_tok[i, j]))
-        finished[ids[i]].append((float(cand_scores[i, j]) / length_penalty(scored, alpha), hyp))
+class Finished:
+    """The best finished hypothesis of every sentence so far, kept on the search's device (no
+    host reads while searching): ``score [B]`` (float64 ``score / lp(|Y|)``, -inf: none yet),
+    ``tokens [B, W]`` (its tokens, EOS included when it has one, PAD after) and ``count [B]``
+    (finished hypotheses so far). Among equal scores the first finished one is kept."""
+
+    def __init__(self, b: int, width: int, device: torch.device):
+        self.score = torch.full((b,), -math.inf, dtype=torch.float64, device=device)
+        self.tokens = torch.full((b, width), PAD, dtype=torch.long, device=device)
+        self.count = torch.zeros(b, dtype=torch.long, device=device)
+
+    def add(self, sent: Tensor, score: Tensor, tokens: Tensor, count: Tensor) -> None:
+        """Sentences ``sent [n]`` finished ``count [n]`` more hypotheses, the best of them
+        scoring ``score [n]`` (-inf: none) with ``tokens [n, t]``."""
+        better = score > self.score[sent]
+        self.score[sent] = torch.where(better, score, self.score[sent])
+        self._take(sent, better, tokens)
+        self.count[sent] += count
+
+    def add_if_none(self, sent: Tensor, tokens: Tensor) -> None:
+        """Sentences ``sent [n]`` with no finished hypothesis take ``tokens [n, t]``."""
+        self._take(sent, self.score[sent] == -math.inf, tokens)
+
+    def _take(self, sent: Tensor, take: Tensor, tokens: Tensor) -> None:
+        """``tokens [n, t]`` (PAD after) replace those of the sentences ``sent [n]`` where
+        ``take [n]``."""
+        padded = F.pad(tokens, (0, self.tokens.shape[1] - tokens.shape[1]), value=PAD)
+        self.tokens[sent] = torch.where(take[:, None], padded, self.tokens[sent])
+
+    def best(self, limits: list[int]) -> list[list[int]]:
+        """The tokens of every sentence's best hypothesis (no PAD or EOS), at most its limit − 1
+        (one host read)."""
+        return [[t for t in row if t not in (PAD, EOS)][:max(lim - 1, 0)]
+                for row, lim in zip(self.tokens.tolist(), limits)]
+
+
+def _best_final(final: Tensor, scores: Tensor, beams: Tensor, tokens: Tensor, seqs: Tensor,
+                k: int, lp: float) -> tuple[Tensor, Tensor, Tensor]:
+    """The best of each sentence's candidates that end here, ``final [n, C]`` (scores ``scores
+    [n, C]``, extending the live hypotheses ``beams [n, C]`` of ``seqs [n·K, t + 1]`` with
+    ``tokens [n, C]``), all scored over |Y| tokens with ``lp = lp(|Y|)``: its score ``[n]``
+    (float64 ``score / lp``; -inf: none, the first of equal ones), its tokens ``[n, t + 1]``
+    (BOS dropped) and the number of candidates that end ``[n]``."""
+    normed = torch.where(final, scores.double() / lp, -math.inf)
+    best, j = normed.max(1)
+    j = j[:, None]
+    rows = torch.arange(len(j), device=j.device) * k + beams.gather(1, j).squeeze(1)
+    return best, torch.cat([seqs[rows, 1:], tokens.gather(1, j)], dim=1), final.sum(1)
 
 
 @torch.no_grad()
@@ -116,7 +152,8 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
 
     Sentences that are done leave the batch (their rows of every tensor and cache are dropped),
     and the source side of the decoder state is only re-indexed then: a beam step keeps every
-    hypothesis within its own sentence, whose source rows are all equal.
+    hypothesis within its own sentence, whose source rows are all equal. Finished hypotheses
+    stay on the device (:class:`Finished`); the host reads which sentences go on once a step.
     """
     b, k, device = src.shape[0], cfg.beam, src.device
     memory, src_mask = model.encode(src, src_feats, extras)
@@ -126,15 +163,16 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
     limits = limit.tolist()           # per sentence, for the output
     cut = check_at_limit(cfg.at_limit) == "cut"
     last = (limit - 2).clamp(min=0) if cut else limit - 1        # the step that ends everything
+    steps = 1 + max(max(limits) - (2 if cut else 1), 0)          # 1 + the largest of ``last``
     scores = torch.full((b, k), -math.inf, device=device)
     scores[:, 0] = 0.0
     seqs = torch.full((b * k, 1), BOS, dtype=torch.long, device=device)
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
-    ids = list(range(b))              # original sentence of each row block still in the batch
+    finished = Finished(b, steps, device)
+    sent = torch.arange(b, device=device)       # original sentence of each row block
     banned = torch.zeros(model.cfg.tgt_vocab_size, device=device)
     banned[[PAD, BOS]] = -math.inf
-    for step in range(int(last.max()) + 1):
-        n = len(ids)
+    for step in range(steps):
+        n = len(sent)
         at_limit = step >= last                                                # (n,)
         lprobs = _next_log_probs(model, state, seqs[:, -1:], banned, at_limit & (not cut), k)
         vocab = lprobs.shape[1]
@@ -146,39 +184,30 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
         final = is_eos & (rank < k)
         if cut:                       # at the limit the K best end as they are
             final |= at_limit[:, None] & (rank < k) & torch.isfinite(cand_scores)
-        _finalise(finished, ids, seqs, final, cand_scores, cand_beam, cand_tok, is_eos, k,
-                  cfg.alpha)
+        # |Y| = step + 1 tokens scored: the hypothesis + EOS, or + the cut one's last token
+        finished.add(sent, *_best_final(final, cand_scores, cand_beam, cand_tok, seqs, k,
+                                        length_penalty(step + 1, cfg.alpha)))
         # the K best continuations that are not EOS stay alive
         order = (rank + is_eos.long() * 4 * k).argsort(dim=1)[:, :k]
         alive_scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -math.inf)
         src_rows = (torch.arange(n, device=device)[:, None] * k + cand_beam.gather(1, order))
         tokens = cand_tok.gather(1, order)
-        open_ = (last > step).tolist()       # past its limit a sentence can add nothing
-        keep = [i for i in range(n) if len(finished[ids[i]]) < k and open_[i]]
+        # past its limit a sentence can add nothing
+        going = ((finished.count[sent] < k) & (last > step)).tolist()     # the step's host read
+        keep = [i for i in range(n) if going[i]]
         if not keep:
             break
         if len(keep) < n:             # finished sentences leave the batch
             kept = torch.tensor(keep, device=device)
-            ids = [ids[i] for i in keep]
-            src_rows, tokens, alive_scores = src_rows[kept], tokens[kept], alive_scores[kept]
-            last = last[kept]
+            sent, src_rows, tokens = sent[kept], src_rows[kept], tokens[kept]
+            alive_scores, last = alive_scores[kept], last[kept]
             state.reorder(src_rows.view(-1))
         else:
             state.reorder_targets(src_rows.view(-1))
         seqs = torch.cat([seqs[src_rows.view(-1)], tokens.view(-1, 1)], dim=1)
         scores = alive_scores
-    return _best(finished, ids, seqs, k, limits)
-
-
-def _best(finished: list, ids: list[int], seqs: Tensor, k: int,
-          limits: list[int]) -> list[list[int]]:
-    """The best finished hypothesis of every sentence, at most its limit − 1 tokens (a sentence
-    with none, only when the search ran zero steps, keeps its best prefix)."""
-    for row, i in enumerate(ids):
-        if not finished[i]:
-            finished[i].append((0.0, seqs[row * k].tolist()[1:]))
-    return [max(f, key=lambda sh: sh[0])[1][:max(lim - 1, 0)]
-            for f, lim in zip(finished, limits)]
+    finished.add_if_none(sent, seqs[::k, 1:])
+    return finished.best(limits)
 
 
 AT_LIMIT = ("eos", "cut")

@@ -12,6 +12,13 @@ F`` train exactly like one process with ``--update-freq W·F``. The loss is norm
 target tokens of the whole update (summed over the ranks), so the gradients are the same too.
 Rank 0 validates, prints and writes every file; stop decisions are rank 0's, broadcast.
 
+On a GPU an update waits for the device once (:meth:`Trainer.train_step`): token counts are
+counted on the host when batches are collated (and pinned, in a background thread), loss sums
+stay on the device, and one all-reduce carries every rank's counts and sums. In fp16 an update
+whose gradients overflowed is skipped by the loss scaler and, as in fairseq, does not count:
+neither the learning-rate schedule nor the step count (``--max-steps``, ``--valid-every``)
+advance. The GPU running out of memory is a one-line error that says what to lower.
+
 Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
 ``bench/kill_resume.py`` check):
 
@@ -33,11 +40,14 @@ Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +57,7 @@ import torch
 from . import distributed as dist
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (TokenBatcher, add_features, example_lengths, iterate_batches,
-                   iterate_updates, prefetch)
+                   iterate_updates, pinned, prefetch, scheme_features)
 from .device import autocast, grad_scaler, precision_name, train_precision
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
@@ -133,11 +143,10 @@ class Trainer:
         self.ckpt_dir = checkpoint_dir(self.model_dir)
         self._log_records = 0
         self.model = TransformerNMT(self.model_cfg).to(self.device)   # alike on every rank
-        for examples in (self.train_data, self.dev_data):   # by the model's own schemes
-            add_features(examples, self.model.schemes.schemes)
+        self.lazy_features = dist.world_size() > 1
+        self._add_features()
         dist.seed_rank(opts.seed)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=opts.lr, betas=(0.9, 0.98),
-                                          eps=1e-9)
+        self.optimizer = adam(self.model.parameters(), opts.lr, self.device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: inverse_sqrt(s, opts.warmup))
         self.scaler = grad_scaler(self.device, self.amp)
@@ -146,7 +155,27 @@ class Trainer:
                                     max_sentences=opts.batch_sentences or None)
         if setup.resume:
             self._restore()
+        self._loss_scale = self.scaler.get_scale()      # fp16: drops when a step is skipped
         self.net = dist.wrap(self.model, self.device)   # what training runs: DDP or the model
+
+    def _add_features(self) -> None:
+        """The examples' tree features, by the model's own schemes. One process computes and
+        keeps them all, once, before training (computing them again every epoch would cost
+        a CPU run up to 0.7 ms per 25-subword sentence, against some 10 ms of training: 5–7%
+        of its speed for nothing). Several processes
+        would each keep the whole corpus's: there every rank computes the features of its own
+        batches when it collates them (``lazy_features``, :func:`~depnmt.data.collate`), and
+        before training a 1/W share of the corpus (dropped at once), so that a tree that does
+        not fit its sentence is an error before the first update. Dev features: rank 0's,
+        which validates."""
+        schemes = self.model.schemes.schemes
+        if dist.is_main():
+            add_features(self.dev_data, schemes)
+        if not self.lazy_features:
+            add_features(self.train_data, schemes)
+            return
+        for ex in self.train_data[dist.rank()::dist.world_size()]:
+            scheme_features(ex, schemes)
 
     # -- checkpoints -----------------------------------------------------------------------
     def _rng_state(self) -> dict[str, Any]:
@@ -189,7 +218,7 @@ class Trainer:
         except (RuntimeError, ValueError, KeyError) as exc:
             raise DepnmtError(f"{path}: does not fit this model ({str(exc).splitlines()[0]})") from None
         self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
+        self._restore_scaler(state["scaler"])
         self.progress = Progress(**state["progress"])
         if dist.is_main():
             self._rewind_log(path)
@@ -201,6 +230,16 @@ class Trainer:
             self._set_rng_state(saved[dist.rank()])
         info(f"resumed from {path}: step {self.progress.step}, epoch {self.progress.epoch}, "
              f"batch {self.progress.batches_done}")
+
+    def _restore_scaler(self, saved: dict) -> None:
+        """The saved loss scale, when both runs scale the loss (fp16). A run saved without
+        loss scaling (fp32, bf16: its state is empty) resumed in fp16 starts a fresh scale; a
+        run saved in fp16 resumed without scaling drops it."""
+        if self.scaler.is_enabled() and not saved:
+            info("the checkpoint was saved without fp16 loss scaling: starting a fresh loss "
+                 f"scale ({self.scaler.get_scale():g})")
+            return
+        self.scaler.load_state_dict(saved)      # a disabled scaler ignores it
 
     def _rewind_log(self, path: Path) -> None:
         """Keep the metrics.jsonl records written before the checkpoint we resume from (those
@@ -251,52 +290,90 @@ class Trainer:
             self.board.write(record)
 
     # -- training --------------------------------------------------------------------------
-    def train_step(self, batches: list) -> dict[str, float]:
+    def train_step(self, batches: list) -> dict[str, Any]:
         """One optimizer update over this rank's ``update_freq`` batches; the loss is normalised
         per target token of the whole update (every rank's batches), so the gradients are those
-        of one process that saw all of them. The returned statistics are over all ranks."""
+        of one process that saw all of them. The returned statistics are over all ranks;
+        ``stepped`` is False when fp16 loss scaling found inf/NaN gradients and skipped the
+        update (:meth:`_optimizer_step`).
+
+        One host synchronisation per update (in fp16 one more, for the loss scale, right
+        after it): the token counts are the host's (the batches counted them when they were
+        collated), the loss sums stay on the device until the update is done, and the counts
+        and sums of every rank travel in one all-reduce."""
         self.model.train()
-        tokens, src_tokens = map(int, dist.all_reduce_sum([sum(b.n_tokens for b in batches),
-                                                           sum(b.n_src_tokens for b in batches)]))
-        norm = tokens / dist.world_size()       # DDP averages the ranks' gradients: × W undoes it
-        sums: dict[str, float] = {}
+        counts = [sum(b.n_tokens for b in batches), sum(b.n_src_tokens for b in batches)]
+        norm = self._loss_norm(counts[0])
+        # copied to the GPU before this update queues any work (a copy from pageable memory
+        # waits until the queue is empty)
+        counted = torch.tensor(counts, dtype=torch.float64).to(self.device)
+        sums: dict[str, torch.Tensor] = {}
         for i, batch in enumerate(batches):
             with dist.sync_gradients(self.net, now=i == len(batches) - 1):
                 for name, value in self._backward(batch.to(self.device), norm).items():
-                    sums[name] = sums.get(name, 0.0) + value
+                    sums[name] = sums[name] + value if name in sums else value
         names = list(sums)                      # the same order on every rank
-        sums = dict(zip(names, dist.all_reduce_sum([sums[k] for k in names])))
-        self._optimizer_step()
-        return {"loss": sums.pop("loss") / tokens, "nll": sums.pop("nll") / tokens,
-                "tokens": tokens, "src_tokens": src_tokens,
-                "aux": {k: v / tokens for k, v in sums.items()}}
+        totals = dist.all_reduce_sum(torch.cat([counted, torch.stack([sums[k] for k in names])]))
+        if dist.world_size() > 1:               # DDP averaged Σ_r objective_r / norm
+            self._scale_gradients(dist.world_size() * norm / totals[0])
+        stepped = self._optimizer_step()
+        tokens, src_tokens, *values = totals.tolist()       # the update's one host sync
+        if stepped:
+            self.scheduler.step()
+            self.progress.step += 1
+        sums = {k: v / tokens for k, v in zip(names, values)}
+        return {"loss": sums.pop("loss"), "nll": sums.pop("nll"), "tokens": int(tokens),
+                "src_tokens": int(src_tokens), "aux": sums, "stepped": stepped}
 
-    def _backward(self, batch, norm: float) -> dict[str, float]:
+    def _loss_norm(self, tokens: int) -> float:
+        """What each rank divides its summed objective by before the backward: in one
+        process the update's target tokens (the loss per token); with several, a number every
+        rank knows without asking the others (``--max-tokens × --update-freq``), and
+        :meth:`_scale_gradients` turns the averaged gradients into per-token ones once the
+        ranks' token counts are summed (in the update's one all-reduce)."""
+        if dist.world_size() == 1:
+            return float(tokens)
+        return float(self.opts.max_tokens * self.opts.update_freq)
+
+    def _scale_gradients(self, factor: torch.Tensor) -> None:
+        """Multiply every gradient by ``factor`` (a 0-dim tensor on the device: no sync)."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, factor.to(grads[0].dtype))
+
+    def _backward(self, batch, norm: float) -> dict[str, torch.Tensor]:
         """Forward and backward of one batch, the objective divided by ``norm``; returns the
-        batch's summed ``loss``, ``nll`` and auxiliary losses (each its mean × target tokens)."""
+        batch's summed ``loss``, ``nll`` and auxiliary losses (each its mean × target tokens)
+        as 0-dim float64 tensors on the device (read once per update)."""
         with autocast(self.device, self.amp):
             logits, extras = self.net(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
         loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.opts.label_smoothing)
         objective, n = loss, batch.n_tokens
-        sums = {"loss": float(loss.detach()), "nll": float(nll.detach())}
+        sums = {"loss": loss.detach().double(), "nll": nll.detach().double()}
         # schemes' auxiliary losses (e.g. DBSA, Deguchi et al. Eq. 18): + λ · mean per token
         for name, aux in extras.losses.items():
-            sums[name] = float(aux.value.detach()) * n
+            sums[name] = aux.value.detach().double() * n
             if aux.weight:
                 objective = objective + aux.weight * aux.value * n
         self.scaler.scale(objective / norm).backward()
         return sums
 
-    def _optimizer_step(self) -> None:
-        """Clip (``--clip-norm``), step, update the AMP scale and the schedule; count the step."""
+    def _optimizer_step(self) -> bool:
+        """Clip (``--clip-norm``), step and update the AMP scale; False when the fp16 loss
+        scaler found inf/NaN gradients and skipped the step (its scale then drops). A skipped
+        step does not count, as in fairseq: neither the learning-rate schedule nor
+        ``progress.step`` (``--max-steps``, ``--valid-every``) advance, the update's batches
+        are consumed."""
         if self.opts.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.opts.clip_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-        self.progress.step += 1
+        if not self.scaler.is_enabled():
+            return True
+        scale, self._loss_scale = self._loss_scale, self.scaler.get_scale()   # fp16 only: a
+        return self._loss_scale >= scale        # sync after the step (GradScaler.step has one)
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -304,20 +381,23 @@ class Trainer:
         import sacrebleu
 
         self.model.eval()
-        loss_sum = tokens = correct = 0.0
+        tokens = 0
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)   # nll, right tokens
         counts: dict[str, list[int]] = {}          # schemes' dev metrics, e.g. DBSA's UAS
         batcher = TokenBatcher(example_lengths(self.dev_data), self.opts.max_tokens, shuffle=False)
-        for _, batch in iterate_batches(self.dev_data, batcher, 0):
+        for _, batch in iterate_batches(self.dev_data, batcher, 0,
+                                        schemes=self.model.schemes.schemes):
             batch = batch.to(self.device)
             with autocast(self.device, self.amp):
                 logits, extras = self.model(batch.src, batch.tgt_in, batch.src_feats)
-            loss_sum += float(label_smoothed_nll(logits, batch.tgt_out, 0.0)[1])
-            correct += token_matches(logits, batch.tgt_out)
+            nll = label_smoothed_nll(logits, batch.tgt_out, 0.0)[1]
+            sums += torch.stack([nll.double(), token_matches(logits, batch.tgt_out).double()])
             tokens += batch.n_tokens
             for name, (c, t) in self.model.schemes.validation_counts(extras, batch.src_feats,
                                                                      batch.tgt_feats).items():
                 acc = counts.setdefault(name, [0, 0])
                 acc[0], acc[1] = acc[0] + c, acc[1] + t
+        loss_sum, correct = sums.tolist()          # read once, after the last batch
         result = {"dev_nll": loss_sum / max(tokens, 1)}
         result["dev_ppl"] = math.exp(min(result["dev_nll"], 50))
         result["dev_acc"] = 100.0 * correct / max(tokens, 1)
@@ -385,7 +465,8 @@ class Trainer:
 
     def _validate_and_log(self, epoch: int | None) -> bool:
         """Validate, record and print the result; returns whether it is the best so far."""
-        result = self.validate()
+        with self._out_of_memory(training=False):
+            result = self.validate()
         improved = self._improved(result)
         record = {"event": "valid", "step": self.progress.step,
                   "epoch": epoch or self.progress.epoch,
@@ -394,6 +475,25 @@ class Trainer:
         self.log(record)
         info("  ".join(f"{k}={v}" for k, v in record.items() if k != "event"))
         return improved
+
+    @contextmanager
+    def _out_of_memory(self, training: bool) -> Iterator[None]:
+        """Turn the GPU running out of memory in the block (an update, or validation) into a
+        one-line error that names the device, the update and what to lower."""
+        try:
+            yield
+        except torch.cuda.OutOfMemoryError:     # = torch.OutOfMemoryError (torch 2.5 on)
+            o, step = self.opts, self.progress.step
+            if training:
+                raise DepnmtError(
+                    f"out of memory on {self.device} in update {step + 1} (--max-tokens "
+                    f"{o.max_tokens}, --update-freq {o.update_freq}): halve --max-tokens and "
+                    f"double --update-freq to keep the same update size") from None
+            raise DepnmtError(
+                f"out of memory on {self.device} while validating after update {step} (dev "
+                f"batches of --max-tokens {o.max_tokens}, --valid-beam {o.valid_beam}): lower "
+                f"--max-tokens (and double --update-freq to keep the same update size) or "
+                f"--valid-beam") from None
 
     def _budget_left(self, started: float, base: float) -> bool:
         """Update the elapsed time; False once ``--max-steps`` or ``--max-minutes`` is spent (rank
@@ -418,17 +518,23 @@ class Trainer:
             task = bar.add_task(f"epoch {p.epoch}", total=o.max_steps or None, completed=p.step)
             while not stop and (not o.max_epochs or p.epoch <= o.max_epochs):
                 for done, batches in self._updates():
-                    stats = self.train_step(batches)
+                    with self._out_of_memory(training=True):
+                        stats = self.train_step(batches)
                     p.batches_done = done
-                    add_to_window(window, stats)
-                    bar.update(task, completed=p.step, description=f"epoch {p.epoch} "
-                               f"loss {stats['loss']:.3f}")
-                    if p.step % o.log_every == 0:
-                        self._log_window(window)
+                    stepped = stats["stepped"]      # else: nothing of this update counts
+                    if stepped:
+                        add_to_window(window, stats)
+                        bar.update(task, completed=p.step, description=f"epoch {p.epoch} "
+                                   f"loss {stats['loss']:.3f}")
+                        if p.step % o.log_every == 0:
+                            self._log_window(window)
+                    else:
+                        info(f"update {p.step + 1}: inf/NaN gradients in fp16, skipped (loss "
+                             f"scale now {self._loss_scale:g})")
                     budget = self._keep_going(started, base)
-                    if o.valid_every and p.step % o.valid_every == 0 or not budget:
+                    if stepped and o.valid_every and p.step % o.valid_every == 0 or not budget:
                         stop = self._validate_and_save() or not budget
-                    elif o.save_every and p.step % o.save_every == 0:
+                    elif stepped and o.save_every and p.step % o.save_every == 0:
                         self._snapshot()
                         self.save("last.pt")
                     if stop:
@@ -466,13 +572,13 @@ class Trainer:
                   "precision": precision_name(self.amp)})
 
     def _updates(self):
-        """This rank's batches of each remaining update of the current epoch (collated in a
-        background thread on CUDA)."""
+        """This rank's batches of each remaining update of the current epoch (on CUDA collated
+        and pinned in a background thread)."""
         p = self.progress
         updates = iterate_updates(self.train_data, self.batcher, p.epoch, self.opts.update_freq,
                                   start=p.batches_done, rank=dist.rank(),
-                                  world=dist.world_size())
-        return prefetch(updates) if self.device.type == "cuda" else updates
+                                  world=dist.world_size(), schemes=self.model.schemes.schemes)
+        return prefetch(pinned(updates)) if self.device.type == "cuda" else updates
 
     def _stop_if_signalled(self, signals: StopSignals, started: float, base: float) -> None:
         """After an update (and its validation): when any rank received SIGTERM/SIGINT, save
@@ -510,6 +616,21 @@ class Trainer:
         window.update(tokens=0, src_tokens=0, loss=0.0, aux={}, t=time.monotonic())
 
 
+def adam(params, lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam (0.9, 0.98, 1e-9) as fast as ``device`` runs it (:func:`adam_kernel`)."""
+    return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9, **adam_kernel(device))
+
+
+def adam_kernel(device: torch.device) -> dict[str, bool]:
+    """On CUDA the fused Adam (one kernel for every parameter; it also takes the fp16 loss
+    scaler's inf check without a host sync) where this torch has it, else the foreach one;
+    on the CPU torch's default (the numbers the CPU runs have always had)."""
+    if device.type != "cuda":
+        return {}
+    fused = "fused" in inspect.signature(torch.optim.Adam).parameters
+    return {"fused": True} if fused else {"foreach": True}
+
+
 def load_average() -> float | None:
     """The machine's 1-minute load average (runnable processes, this one included), rounded;
     None where the OS has none (Windows)."""
@@ -519,11 +640,12 @@ def load_average() -> float | None:
         return None
 
 
-def token_matches(logits: torch.Tensor, target: torch.Tensor) -> float:
+def token_matches(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Non-PAD target tokens whose argmax prediction is right (dev token accuracy, the metric
-    Omote et al. 2019 select models by). ``logits [B, T, V]``, ``target [B, T]``."""
+    Omote et al. 2019 select models by), a 0-dim int64 tensor on the logits' device.
+    ``logits [B, T, V]``, ``target [B, T]``."""
     keep = target != PAD
-    return float(((logits.argmax(dim=-1) == target) & keep).sum())
+    return ((logits.argmax(dim=-1) == target) & keep).sum()
 
 
 def selection_metric(name: str, result: dict) -> tuple[str, int]:

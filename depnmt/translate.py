@@ -33,6 +33,7 @@ from .trees import truncate_tree
 from .vocab import BOS, EOS, Vocab
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
+MAX_TOKENS = 4000    # default bound of a batch: source subwords (padded) × beam
 
 
 class Translator:
@@ -40,11 +41,15 @@ class Translator:
 
     def __init__(self, model: TransformerNMT, config: dict, src_vocab: Vocab, tgt_vocab: Vocab,
                  segmenter: Segmenter | None, device: torch.device, search_cfg: SearchConfig,
-                 max_tokens: int = 4000, amp: torch.dtype | None = None):
+                 max_tokens: int = MAX_TOKENS, amp: torch.dtype | None = None,
+                 batch_size: int = 0):
+        """``max_tokens``, ``batch_size``: how sentences are batched (:func:`length_batches`)."""
         from .tokenize import make_tokenizer
+        check_batching(max_tokens, batch_size)
         self.model, self.config = model.eval(), config
         self.src_vocab, self.tgt_vocab, self.segmenter = src_vocab, tgt_vocab, segmenter
         self.device, self.search_cfg, self.max_tokens = device, search_cfg, max_tokens
+        self.batch_size = batch_size
         self.schemes = model.schemes.schemes          # the model's own (one SchemeStack)
         self.needs_trees = model.schemes.needs_source_trees
         self.src_tokenizer = make_tokenizer(config["tokenizers"]["src"])
@@ -55,10 +60,13 @@ class Translator:
 
     @classmethod
     def from_model_dir(cls, model_dir: Path, checkpoint: Path | None = None, device: str = "auto",
-                       precision: str = "auto", **search_overrides) -> "Translator":
+                       precision: str = "auto", max_tokens: int = MAX_TOKENS, batch_size: int = 0,
+                       **search_overrides) -> "Translator":
         """``precision`` as ``train --precision`` (:func:`depnmt.device.train_precision`):
         ``auto`` decodes with bf16 autocast on CPUs with native bf16 matrix multiplies and
-        bf16/fp16 AMP on CUDA, fp32 elsewhere."""
+        bf16/fp16 AMP on CUDA, fp32 elsewhere. ``max_tokens`` (source subwords × beam) and
+        ``batch_size`` (sentences, 0 = no limit) bound a batch (:func:`length_batches`)."""
+        check_batching(max_tokens, batch_size)
         config = read_config(model_dir)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)
@@ -70,7 +78,8 @@ class Translator:
                                      **{k: v for k, v in search_overrides.items() if v is not None}})
         src_vocab, tgt_vocab = load_vocabs(model_dir)
         return cls(model.to(dev), config, src_vocab, tgt_vocab, Segmenter.from_dir(model_dir, "src"),
-                   dev, search_cfg, amp=train_precision(dev, precision))
+                   dev, search_cfg, max_tokens=max_tokens, batch_size=batch_size,
+                   amp=train_precision(dev, precision))
 
     def use_gold_arcs(self) -> None:
         """``translate --dbsa-gold-arcs``: DBSA(Enc)'s parse head attends to each source token's
@@ -139,8 +148,8 @@ class Translator:
         trees: list = [None] * len(examples)
         targets: list = [None] * len(examples)
         for rows in length_batches([len(ex.src) for ex in examples], self.search_cfg.beam,
-                                   self.max_tokens):
-            batch = collate([examples[i] for i in rows]).to(self.device)
+                                   self.max_tokens, self.batch_size):
+            batch = collate([examples[i] for i in rows], self.schemes).to(self.device)
             extras = Extras() if trees_out is not None else None   # parse scores, for trees
             with autocast(self.device, self.amp):
                 hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg, extras)
@@ -221,15 +230,27 @@ class Translator:
         return out
 
 
-def length_batches(lengths: Sequence[int], beam: int, max_tokens: int) -> Iterator[list[int]]:
+def check_batching(max_tokens: int, batch_size: int) -> None:
+    """``max_tokens`` ≥ 1 and ``batch_size`` ≥ 0 (0 = no limit), else a :class:`DepnmtError`."""
+    if max_tokens < 1:
+        raise DepnmtError(f"max_tokens {max_tokens}: expected at least 1")
+    if batch_size < 0:
+        raise DepnmtError(f"batch_size {batch_size}: expected at least 0 (0 = no limit)")
+
+
+def length_batches(lengths: Sequence[int], beam: int, max_tokens: int,
+                   max_sentences: int = 0) -> Iterator[list[int]]:
     """Indices of ``lengths`` sorted by length, cut into batches whose ``size × longest × beam``
-    stays within ``max_tokens`` (a batch holds at least one sentence)."""
+    stays within ``max_tokens`` and whose size stays within ``max_sentences`` (0: no limit); a
+    batch holds at least one sentence, so a sentence longer than ``max_tokens`` is decoded
+    alone."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    cap = max_sentences or len(order)
     start = 0
     while start < len(order):
         end = start + 1
-        while end < len(order) and (end - start + 1) * lengths[order[end]] * max(1, beam) \
-                <= max_tokens:
+        while end < len(order) and end - start < cap \
+                and (end - start + 1) * lengths[order[end]] * max(1, beam) <= max_tokens:
             end += 1
         yield order[start:end]
         start = end

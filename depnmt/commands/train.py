@@ -65,8 +65,10 @@ TRAIN = [
                                  "(under torchrun: cuda = cuda:LOCAL_RANK)")),
     ("--precision", "precision", click.Choice(PRECISIONS), (
         "autocast dtype of the forward pass: auto = bf16 on CPUs with native bf16 matrix "
-        "multiplies (avx512_bf16/amx_bf16 in /proc/cpuinfo), fp32 on other CPUs, bf16 (or fp16 "
-        "with loss scaling) on CUDA; loss, softmaxes and optimizer state stay fp32")),
+        "multiplies (avx512_bf16/amx_bf16 in /proc/cpuinfo), fp32 on other CPUs, bf16 on CUDA "
+        "GPUs of compute capability 8.0 on (Ampere, Hopper), fp16 with loss scaling on older "
+        "ones (bf16 there is emulated: slow, with a warning); loss, softmaxes and optimizer "
+        "state stay fp32")),
     ("--amp/--no-amp", "amp", bool, "--no-amp is --precision fp32 (older flag)"),
     ("--log-every", "log_every", POSITIVE, "updates between metrics.jsonl lines"),
 ]
@@ -176,10 +178,13 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     them in the shell), and the GPS paper's Table 2: Transformer_pascal = abs+pascal,
     Transformer_structural = abs+structural, Transformer_gps = abs+gps. Ablations:
     --*-terms, and leave out abs to drop the absolute PE.
-    Runs on CUDA when available (with AMP), else on the CPU. SIGTERM or Ctrl-C finishes the
-    current update, saves MODEL_DIR/checkpoints/last.pt and exits 143/130 (a second one stops
-    at once); a kill leaves last.pt intact. `--resume` continues exactly where it stopped
-    (flags you leave out take the model's saved values; give e.g. --max-steps to extend).
+    Runs on CUDA when available (with AMP), else on the CPU. Out of GPU memory, halve
+    --max-tokens and double --update-freq (the same update size). In fp16 an update whose
+    gradients overflow is skipped and not counted (the loss scale drops). SIGTERM or Ctrl-C
+    finishes the current update, saves MODEL_DIR/checkpoints/last.pt and exits 143/130 (a
+    second one stops at once); a kill leaves last.pt intact. `--resume` continues exactly
+    where it stopped (flags you leave out take the model's saved values; give e.g.
+    --max-steps to extend).
     One training at a time per MODEL_DIR (a lock; a second one is an error).
     Runs unchanged under torchrun (one process per GPU, or gloo processes with --device
     cpu): --max-tokens and --update-freq are per process, rank 0 validates and writes.

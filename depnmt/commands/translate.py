@@ -35,12 +35,22 @@ DEFAULT_MODEL_DIR = "model"
               help="beam search at the length limit: eos = only EOS may follow there and it is "
                    "scored (fairseq; depnmt's default), cut = the best hypotheses end as they "
                    "are (OpenNMT-py, CTranslate2; what --ct2 always does)")
+@click.option("--max-tokens", type=POSITIVE, default=4000,
+              help="sentences of similar length are decoded together in batches of at most this "
+                   "many source subwords × beam (padding included; a longer sentence is decoded "
+                   "alone): larger batches are faster and take more memory")
+@click.option("--batch-size", type=COUNT, default=0,
+              help="at most this many sentences per batch (0: no limit)")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
 @click.option("--precision", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto",
               help="arithmetic of the decoder's matrix multiplies, as train --precision: auto = "
-                   "bf16 on CPUs with native bf16 (AVX512-BF16, AMX), bf16/fp16 on CUDA, fp32 "
-                   "elsewhere; fp32 gives the same output on every machine (--ct2: the "
-                   "export's own compute type)")
+                   "bf16 on CPUs with native bf16 (AVX512-BF16, AMX), bf16 or fp16 on CUDA, fp32 "
+                   "elsewhere (--ct2: the export's own compute type). fp32 on the CPU repeats "
+                   "its output exactly on one machine with the same torch version, threads and "
+                   "batching; another CPU (other vector instructions), a GPU or 16-bit "
+                   "arithmetic rounds differently, which can change the choice between two "
+                   "nearly equal hypotheses; on CUDA two runs can also differ (atomic additions "
+                   "of relative-attention values and parse heads)")
 @click.option("--ct2", "ct2_dir", type=click.Path(path_type=Path, file_okay=False),
               help="translate with this CTranslate2 export (`depnmt export`) instead of a model "
                    "directory: the export's own tokenizer, BPE and search defaults; text input "
@@ -61,8 +71,8 @@ DEFAULT_MODEL_DIR = "model"
                    "prediction, to measure what a perfect parse would give")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             beam: int | None, alpha: float | None, max_len_a: float | None,
-            max_len_b: int | None, at_limit: str | None, device: str, precision: str,
-            ct2_dir: Path | None,
+            max_len_b: int | None, at_limit: str | None, max_tokens: int, batch_size: int,
+            device: str, precision: str, ct2_dir: Path | None,
             threads: int, induced_trees: Path | None, induced_target_trees: Path | None,
             dbsa_gold_arcs: bool) -> None:
     """Translate raw text with a trained model.
@@ -86,7 +96,8 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
             raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees, "
                               "--induced-target-trees or --input-format conllu)")
         from ..ct2translate import CT2Translator
-        ct2 = CT2Translator.from_dir(ct2_dir, device, threads, **search)
+        ct2 = CT2Translator.from_dir(ct2_dir, device, threads, max_tokens=max_tokens,
+                                     batch_size=batch_size, **search)
         for line in ct2.translate_lines(iter_lines(input_path) if input_path else stdin_lines()):
             write_stdout(line + "\n")
         write_stdout("", flush=True)
@@ -94,7 +105,8 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
     from ..translate import Translator
 
     ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
-    translator = Translator.from_model_dir(model_dir, ckpt, device, precision, **search)
+    translator = Translator.from_model_dir(model_dir, ckpt, device, precision,
+                                           max_tokens=max_tokens, batch_size=batch_size, **search)
     if dbsa_gold_arcs:
         if input_format != "conllu":
             raise DepnmtError("--dbsa-gold-arcs takes the gold trees from the input: give "

@@ -170,12 +170,15 @@ class MultiHeadAttention(nn.Module):
                 terms: AttentionTerms | None = None,
                 cached_kv: tuple[Tensor, Tensor] | None = None,
                 head_cache: dict[int, KeyValues] | None = None,
-                scores: dict[str, Tensor] | None = None) -> Tensor:
+                scores: dict[str, Tensor] | None = None, causal: bool = False) -> Tensor:
         """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``).
 
         During incremental decoding ``head_cache`` holds the head overrides' keys/values by head
         index (read and updated here, see :class:`HeadOverride`); ``scores``, when given,
-        receives the overrides' scores by name.
+        receives the overrides' scores by name. ``causal``: ``mask`` is the causal mask
+        ``[Tq, Tq]`` of a self-attention over the same positions (query i sees keys ≤ i and
+        nothing else is masked), which the fused path without terms leaves to SDPA
+        (``is_causal``: its flash kernels take no explicit mask); the other paths use ``mask``.
         """
         q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
@@ -188,7 +191,8 @@ class MultiHeadAttention(nn.Module):
         if fused and (terms is None or (not terms.relative and terms.logit_bias is None
                                         and terms.logit_scale is None)):
             # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask,
+                                                 dropout_p=dropout_p, is_causal=causal)
         elif fused and terms.logit_scale is None and all(r.value_table is None
                                                          for r in terms.relative):
             # Only additive logit terms (key terms, biases): softmax(q k^T / sqrt(d_k) + A) v,
@@ -218,17 +222,21 @@ class MultiHeadAttention(nn.Module):
         own = override.own(result).to(out.dtype)
         return torch.cat([out[:, :h], own, out[:, h + n:]], dim=1)
 
+    def _scaled(self, q: Tensor) -> Tensor:
+        """``q / √d_k`` (any shape): the queries of the scaled logits of Eq. 2."""
+        return q * self.d_k ** -0.5
+
     def _additive_mask(self, q: Tensor, mask: Tensor | None, terms: AttentionTerms) -> Tensor:
         """``[B, H, Tq, Tk]`` float: ``Σ q_i · a^K_{l(i,j)} / √d_k + bias``, ``-inf`` where
         ``mask`` is False (the key terms of Eqs. 11–12 / 17–18, gathered as in the explicit path)."""
         b, h, tq, _ = q.shape
+        q = self._scaled(q)                          # q_i · a^K / √d_k: never unscaled in fp16
         add = None
         for rel in terms.relative:
             if rel.key_table is not None:
                 idx = _expand_labels(rel.labels, b, h)
                 term = (q @ rel.key_table.t().to(q.dtype)).gather(-1, idx)
                 add = term if add is None else add + term
-        add = None if add is None else add / math.sqrt(self.d_k)
         if terms.logit_bias is not None:
             add = terms.logit_bias if add is None else add + terms.logit_bias
         tk = add.shape[-1] if add is not None else mask.shape[-1]
@@ -239,14 +247,21 @@ class MultiHeadAttention(nn.Module):
 
     def _attend_with_terms(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                            terms: AttentionTerms) -> Tensor:
-        """Eqs. 11–15 (Shaw) / 17–22 (Omote) in gather/scatter form; see the module docstring."""
+        """Eqs. 11–15 (Shaw) / 17–22 (Omote) in gather/scatter form; see the module docstring.
+
+        ``e_ij = (q_i / √d_k)·k_j + (q_i / √d_k)·a^K_ij``, the scaled form of Eq. 12: under
+        autocast the products run in half precision, where the unscaled sum may overflow
+        (65504 in fp16). fp16 logits are summed with the terms, scale and bias in fp32; bf16
+        ones (fp32's range; the CPU's fast path) stay bf16."""
         b, h, tq, _ = q.shape
+        q = self._scaled(q)
         scores = q @ k.transpose(-1, -2)                            # (B, H, Tq, Tk)
+        if scores.dtype == torch.float16:
+            scores = scores.float()
         index = [(_expand_labels(r.labels, b, h), r) for r in terms.relative]
         for idx, rel in index:
-            if rel.key_table is not None:                           # e_ij += q_i a^K_ij
+            if rel.key_table is not None:                           # e_ij += q_i a^K_ij / √d_k
                 scores = scores + (q @ rel.key_table.t()).gather(-1, idx)
-        scores = scores / math.sqrt(self.d_k)
         if terms.logit_scale is not None:                          # PASCAL: S ⊙ N
             scores = scores * terms.logit_scale
         if terms.logit_bias is not None:

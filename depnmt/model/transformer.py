@@ -22,7 +22,7 @@ from .attention import KeyValues, MultiHeadAttention
 from .dropout import Dropout
 from .schemes import Extras, ModelDims, SchemeStack, build_schemes
 from .schemes.registry import upgrade_model_config
-from .schemes.base import positions
+from .schemes.base import masked_sum, positions
 
 
 @dataclass
@@ -112,8 +112,11 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, self_mask: Tensor | None, terms, memory_kv: tuple[Tensor, Tensor],
                 src_mask: Tensor, cache: LayerCache | None,
                 scores: dict[str, Tensor] | None = None) -> Tensor:
+        """Without ``cache`` (the whole prefix at once) ``self_mask`` is the causal mask
+        ``[T, T]``: no key is padding-masked, since a target's padding follows it and only its
+        own (padding) rows, which the loss ignores, see it."""
         if cache is None:
-            h = self.self_attn(x, x, self_mask, terms, scores=scores)
+            h = self.self_attn(x, x, self_mask, terms, scores=scores, causal=True)
         else:  # incremental: append this step's keys/values to the cache
             k, v = self.self_attn.project_kv(x)
             kv = KeyValues(k, v) if cache.self_attn is None else cache.self_attn.extend(k, v)
@@ -242,10 +245,11 @@ class TransformerNMT(nn.Module):
 
 def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed cross-entropy (Szegedy et al. 2016) and summed NLL over non-PAD
-    targets. ``logits [B, T, V]``, ``target [B, T]``."""
+    targets. ``logits [B, T, V]``, ``target [B, T]``. PAD positions are zeroed, not selected
+    (boolean indexing would wait for the device to count them)."""
     lprobs = F.log_softmax(logits.float(), dim=-1)
     keep = target != PAD
     nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     smooth = -lprobs.mean(dim=-1)
     loss = (1.0 - epsilon) * nll + epsilon * smooth
-    return loss[keep].sum(), nll[keep].sum()
+    return masked_sum(loss, keep), masked_sum(nll, keep)

@@ -1,4 +1,9 @@
-"""End-to-end fixtures: a tiny real corpus run through prepare and bpe, and tiny models."""
+"""End-to-end fixtures: a tiny real corpus run through prepare and bpe, and tiny models.
+
+Every command these helpers run builds and runs its model on the CPU unless the test names a
+device: exact outputs (resumed training equal to straight training, translations compared with
+stored ones) hold only there (on CUDA, attention's backward and ``scatter_add_`` add in a
+varying order, and ``--precision auto`` decodes in bf16/fp16)."""
 
 from __future__ import annotations
 
@@ -9,32 +14,56 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
-from depnmt.cli import main
+from depnmt.cli import cli, main
 
+CPU = ["--device", "cpu"]
 TINY_MODEL = ["--layers", "1", "--d-model", "32", "--heads", "2", "--d-ff", "64",
               "--max-tokens", "400", "--warmup", "10", "--lr", "3e-3", "--log-every", "2",
-              "--valid-max-sentences", "20", "--beam", "2"]
+              "--valid-max-sentences", "20", "--beam", "2", *CPU]
+
+
+def takes_device(args: list[str]) -> bool:
+    """Whether the (sub)command that ``depnmt ARGS`` runs has a ``--device`` option."""
+    command, ctx = cli, click.Context(cli)
+    for word in args:
+        if not isinstance(command, click.Group):
+            break
+        command = command.get_command(ctx, word)
+        if command is None:
+            return False
+    return any("--device" in p.opts for p in command.params if isinstance(p, click.Option))
+
+
+def on_cpu(args: list) -> list[str]:
+    """``ARGS`` as strings, with ``--device cpu`` added when the command takes ``--device`` and
+    ``ARGS`` name no device."""
+    args = [str(a) for a in args]
+    named = any(a == "--device" or a.startswith("--device=") for a in args)
+    return args if named or not takes_device(args) else [*args, *CPU]
 
 
 def run_cli(args: list[str], capsys=None) -> int:
-    """Run ``depnmt ARGS`` in-process; returns the exit status."""
+    """Run ``depnmt ARGS`` in-process (on the CPU: :func:`on_cpu`); returns the exit status."""
     try:
-        main([str(a) for a in args])
+        main(on_cpu(args))
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
 
 
 def run_subprocess(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """``python -m depnmt.cli ARGS`` (on the CPU: :func:`on_cpu`), output captured as text."""
     env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", **kwargs.pop("env", {})}
-    return subprocess.run([sys.executable, "-m", "depnmt.cli", *map(str, args)], env=env,
+    return subprocess.run([sys.executable, "-m", "depnmt.cli", *on_cpu(args)], env=env,
                           capture_output=True, text=True, **kwargs)
 
 
 def popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "depnmt.cli", *map(str, args)],
+    """``python -m depnmt.cli ARGS`` started in the background (on the CPU: :func:`on_cpu`)."""
+    return subprocess.Popen([sys.executable, "-m", "depnmt.cli", *on_cpu(args)],
                             env={**os.environ, "DEPNMT_NO_PROGRESS": "1", **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -66,6 +66,27 @@ def test_composed_schemes_train_and_translate_preparsed_input(tiny_bpe, src_tree
     assert len(capsys.readouterr().out.splitlines()) == 5
 
 
+def test_training_and_translation_find_the_distinct_paths_on_the_host(tiny_bpe, src_trees,
+                                                                     tmp_path, monkeypatch):
+    """Training steps, validation (loss and dev BLEU) and translate collate their batches with
+    the model's schemes: every encode gets GPS's distinct paths from the host and none is
+    left to the device (where finding them waits for a GPU)."""
+    from depnmt.model.schemes.gps import GPSModule
+    found, prepare = [], GPSModule.prepare_features
+
+    def recording(self, side, feats):
+        found.extend(["gps_unique" in feats] if side == "src" else [])
+        return prepare(self, side, feats)
+
+    monkeypatch.setattr(GPSModule, "prepare_features", recording)
+    model = tmp_path / "m"
+    train(tiny_bpe, src_trees, model, "--scheme", "Transformer_gps")
+    trained = len(found)
+    assert run_cli(["translate", "-m", model, "-i", src_trees / "test.en.conllu",
+                    "--input-format", "conllu"]) == 0
+    assert 0 < trained < len(found) and all(found)
+
+
 def test_analyze_awsl_writes_table_and_plot(gps_model, src_trees, tmp_path, capsys):
     out = tmp_path / "awsl"
     assert run_cli(["analyze", "awsl", "-m", gps_model, "--src", src_trees / "test.en.conllu",

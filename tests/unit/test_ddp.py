@@ -48,6 +48,30 @@ def test_helpers_are_no_ops_in_one_process():
     assert torch.equal(torch.get_rng_state(), state)        # rank 0 keeps its stream
 
 
+def test_torchrun_with_one_process_trains_through_ddp(monkeypatch):
+    """``torchrun --nproc_per_node 1`` (how one GPU proves the DDP path) forms a group of one and
+    wraps the model; a plain process, even with WORLD_SIZE=1 set, does not."""
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert not dist.launched()
+    for name, value in {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "LOCAL_RANK": "0",
+                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}.items():
+        monkeypatch.setenv(name, value)
+    assert dist.launched()
+    model = torch.nn.Linear(2, 2)
+    with dist.process_group("cpu"):
+        assert dist.world_size() == 1 and torch.distributed.is_initialized()
+        assert isinstance(dist.wrap(model, torch.device("cpu")),
+                          torch.nn.parallel.DistributedDataParallel)
+    assert not torch.distributed.is_initialized()
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_explicit_gpu_under_torchrun_is_an_error(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")

@@ -292,8 +292,9 @@ def tiny(spec: str, **options) -> TransformerNMT:
 
 
 def batch_of(model, examples):
+    """The examples' batch, collated with the model's schemes as training does."""
     add_features(examples, model.schemes.schemes)
-    return collate(examples)
+    return collate(examples, model.schemes.schemes)
 
 
 # -- fast path == literal formulas -------------------------------------------------------------
@@ -358,6 +359,51 @@ def test_each_distinct_path_is_encoded_once():
     distinct = {tuple(ids.get(label, UNK_LABEL) for label in literal_path(ex.src_tree, w))
                 for ex in examples for w in range(len(ex.src_tree.words))}
     assert seen == [len(distinct) + 1]                    # + the empty path of EOS/padding
+
+
+def test_distinct_paths_are_found_on_the_host_when_the_batch_is_collated(monkeypatch):
+    """``gps_unique [U, L]`` holds the batch's distinct paths cut to the longest (sorted: the
+    empty path of EOS/padding first), ``gps_inverse [B, S]`` each token's row of it; the
+    examples' own features, computed at load time, are not computed again."""
+    model = tiny("gps")
+    rng = random.Random(8)
+    examples = [random_example(i, n, rng) for i, n in enumerate([5, 8, 2])]
+    add_features(examples, model.schemes.schemes)
+    monkeypatch.setattr(GPS, "source_features", lambda self, ex: pytest.fail("computed again"))
+    batch = collate(examples, model.schemes.schemes)
+    paths = batch.src_feats["gps_paths"]
+    unique, inverse = batch.src_feats["gps_unique"], batch.src_feats["gps_inverse"]
+    longest = int((paths != 0).sum(-1).max())
+    assert unique.shape[1] == longest and not paths[..., longest:].any()
+    assert torch.equal(unique[inverse], paths[..., :longest])
+    assert len({tuple(row) for row in unique.tolist()}) == len(unique)
+    assert unique[0].tolist() == [0] * longest and inverse.shape == batch.src.shape
+
+
+def test_paths_deduplicated_on_the_host_give_the_devices_results_bit_for_bit():
+    """A batch collated with the model's schemes brings GPS's distinct paths from the host
+    (the step reads no size back from a GPU); one collated without them is deduplicated by
+    the model on the device. A training step (path-encoder dropout on) of either gives the
+    same logits and gradients, bit for bit."""
+    from depnmt.model.transformer import label_smoothed_nll
+    model = tiny("abs+gps", gps_dropout=0.2).train()
+    rng = random.Random(5)
+    examples = [random_example(i, n, rng, two_sentences=i == 1)
+                for i, n in enumerate([6, 9, 4])]
+    host = batch_of(model, examples)
+    device = collate(examples)
+    assert "gps_unique" in host.src_feats and "gps_unique" not in device.src_feats
+    steps = []
+    for batch in (host, device):
+        model.zero_grad()
+        torch.manual_seed(3)
+        logits, _ = model(batch.src, batch.tgt_in, batch.src_feats)
+        label_smoothed_nll(logits, batch.tgt_out, 0.1)[0].backward()
+        steps.append((logits, [p.grad.clone() for p in model.parameters()]))
+    (logits, grads), (logits2, grads2) = steps
+    assert torch.equal(logits, logits2)
+    assert all(torch.equal(a, b) for a, b in zip(grads, grads2))
+    assert all(p.grad.abs().sum() > 0 for p in model.schemes.parts[1].paths.parameters())
 
 
 def test_padding_and_batch_company_do_not_change_a_sentence():

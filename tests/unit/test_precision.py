@@ -43,16 +43,43 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     assert cpu_has_native_bf16() == bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
-def test_cuda_auto_takes_bf16_where_supported_else_fp16(monkeypatch):
-    gpu = torch.device("cuda")
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "an old GPU")
-    for supported, auto in ((True, torch.bfloat16), (False, torch.float16)):
-        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
-        assert train_precision(gpu, "auto") is auto
-        assert train_precision(gpu, "fp16") is torch.float16
-        assert train_precision(gpu, "fp32") is None
+@pytest.mark.parametrize("capability, expected", [((7, 0), torch.float16), ((7, 5), torch.float16),
+                                                  ((8, 0), torch.bfloat16),
+                                                  ((9, 0), torch.bfloat16)])
+def test_auto_takes_bf16_from_ampere_on_and_asks_the_chosen_gpu(monkeypatch, capability,
+                                                                 expected):
+    """``is_bf16_supported`` says yes on a V100/T4 (bf16 emulated, slow): the rule reads the
+    compute capability of the training device instead."""
+    asked = []
+
+    def get_capability(device=None):
+        asked.append(device)
+        return capability
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", get_capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "a GPU")
+    gpu = torch.device("cuda:1")
+    assert train_precision(gpu, "auto") is expected
+    assert [torch.device(d).index for d in asked] == [1]
+    assert train_precision(gpu, "fp16") is torch.float16
+    assert train_precision(gpu, "fp32") is None
+
+
+def test_explicit_bf16_before_ampere_warns_or_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    gpu = torch.device("cuda:0")
+    assert train_precision(gpu, "bf16") is torch.bfloat16
+    err = capsys.readouterr().err
+    assert "Tesla T4" in err and "emulated" in err and "7.5" in err
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     with pytest.raises(DepnmtError, match="does not support bfloat16"):
         train_precision(gpu, "bf16")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 6))
+    assert train_precision(gpu, "bf16") is torch.bfloat16      # native: no question asked
+    assert capsys.readouterr().err == ""
 
 
 def train_losses(dtype: torch.dtype | None, steps: int = 40) -> list[float]:

@@ -93,7 +93,9 @@ def pair_vectors(part, scheme: str, side: str, layer: int, views, t: int, d_k: i
         if side != "src":
             return a_k, a_v
         b_k, b_v = pair_vectors(part.tree, "deplabel", side, layer, views, t, d_k)
-        w_k, w_v = part.w_rel["key"][layer], part.w_rel["value"][layer]
+        # W_rel exists only for the terms a or b uses (ablations): absent = no term
+        w_k, w_v = (part.w_rel[n][layer] if n in part.w_rel else torch.zeros(2 * d_k, d_k)
+                    for n in ("key", "value"))
         return torch.cat([a_k, b_k], -1) @ w_k, torch.cat([a_v, b_v], -1) @ w_v
     if side != "src":
         return torch.zeros(b, t, t, d_k), torch.zeros(b, t, t, d_k)

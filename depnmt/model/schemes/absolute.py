@@ -16,30 +16,34 @@ from .base import ModelDims, Scheme, SchemeModule
 from .registry import register
 
 
+def sinusoids(pos: Tensor, d_model: int) -> Tensor:
+    """The sinusoidal PE above of positions ``pos [...]`` (any integer or float values):
+    ``[..., d_model]`` float32, on ``pos``'s device."""
+    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=pos.device)
+                    * (-math.log(10000.0) / d_model))
+    angle = pos.to(torch.float32).unsqueeze(-1) * div
+    out = angle.new_empty(angle.shape[:-1] + (d_model,))
+    out[..., 0::2] = torch.sin(angle)
+    out[..., 1::2] = torch.cos(angle)[..., : d_model // 2]
+    return out
+
+
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
-    """``[max_len, d_model]`` table of the sinusoidal PE above."""
-    pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
-    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(max_len, d_model)
-    table[:, 0::2] = torch.sin(pos * div)
-    table[:, 1::2] = torch.cos(pos * div)[:, : d_model // 2]
-    return table
+    """``[max_len, d_model]`` table of the sinusoidal PE above (positions 0 … max_len − 1)."""
+    return sinusoids(torch.arange(max_len), d_model)
 
 
 class SinusoidalPE(SchemeModule):
-    """Adds ``PE(pos)`` to the embeddings of both sides; the table grows on demand."""
+    """Adds ``PE(pos)`` to the embeddings of both sides, computed from the positions on their
+    device (no table whose size would need ``max(pos)`` on the host: no host sync, any
+    length; the values are the table's, bit for bit)."""
 
-    def __init__(self, d_model: int, max_len: int = 1024):
+    def __init__(self, d_model: int):
         super().__init__()
         self.d_model = d_model
-        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
-        needed = int(positions.max()) + 1 if positions.numel() else 0
-        if needed > self.table.shape[0]:
-            self.table = sinusoidal_table(max(needed, 2 * self.table.shape[0]),
-                                          self.d_model).to(self.table.device)
-        return x + self.table[positions].to(x.dtype)
+        return x + sinusoids(positions, self.d_model).to(x.dtype)
 
 
 @register

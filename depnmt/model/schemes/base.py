@@ -5,7 +5,8 @@ A scheme has two halves:
 * :class:`Scheme` — plain configuration and tree featurisation. It says which trees it needs and
   turns one example's tree into tensors (``source_features``; ``target_features`` for schemes
   supervised by target trees), computed once when data is loaded, padded by
-  :func:`pad_features` in the collate step. No parameters, picklable.
+  :func:`pad_features` in the collate step, where ``batch_features`` may add what it derives
+  from the whole batch on the host (GPS's distinct root paths). No parameters, picklable.
 * :class:`SchemeModule` — the ``nn.Module`` it builds: an additive term for the embeddings
   (``embed``) and/or :class:`~depnmt.model.attention.AttentionTerms` for self-attention layers
   (relative terms, logit biases, or whole heads it computes itself: ``HeadOverride``).
@@ -181,6 +182,15 @@ class Scheme:
         (BOS + target), from ``example.tgt_tree`` (only called when training)."""
         return {}
 
+    def batch_features(self, feats: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The padded source features of a batch (``[B, S, …]``, on the host: what
+        :func:`pad_features` made of every scheme's ``source_features``) with what this scheme
+        derives from the whole batch added. The collate step calls it, so that the model does
+        not compute on the device what has data-dependent sizes (GPS: the batch's distinct root
+        paths; reading such sizes back would make every step wait for the GPU). Default:
+        ``feats`` unchanged."""
+        return feats
+
     def pair_labels(self, example: Any) -> Tensor | None:
         """``[n, n]`` per-pair labels (table rows) over the ``n = len(example.src) − 1`` source
         tokens, for relative schemes (``depnmt inspect`` prints them); None for others."""
@@ -316,3 +326,9 @@ class SchemeStack(nn.Module):
 def positions(length: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
     """Absolute positions ``[length]`` starting at ``offset``."""
     return torch.arange(offset, offset + length, device=device)
+
+
+def masked_sum(values: Tensor, keep: Tensor) -> Tensor:
+    """The sum of ``values`` where ``keep`` (bool, same shape) is True: zeroed, not selected
+    (boolean indexing waits for the device to count the selected entries)."""
+    return torch.where(keep, values, values.new_zeros(())).sum()

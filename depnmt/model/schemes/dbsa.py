@@ -63,6 +63,7 @@ so every written tree is valid CoNLL-U; when the argmax already is a tree, it is
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, make_dataclass
 from functools import partial
@@ -79,7 +80,7 @@ from ...errors import DepnmtError
 from ...parse.conllu import Sentence
 from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
 from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues
-from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule
+from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
 from .options import option
 from .registry import register
 
@@ -200,6 +201,15 @@ def induced_tree(log_probs: Tensor, subwords: list[str]) -> Sentence:
 
 # -- the module -------------------------------------------------------------------------------
 
+def full_precision(device: torch.device) -> Any:
+    """A context in which ``device``'s autocast is off (nothing to turn off on devices without
+    autocast, e.g. ``meta``)."""
+    available = getattr(torch.amp, "is_autocast_available", None)    # torch >= 2.4
+    if available(device.type) if available else device.type in ("cpu", "cuda"):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
 class ParseHead(nn.Module):
     """W^Qparse, W^Kparse, W^Vparse ∈ R^{d × d_k} (Eqs. 11–13), U^(1) ∈ R^{d_k × d_k} and u ∈
     R^{d_k} (Eq. 14).
@@ -229,8 +239,13 @@ class ParseHead(nn.Module):
     def head_log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         """``log A_h [B, n, Tq, Tk]`` (float32), one distribution per parse head, from
         ``q [B, Tq, n·d_k]``, ``k [B, Tk, n·d_k]``; ``mask`` (True = may attend)
-        broadcastable to ``[B, 1, Tq, Tk]``."""
-        q, k = q.float(), k.float()
+        broadcastable to ``[B, 1, Tq, Tk]``. Computed in fp32 under autocast too: the parse
+        distributions, the UAS and the induced trees are those of fp32 training."""
+        with full_precision(q.device):
+            return self._head_log_probs(q.float(), k.float(), mask)
+
+    def _head_log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        """:meth:`head_log_probs` of fp32 ``q``, ``k`` (Eq. 14, or LISA's scorer)."""
         if self.deep:                                          # LISA: σ(Q) U1 σ(K)^T + σ(K) u
             q, k = F.leaky_relu(q), F.leaky_relu(k)
         else:
@@ -323,7 +338,7 @@ class DBSAModule(SchemeModule):
         if self.side == "tgt":
             supervised &= head - 1 <= torch.arange(head.shape[1], device=head.device)
         nll = -log_probs.gather(-1, (head - 1).clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        value = nll[supervised].sum() / supervised.sum().clamp(min=1)
+        value = masked_sum(nll, supervised) / supervised.sum().clamp(min=1)
         return {self.name: AuxiliaryLoss(value, self.weight)}
 
     def validation_counts(self, extras: Extras, src_feats: dict[str, Tensor],

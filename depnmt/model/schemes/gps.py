@@ -36,7 +36,11 @@ layer; the label embeddings and the LSTM are shared by all layers (s_i is one em
 * *Subwords* take their word's path; EOS and padding have no path and no syntax term (their
   rows and columns of the bias are 0).
 * *One LSTM call per batch* — the paths of a batch are deduplicated (``torch.unique`` over the
-  padded label rows), each distinct path is encoded once and the results are gathered back.
+  padded label rows, cut to the longest path), each distinct path is encoded once and the
+  results are gathered back. The deduplication runs on the host when the batch is collated
+  (:meth:`GPS.batch_features`: ``gps_unique [U, L]``, ``gps_inverse [B, S]``), since its sizes
+  depend on the data: on the device the step would wait for the GPU to read them back. A batch
+  collated without the model's schemes is deduplicated on the device, with the same result.
 """
 
 from __future__ import annotations
@@ -99,6 +103,18 @@ def example_paths(example: Any, ids: dict[str, int], length: int) -> tuple[Tenso
     return paths, sent
 
 
+def unique_paths(paths: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct paths of a batch, ``paths [B, S, S]`` -> ``(unique [U, L], inverse [B, S])``
+    with ``unique[inverse] == paths[..., :L]``: ``L`` the longest path (at least 1), the rows
+    sorted (``torch.unique``; the empty path first), ``unique`` of ``paths``' dtype, ``inverse``
+    int64. Both sizes depend on the data: reading them on a GPU waits for it."""
+    b, s, _ = paths.shape
+    longest = max(int((paths != PAD_LABEL).sum(-1).max()), 1) if paths.numel() else 1
+    rows = paths[..., :longest].reshape(b * s, longest).long()
+    unique, inverse = torch.unique(rows, dim=0, return_inverse=True)   # (U, L), (B·S,)
+    return unique.to(paths.dtype), inverse.view(b, s)
+
+
 # -- module -----------------------------------------------------------------------------------
 
 class PathEncoder(nn.Module):
@@ -122,14 +138,10 @@ class PathEncoder(nn.Module):
         last = self.dropout(out[rows, (lengths - 1).clamp(min=0)])
         return last * (lengths > 0).unsqueeze(-1).to(last.dtype)
 
-    def encode_unique(self, paths: Tensor) -> Tensor:
-        """``paths [B, S, S]`` -> ``s [B, S, dim]``; each distinct path of the batch is
-        encoded once."""
-        b, s, _ = paths.shape
-        longest = max(int((paths != PAD_LABEL).sum(-1).max()), 1) if paths.numel() else 1
-        rows = paths[..., :longest].reshape(b * s, longest).long()
-        unique, inverse = torch.unique(rows, dim=0, return_inverse=True)   # (U, L), (B·S,)
-        return self(unique)[inverse].view(b, s, -1)
+    def encode_unique(self, unique: Tensor, inverse: Tensor) -> Tensor:
+        """``s [B, S, dim]`` of a batch's distinct paths ``unique [U, L]`` and ``inverse [B, S]``
+        (:func:`unique_paths`): each distinct path is encoded once."""
+        return self(unique.long())[inverse]
 
 
 class GPSModule(SchemeModule):
@@ -147,10 +159,15 @@ class GPSModule(SchemeModule):
 
     def prepare_features(self, side: str, feats: dict[str, Tensor]) -> dict[str, Tensor]:
         """``gps_s [B, S, dim]``: the path embeddings ``s_i`` of a batch, computed once per
-        encode and shared by the layers."""
+        encode and shared by the layers, from its distinct paths (:meth:`GPS.batch_features`;
+        found on the device when the batch was collated without them)."""
         if side != "src":
             return {}
-        return {"gps_s": self.paths.encode_unique(feats["gps_paths"])}
+        if "gps_unique" in feats:
+            unique, inverse = feats["gps_unique"], feats["gps_inverse"]
+        else:
+            unique, inverse = unique_paths(feats["gps_paths"])       # waits for a GPU
+        return {"gps_s": self.paths.encode_unique(unique, inverse)}
 
     def syntax_logits(self, layer: int, feats: dict[str, Tensor]) -> Tensor:
         """Eq. 5's second term ``(s_i W_s^Q)(s_j W_s^K)^T / √d_k`` per head, 0 for pairs across
@@ -162,7 +179,8 @@ class GPSModule(SchemeModule):
         k = self.key[str(layer)](s).view(b, n, self.n_heads, self.d_k).transpose(1, 2)
         sent = feats["gps_sentence"].long()                                     # (B, S)
         same = (sent[:, :, None] == sent[:, None, :]) & (sent[:, :, None] > 0)  # (B, S, S)
-        return (q @ k.transpose(-1, -2)) / math.sqrt(self.d_k) * same[:, None].to(q.dtype)
+        q = q / math.sqrt(self.d_k)            # scaled before the product (fp16: no overflow)
+        return (q @ k.transpose(-1, -2)) * same[:, None].to(q.dtype)
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
@@ -222,6 +240,14 @@ class GPS(Scheme):
             self._ids = label_ids(self.labels())
         paths, sentence = example_paths(example, self._ids, len(example.src))
         return {"gps_paths": paths, "gps_sentence": sentence}
+
+    def batch_features(self, feats: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``feats`` with the batch's distinct paths, ``gps_unique [U, L]`` and ``gps_inverse
+        [B, S]`` (:func:`unique_paths`), computed on the host."""
+        if "gps_paths" not in feats:
+            return feats
+        unique, inverse = unique_paths(feats["gps_paths"])
+        return {**feats, "gps_unique": unique, "gps_inverse": inverse}
 
     def check(self, dims: ModelDims) -> None:
         parse_layers(self.option("gps_layers"), dims.encoder_layers, "--gps-layers")

@@ -191,28 +191,49 @@ def _projected(table: Tensor | None, w: Tensor) -> Tensor | None:
 
 
 class ConcatModule(SchemeModule):
-    """``deplabel_rel`` (ja method 2): ``c_ij = Concat(a_ij, b_ij) W_rel`` (ja Eqs. 17–20)."""
+    """``deplabel_rel`` (ja method 2): ``c_ij = Concat(a_ij, b_ij) W_rel`` (ja Eqs. 17–20).
+
+    ``W_rel`` of keys (values) exists only when ``a`` or ``b`` has a key (value) table: with
+    ablations (``--rel-terms key --deplabel-terms key``) a W^V_rel would get no gradient, which
+    DDP (``find_unused_parameters=False``) cannot reduce. Checkpoints written with an unused
+    ``W_rel`` still load: its entry is dropped (it never took part in a forward pass)."""
 
     def __init__(self, shaw: ShawModule, tree: TreeModule, layers: int, d_k: int):
         super().__init__()
-        self.shaw, self.tree = shaw, tree
+        self.shaw, self.tree, self.d_k = shaw, tree, d_k
+        src = shaw.sides["src"]
         self.w_rel = nn.ParameterDict({          # W^K_rel, W^V_rel ∈ R^{2d_k × d_k} per layer
             name: nn.Parameter(nn.init.xavier_uniform_(torch.empty(layers, 2 * d_k, d_k)))
-            for name in ("key", "value")})
+            for name in ("key", "value")
+            if getattr(src, name) is not None or getattr(tree.tables, name) is not None})
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Drop a saved ``W_rel`` this model does not build (see the class docstring)."""
+        for name in ("key", "value"):
+            if name not in self.w_rel:
+                state_dict.pop(f"{prefix}w_rel.{name}", None)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def projection(self, name: str, layer: int) -> tuple[Tensor | None, Tensor | None]:
+        """``(W_rel[:d_k], W_rel[d_k:])`` of ``name`` (key/value) in ``layer``, the halves
+        that project ``a`` and ``b``; None where no table uses them."""
+        if name not in self.w_rel:
+            return None, None
+        w = self.w_rel[name][layer]
+        return w[:self.d_k], w[self.d_k:]
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
         if side != "src":
             return self.shaw.attention_terms(side, layer, feats, q_pos, k_pos)
-        d_k = self.w_rel["key"].shape[-1]
-        w_k, w_v = self.w_rel["key"][layer], self.w_rel["value"][layer]
+        (wa_k, wb_k), (wa_v, wb_v) = self.projection("key", layer), self.projection("value", layer)
         a_k, a_v = self.shaw.sides["src"].tables(layer)
         b_k, b_v = self.tree.tables.tables(layer)
         # Concat(a, b) W_rel = a W_rel[:d_k] + b W_rel[d_k:]  (ja Eqs. 17–18)
         terms = [RelativeTerm(shaw_labels(q_pos, k_pos, self.shaw.k),
-                              _projected(a_k, w_k[:d_k]), _projected(a_v, w_v[:d_k])),
+                              _projected(a_k, wa_k), _projected(a_v, wa_v)),
                  RelativeTerm(feats[self.tree.feature].long(),
-                              _projected(b_k, w_k[d_k:]), _projected(b_v, w_v[d_k:]))]
+                              _projected(b_k, wb_k), _projected(b_v, wb_v))]
         terms = [t for t in terms if t.key_table is not None or t.value_table is not None]
         return AttentionTerms(terms) if terms else None
 

@@ -4,7 +4,7 @@
 
 * **absolute structural position** — a word's depth on the dependency tree, its distance from the
   root, ``abs(x_i) = depth(x_i)``, encoded by the sinusoidal functions of the sequential PE
-  (:func:`~depnmt.model.schemes.absolute.sinusoidal_table`) and added to the source embeddings;
+  (:func:`~depnmt.model.schemes.absolute.sinusoids`) and added to the source embeddings;
 * **relative structural position** — for a pair (i, j), their signed distance on the tree,
 
       rel(x_i, x_j) =  abs(x_i) − abs(x_j)       if x_i and x_j lie on one root path
@@ -54,7 +54,7 @@ from torch import Tensor
 
 from ...trees import ancestor_matrix, depths, project_tree, sentence_heads
 from ..attention import AttentionTerms
-from .absolute import sinusoidal_table
+from .absolute import sinusoids
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .options import SubwordTreeOptions, option
 from .registry import register
@@ -86,11 +86,9 @@ def structural_distance(heads: list[int]) -> Tensor:
 class StructuralModule(SchemeModule):
     """PE(depth) on the source embeddings and/or the relative structural tables."""
 
-    def __init__(self, dims: ModelDims, k: int, parts: set[str], max_depth: int = 256):
+    def __init__(self, dims: ModelDims, k: int, parts: set[str]):
         super().__init__()
         self.k, self.parts = k, parts
-        self.register_buffer("table", sinusoidal_table(max_depth, dims.d_model),
-                             persistent=False)
         self.tables = RelativeTables(dims.encoder_layers, 2 * k + 2, dims.d_k,
                                      {"key", "value"}) if "rel" in parts else None
 
@@ -98,9 +96,7 @@ class StructuralModule(SchemeModule):
         if side != "src" or "abs" not in self.parts:
             return x
         depth = feats["struct_depth"].long()                       # (B, S), depth + 1; 0 = none
-        if depth.numel() and int(depth.max()) > self.table.shape[0]:
-            self.table = sinusoidal_table(int(depth.max()) * 2, x.shape[-1]).to(x.device)
-        pe = self.table[(depth - 1).clamp(min=0)] * (depth > 0).unsqueeze(-1)
+        pe = sinusoids(depth - 1, x.shape[-1]) * (depth > 0).unsqueeze(-1)
         return x + pe.to(x.dtype)
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,

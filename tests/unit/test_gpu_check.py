@@ -1,0 +1,112 @@
+"""``bench/gpu_check.py``: the GPU check runs on the CPU at tiny size, every registered scheme
+in its table, and its FLOP count matches the model it describes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "gpu_check.py"
+
+
+def load_check():
+    """``bench/gpu_check.py`` as a module (a script, not part of the package)."""
+    if "bench_gpu_check" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_gpu_check", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_gpu_check"] = module          # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules["bench_gpu_check"]
+
+
+@pytest.mark.slow
+def test_tiny_cpu_run_passes_with_every_scheme(tmp_path):
+    """The whole check at tiny size on the CPU, without the tokenizer and parser packages the
+    GPU image lacks: exit status 0, one parity, train and translate row per registered
+    scheme, every section present, the markdown and JSON written."""
+    from depnmt.model.schemes.registry import SCHEMES, load_builtin_schemes
+    load_builtin_schemes()
+    out = tmp_path / "check.md"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--out",
+                           str(out), "--block-imports", "sacremoses,spacy,stanza"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "check.md.json").read_text())["rows"]
+    assert {r["section"] for r in rows} == {"parity", "train", "ddp", "translate", "speed"}
+    assert not [r for r in rows if r["status"] == "FAIL"]
+    for section in ("parity", "train", "translate"):
+        checked = {r["check"].split()[0] for r in rows if r["section"] == section}
+        assert set(SCHEMES) <= checked, (section, set(SCHEMES) - checked)
+    table = out.read_text()
+    assert table == done.stdout.strip() + "\n"
+    assert "| train | abs fp32, 2 updates | loss" in table and "resumed 1→2" in table
+
+
+def test_unknown_section_is_a_usage_error():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--only", "speeed"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "speeed" in done.stderr
+
+
+def test_flop_count_covers_every_weight_of_the_model():
+    """N_src + N_tgt are exactly the weights of the model's linear layers (the tied output
+    projection included), so 6 · N · tokens counts every weight multiply."""
+    from depnmt.model.schemes.registry import scheme_entries
+    from depnmt.model.transformer import ModelConfig, TransformerNMT
+    check = load_check()
+    s = dict(d_model=16, heads=2, d_ff=24, layers=3, vocab=120, src_len=7, tgt_len=7)
+    cfg = ModelConfig(s["vocab"], s["vocab"], d_model=16, n_heads=2, d_ff=24, encoder_layers=3,
+                      decoder_layers=3, schemes=scheme_entries(["abs"], {}))
+    model = TransformerNMT(cfg)
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert sum(check.matmul_params(s)) == weights
+    attention = 12 * 16 * 3 * 3 * 7 * 7
+    assert check.train_flops(s, 5) == 5 * (6 * 7 * weights + attention)
+
+
+def test_peak_by_device_name(monkeypatch):
+    check = load_check()
+    cuda = torch.device("cuda", 0)
+    for name, peak in (("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0),
+                       ("NVIDIA H200", 989.0), ("NVIDIA A100-SXM4-80GB", 312.0),
+                       ("Tesla T4", None)):
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device, n=name: n)
+        assert check.peak_tflops(cuda, None) == peak, name
+    assert check.peak_tflops(cuda, 123.0) == 123.0
+    assert check.peak_tflops(torch.device("cpu"), None) is None
+
+
+def test_shipped_data_unpacks_into_verified_stage_folders(tmp_path):
+    """The manifests point at where the data is unpacked and their line counts hold."""
+    from depnmt.manifest import load_manifest
+    check = load_check()
+    data = check.unpack(tmp_path / "data")
+    bpe = load_manifest(data / "bpe", "bpe")
+    assert Path(bpe["prepare_dir"]) == data / "prepare"
+    load_manifest(data / "parse", "parse")
+    load_manifest(data / "prepare", "prepare")
+    assert sum(f.stat().st_size for f in check.DATA.rglob("*") if f.is_file()) < 300_000
+
+
+def test_published_torch_range_is_the_tested_range():
+    """pyproject's torch range runs from the version CI installs in its second environment
+    (.ci/run reads the `torch>=` bound) to the minor version bin/install pins, no further."""
+    import re
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+    pyproject = (REPO / "pyproject.toml").read_text()
+    spec = SpecifierSet(re.search(r'"torch([^"]+)"', pyproject).group(1))
+    pinned = Version(re.search(r'"torch==([^"]+)"', (REPO / "bin" / "install").read_text())
+                     .group(1))
+    lowest = [s for s in spec if s.operator == ">="]
+    assert len(lowest) == 1 and 'torch==$lowest' in (REPO / ".ci" / "run").read_text()
+    assert pinned in spec and Version(lowest[0].version) in spec
+    next_minor = Version(f"{pinned.major}.{pinned.minor + 1}")
+    assert next_minor not in spec, f"{spec} allows torch {next_minor}, which nothing tests"
