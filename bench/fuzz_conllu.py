@@ -2,9 +2,10 @@
 
 The long version of ``tests/unit/test_conllu_fuzz.py`` (same mutators and oracle, from
 ``tests/conllu_oracle.py``): every case is 1-3 consecutive sentences of the UD files with 0-3
-random changes (lines deleted, duplicated, swapped or moved; IDs and HEADs set to odd strings;
-fields emptied or given whitespace; columns removed or added; comments, blank or whitespace-only
-lines inserted; multiword ranges and empty nodes inserted; the file cut, its line endings
+random changes (lines deleted, duplicated, swapped or moved; IDs and HEADs set to odd strings,
+numbers of 10 and 5,000 digits among them; fields emptied or given whitespace; columns removed or
+added; comments, blank or whitespace-only lines inserted; multiword ranges (single-word ones
+such as ``2-2`` too) and empty nodes inserted; the file cut, its line endings
 changed to CRLF, lone CR or a mix, a NUL byte or a byte order mark added).
 
     python bench/fuzz_conllu.py                      # 12,000 cases, seed 0

@@ -1,3 +1,27 @@
-"""depnmt: syntax-aware Transformer NMT toolkit."""
+"""depnmt: syntax-aware Transformer NMT toolkit.
+
+The Python API (:mod:`depnmt.api`, imported on first use so that ``import depnmt`` stays
+cheap)::
+
+    import depnmt
+    model_dir = depnmt.train_model({"data": "work/bpe", "model-dir": "work/model"})
+    depnmt.Translator.load(model_dir).translate(["A man is riding a bike."])
+"""
 
 __version__ = "0.1.0"
+
+__all__ = ["Translator", "train_model", "__version__"]
+_API = ("Translator", "train_model")
+
+
+def __getattr__(name: str):
+    """``depnmt.Translator`` and ``depnmt.train_model`` from :mod:`depnmt.api`, imported on
+    first use."""
+    if name in _API:
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

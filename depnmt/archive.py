@@ -14,8 +14,14 @@ those small files::
 so that ``depnmt report -f OUT/<FOLDER's name> ...`` (BLEU, chrF, dev loss, epochs, intervals,
 p-values) and ``depnmt plot`` (training curves) give the same table and curves on a machine that
 never had the models — e.g. from a repository, a paper's supplementary material, or after the
-machine that trained them is gone. Files are written atomically; archiving again replaces them
-(a run finished since is added). Unfinished runs are skipped with a warning.
+machine that trained them is gone. Files are written atomically and flushed to disk; archiving
+again replaces them (a run finished since is added). Unfinished runs are skipped with a warning.
+
+One writer: an archive holds ``PARENT/.OUT.lock`` (:func:`depnmt.stagedir.hold_lock`) while it
+writes ``OUT``; a second `depnmt archive` into the same ``OUT`` (campaign jobs archiving their
+seeds at once) waits for it and then runs, so the result is that of the two one after the other.
+A run's test hypotheses are copied after its model files: ``report -f`` sees a run once it is
+complete.
 
 ``OUT/data.json`` records the data the runs were trained on (:mod:`depnmt.datarecord`: every
 data stage's options, parser versions and the sha256 of each file it wrote), so that a
@@ -25,12 +31,15 @@ campaign continued on another machine can check that its remade data is the same
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Sequence
 
 from .datarecord import record_runs
 from .errors import DepnmtError
 from .report import runs_in_folders
+from .stagedir import COMMIT_DELAY, hold_lock, sibling
 from .textio import atomic_open, make_dir, naming
 
 MODEL_FILES = ("config.json", "manifest.json", "metrics.jsonl")
@@ -57,7 +66,19 @@ def archive(folders: Sequence[Path], out: Path) -> list[Path]:
     if out.resolve() in {f.resolve() for f in folders}:
         raise DepnmtError(f"{out}: is one of the folders being archived")
     runs = runs_in_folders(list(folders))
-    record_runs([(archived_name(run.model_dir), run.model_dir) for run in runs], make_dir(out))
+    make_dir(out)
+    with hold_lock(sibling(out, "lock"), out, "another `depnmt archive` writes this folder",
+                   wait=True):
+        return archive_runs(runs, out)
+
+
+def archive_runs(runs: Sequence, out: Path) -> list[Path]:
+    """Record the data of ``runs`` (:class:`depnmt.report.System`) and copy their files into
+    ``out`` (holding its lock); returns the archived model folders."""
+    record_runs([(archived_name(run.model_dir), run.model_dir) for run in runs], out)
+    delay = float(os.environ.get(COMMIT_DELAY, "0") or 0)   # tests: two archives at once
+    if delay:
+        time.sleep(delay)
     archived = []
     for run in runs:
         model = make_dir(out / archived_name(run.model_dir))

@@ -7,7 +7,10 @@ checkpoints are chosen among the ``step{N}.pt`` snapshots that ``train --keep-la
 ``--last N`` (highest updates) or ``--best N`` (best validations by the run's
 ``--early-stop-metric``, read from ``metrics.jsonl``). The average is written with the model
 config and the list of its sources to ``MODEL_DIR/checkpoints/NAME.pt``, which ``translate
---checkpoint NAME`` loads.
+--checkpoint NAME`` loads. One writer per name: an average holds
+``checkpoints/.NAME.pt.lock`` (:func:`depnmt.stagedir.hold_lock`) from choosing the snapshots
+to writing the file; a second average into the same name waits for it. The lock is the
+file's, not the model directory's, so a model can be averaged while it trains.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import torch
 from .checkpoint import load_checkpoint, save_checkpoint
 from .errors import DepnmtError
 from .modeldir import RESERVED_CHECKPOINTS, checkpoint_dir, read_config
-from .textio import read_lines
+from .stagedir import hold_lock
+from .textio import make_dir, read_lines
 from .train import selection_metric, snapshots
 
 
@@ -87,11 +91,13 @@ def average(model_dir: Path, name: str, last: int | None = None, best: int | Non
             (name.startswith("step") and name.removesuffix(".pt")[4:].isdigit()):
         raise DepnmtError(f"-o {name!r}: give a plain name other than last, best and stepN "
                           f"(the files train writes)")
-    paths = choose(model_dir, last, best)
-    model_config = read_config(model_dir)["model"]
-    states = [load_checkpoint(p, expected_model=model_config)["model"] for p in paths]
     out = checkpoint_dir(model_dir) / (name if name.endswith(".pt") else f"{name}.pt")
-    save_checkpoint(out, {"model_config": model_config,
-                          "model": average_state_dicts(states, [str(p) for p in paths]),
-                          "averaged_from": [p.name for p in paths]})
+    model_config = read_config(model_dir)["model"]
+    with hold_lock(make_dir(out.parent) / f".{out.name}.lock", out,
+                   "another `depnmt average` writes it", wait=True):
+        paths = choose(model_dir, last, best)
+        states = [load_checkpoint(p, expected_model=model_config)["model"] for p in paths]
+        save_checkpoint(out, {"model_config": model_config,
+                              "model": average_state_dicts(states, [str(p) for p in paths]),
+                              "averaged_from": [p.name for p in paths]})
     return out

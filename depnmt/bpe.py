@@ -63,7 +63,8 @@ from .log import info, progress_bar, track, warn
 from .manifest import load_manifest, write_manifest
 # merge_subwords is re-exported: scripts written by `depnmt export` import it from here
 from .subwords import ESCAPE, SEPARATOR, escape_token, merge_subwords  # noqa: F401
-from .textio import atomic_open, count_lines, iter_lines, make_dir, read_json, write_lines
+from .stagedir import check_distinct, stage_output
+from .textio import atomic_open, count_lines, iter_lines, read_json, write_lines
 from .vocab import Vocab
 
 MAX_CHUNK_CHARS = 500
@@ -391,9 +392,9 @@ def build_vocabs(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str
 
 
 def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
-    """Run the bpe stage from a prepare folder into ``out_dir``; return the manifest."""
-    if out_dir.resolve() == prepare_dir.resolve():
-        raise DepnmtError(f"{out_dir}: the output folder must differ from the prepare folder")
+    """Run the bpe stage from a prepare folder into ``out_dir`` (all or nothing, one writer:
+    :func:`~depnmt.stagedir.stage_output`); return the manifest."""
+    check_distinct(out_dir, {"prepare": prepare_dir})
     opts.check()
     prep, langs, splits = prepared_inputs(prepare_dir)
     train_counts = {}
@@ -402,8 +403,26 @@ def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
         train_counts[side] = count_tokens(path, line_total(prep, path.name, path))
         if not train_counts[side]:
             raise DepnmtError(f"{path}: no tokens to learn from")
+    with stage_output(out_dir, "bpe", owns=stage_owns(langs)) as tmp:
+        return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts)
+
+
+def stage_owns(langs: dict[str, str]):
+    """Which names of an existing bpe folder that its manifest does not list a new bpe run may
+    replace: the files any bpe run writes."""
+    names = {f"{split}.{lang}" for split in SPLITS for lang in langs.values()} | {CONFIG_FILE}
+    names |= {f"{kind}.{side}" for kind in ("codes", "bpevocab") for side in SIDES}
+    names |= {"codes.joint"} | {f"vocab.{side}.txt" for side in SIDES}
+    return names.__contains__
+
+
+def write_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions,
+              prepared: tuple[dict, dict[str, str], list[str]],
+              train_counts: dict[str, Counter]) -> dict:
+    """Learn the segmenters, write the bpe folder's files into ``out_dir`` (manifest last);
+    return the manifest. ``prepared``: what :func:`prepared_inputs` returned."""
+    prep, langs, splits = prepared
     segmenters = build_segmenters(train_counts, opts)
-    make_dir(out_dir)
     outputs, subword_counts = [], {}
     for side, lang in langs.items():
         for split in splits:

@@ -1,9 +1,9 @@
 """Checkpoints: atomic writes, safe and verified loads.
 
-* **Atomic.** A checkpoint is serialised to memory, written to a temporary file in the same
-  folder, fsynced and renamed over the old one (:func:`depnmt.textio.atomic_open`): a process
-  killed at any moment (even SIGKILL during the write) leaves the previous good checkpoint in
-  place. A failed write (disk full) removes its temporary file and is an error naming the file;
+* **Atomic and durable.** A checkpoint is serialised to memory, written to a temporary file in
+  the same folder, fsynced, renamed over the old one and the folder fsynced
+  (:func:`depnmt.textio.atomic_open`): a process killed at any moment (even SIGKILL during the
+  write) leaves the previous good checkpoint in place, and a saved one survives a power cut. A failed write (disk full) removes its temporary file and is an error naming the file;
   the previous checkpoint stays. Temporary files a SIGKILL leaves behind are removed when the
   next training starts (:func:`depnmt.modeldir.lock_for_writing`).
 * **Nothing runs on load.** A checkpoint holds tensors and plain data only (dicts, lists,

@@ -31,12 +31,13 @@ with the tokenizer settings and search defaults that :mod:`depnmt.ct2translate` 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .errors import DepnmtError
+from .stagedir import stage_output
+from .textio import atomic_open, naming
 
 EXPORT_CONFIG = "depnmt-export.json"
 EXPORT_FORMAT = 1
@@ -181,50 +182,62 @@ def build_spec(config: dict[str, Any], weights: dict, kind: str, src_itos: list[
 def export_ctranslate2(model_dir: Path, out_dir: Path, checkpoint: Path | None = None,
                        quantization: str | None = None, force: bool = False) -> dict[str, Any]:
     """Write the CTranslate2 model of ``model_dir`` and everything needed to run it into
-    ``out_dir`` (built in a temporary folder beside it, then renamed); returns the export record."""
-    from .bpe import Segmenter
-    from .checkpoint import load_checkpoint
-    from .model.transformer import ModelConfig
-    from .modeldir import default_checkpoint, load_vocabs, read_config
+    ``out_dir`` (built in a temporary folder beside it, then renamed, by one writer:
+    :func:`~depnmt.stagedir.stage_output`); returns the export record."""
+    from .modeldir import default_checkpoint, read_config
 
     config = read_config(model_dir)
     kind = position_kind(model_dir, config["model"])
-    if out_dir.exists() and not force:
-        raise DepnmtError(f"{out_dir}: already exists (use --force to replace it)")
+    refuse_existing(out_dir, force)
     ct2 = import_ctranslate2()
-    ckpt_path = checkpoint or default_checkpoint(model_dir)
+    with stage_output(out_dir, "export", owns=None) as tmp:
+        refuse_existing(out_dir, force)        # another export may have made it meanwhile
+        return write_export(tmp, out_dir.name, model_dir, config, kind, checkpoint or
+                            default_checkpoint(model_dir), quantization, ct2.__version__)
+
+
+def write_export(tmp: Path, name: str, model_dir: Path, config: dict[str, Any], kind: str,
+                 ckpt_path: Path, quantization: str | None, ct2_version: str) -> dict[str, Any]:
+    """Write the export of ``model_dir`` into ``tmp`` (which :func:`export_ctranslate2` then
+    renames to ``name``), ``depnmt-export.json`` last; returns the export record."""
+    from .bpe import Segmenter
+    from .checkpoint import load_checkpoint
+    from .model.transformer import ModelConfig
+    from .modeldir import load_vocabs
     state = load_checkpoint(ckpt_path,
                             expected_model=ModelConfig.from_dict(config["model"]).to_dict())
     src_vocab, tgt_vocab = load_vocabs(model_dir)
     spec = build_spec(config, state["model"], kind, src_vocab.itos, tgt_vocab.itos)
     spec.validate()
     spec.optimize(quantization=quantization)
-
-    tmp = out_dir.parent / f".{out_dir.name}.export-tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    spec.save(str(tmp))
+    with naming(tmp / "model.bin"):         # ctranslate2's OSError names no file
+        spec.save(str(tmp))
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
         vocab.save(tmp / f"vocab.{side}.txt")
         Segmenter.from_dir(model_dir, side).save(tmp, side)
     record = {
-        "export_format": EXPORT_FORMAT, "format": "ctranslate2", "depnmt_version": __version__,
-        "ctranslate2_version": ct2.__version__, "source_model": str(model_dir.resolve()),
+        "export_format": EXPORT_FORMAT, "format": "ctranslate2",
+        "depnmt_version": __version__, "ctranslate2_version": ct2_version,
+        "source_model": str(model_dir.resolve()),
         "checkpoint": ckpt_path.name, "step": state.get("progress", {}).get("step"),
         "scheme": [s["name"] for s in config["model"]["schemes"]],
         "positions": kind, "quantization": quantization or "float32",
         "src_lang": config.get("src_lang"), "tgt_lang": config.get("tgt_lang"),
-        "tokenizers": config["tokenizers"], "max_src_len": int(config.get("max_src_len", 250)),
+        "tokenizers": config["tokenizers"],
+        "max_src_len": int(config.get("max_src_len", 250)),
         "search": config.get("search", {}),
     }
-    (tmp / EXPORT_CONFIG).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n",
-                                     encoding="utf-8")
-    (tmp / "README.md").write_text(readme(out_dir.name, record), encoding="utf-8")
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    with atomic_open(tmp / "README.md") as fh:
+        fh.write(readme(name, record))
+    with atomic_open(tmp / EXPORT_CONFIG) as fh:
+        fh.write(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     return record
+
+
+def refuse_existing(out_dir: Path, force: bool) -> None:
+    """An existing ``out_dir`` is replaced only with ``--force``."""
+    if out_dir.exists() and not force:
+        raise DepnmtError(f"{out_dir}: already exists (use --force to replace it)")
 
 
 def readme(name: str, record: dict[str, Any]) -> str:

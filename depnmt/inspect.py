@@ -59,6 +59,18 @@ def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: i
             for row in built.pair_labels(example).tolist()]
 
 
+def check_tokens(tree, tokens: Sequence[str], number: int) -> None:
+    """Raise the one-line error of sentence ``number`` (``FILE:LINE`` of a tree read from a
+    file, :func:`~depnmt.parse.conllu.sentence_error`) unless ``tokens`` (words, or subwords
+    with "@@ " markers) make up as many words as ``tree`` has."""
+    from .parse.conllu import sentence_error
+    from .subwords import word_spans
+    n_words = len(word_spans(list(tokens)))
+    if n_words != len(tree.words):
+        raise sentence_error(tree, number, f"{n_words} words in the subwords but "
+                                           f"{len(tree.words)} in the tree")
+
+
 def format_matrix(tokens: Sequence[str], cells: list[list[str]]) -> str:
     """A tab-then-tokens header row, then one row per token: the token, then its cells."""
     rows = ["\t" + "\t".join(tokens)]

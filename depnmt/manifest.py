@@ -1,7 +1,8 @@
 """Stage manifests: ``manifest.json`` next to a stage's outputs.
 
 Every stage (prepare, parse, bpe, train) writes one, recording its inputs, options, library
-versions and the line count of every output file. The next stage loads it with
+versions and the line count of every output file. The data stages write it last, into a
+folder that appears complete or not at all (:mod:`depnmt.stagedir`). The next stage loads it with
 :func:`load_manifest`, which checks that the files are still the ones the manifest describes.
 """
 
@@ -59,6 +60,15 @@ def write_manifest(out_dir: str | Path, stage: str, *, inputs: dict[str, Any],
     return manifest
 
 
+def being_written(stage_dir: Path, stage: str) -> str:
+    """A note for the missing-manifest error when a stage's temporary folder lies beside
+    ``stage_dir`` (:mod:`depnmt.stagedir`): a run is writing it, or was killed."""
+    if next(stage_dir.parent.glob(f".{stage_dir.name}.tmp-*"), None) is None:
+        return ""
+    return (f" (a `depnmt {stage}` run is writing it, or was interrupted; the folder appears "
+            f"when the run completes)")
+
+
 def load_manifest(stage_dir: str | Path, stage: str, *, verify: bool = True) -> dict:
     """Load the manifest of ``stage`` from ``stage_dir``; with ``verify``, re-count output lines.
 
@@ -68,10 +78,12 @@ def load_manifest(stage_dir: str | Path, stage: str, *, verify: bool = True) -> 
     stage_dir = Path(stage_dir)
     path = stage_dir / MANIFEST
     manifest = read_json(path, f"{stage_dir}: no {MANIFEST} found; run `depnmt {stage}` to "
-                               f"create this folder first")
+                               f"create this folder first{being_written(stage_dir, stage)}")
     if manifest.get("stage") != stage:
         raise DepnmtError(f"{path}: written by stage '{manifest.get('stage')}', expected "
                           f"'{stage}' output here")
+    if not isinstance(manifest.get("outputs"), dict):
+        raise DepnmtError(f"{path}: incomplete (it lists no outputs); re-run `depnmt {stage}`")
     if verify:
         for name, info in manifest.get("outputs", {}).items():
             f = stage_dir / name

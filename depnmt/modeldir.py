@@ -11,7 +11,8 @@ MODEL_DIR/metrics.jsonl      one JSON object per log line / validation
 MODEL_DIR/.lock              held (``flock``) by the training that writes the directory
 ```
 
-One writer: :func:`lock_for_writing` takes an exclusive ``fcntl.flock`` on ``MODEL_DIR/.lock``
+One writer: :func:`lock_for_writing` takes an exclusive ``fcntl.flock``
+(:func:`depnmt.stagedir.hold_lock`, as every stage does) on ``MODEL_DIR/.lock``
 for the whole training run. The kernel drops the lock when the process ends, however it ends
 (SIGKILL included), so there is no stale lock to clean up; a second ``train`` (or ``--resume``)
 on the directory fails with ``DIR: in use by process PID`` (the PID is written into the lock
@@ -21,9 +22,7 @@ writer left in the directory and its ``checkpoints/``.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +30,8 @@ from typing import Any
 
 from . import __version__
 from .errors import DepnmtError, InputError
-from .textio import atomic_open, iter_lines, make_dir, naming, read_json
+from .stagedir import hold_lock
+from .textio import atomic_open, iter_lines, make_dir, read_json
 from .vocab import Vocab
 
 CONFIG = "config.json"
@@ -203,20 +203,8 @@ def lock_for_writing(model_dir: Path) -> Iterator[None]:
     """Hold ``MODEL_DIR/.lock`` for the block (created with the folder if needed) and remove
     the temporary files an interrupted writer left; an error when another process holds it."""
     make_dir(model_dir)
-    with naming(model_dir / LOCK, "write"):
-        fd = os.open(model_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            raise DepnmtError(f"{model_dir}: in use by process {holder} (another training "
-                              f"writes this model directory)") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    with hold_lock(model_dir / LOCK, model_dir, "another training writes this model directory"):
         for folder in (model_dir, checkpoint_dir(model_dir)):
             for leftover in folder.glob(".*.tmp") if folder.is_dir() else ():
                 leftover.unlink(missing_ok=True)
         yield
-    finally:
-        os.close(fd)                        # releases the lock

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from .errors import DepnmtError, InputError
 from .manifest import write_manifest
-from .textio import atomic_open, iter_lines, make_dir
+from .stagedir import check_distinct, stage_output
+from .textio import atomic_open, iter_lines
 from .trees import children
 
 TAGS = {"translate": "xxtranslatexx", "parse": "xxparsexx"}
@@ -114,15 +115,29 @@ def _trees(parse_dir: Path, split: str, lang: str,
 
 def write_multitask(prepare_dir: Path, parse_dir: Path, out_dir: Path,
                     parse_fraction: float = 1.0, seed: int = 1) -> dict:
-    """Write the mixed corpus (module docstring) into ``out_dir``; returns its manifest.
+    """Write the mixed corpus (module docstring) into ``out_dir`` (all or nothing, one writer:
+    :func:`~depnmt.stagedir.stage_output`); returns its manifest.
     Streams (two passes over the training files), so corpus size is no memory concern.
 
     ``parse_fraction`` < 1 adds the parse pairs of that share of the training sentences only
     (chosen at random with ``seed``)."""
     from .bpe import prepared_inputs
+    check_distinct(out_dir, {"prepare": prepare_dir, "parse": parse_dir})
     manifest, langs, splits = prepared_inputs(prepare_dir)
+    owns = {f"{split}.{raw}{lang}" for split in SPLITS for raw in ("", "raw.")
+            for lang in langs.values()}
+    with stage_output(out_dir, "prepare", "multitask", owns=owns.__contains__) as tmp:
+        return write_mixed(prepare_dir, parse_dir, tmp, (manifest, langs, splits),
+                           parse_fraction, seed)
+
+
+def write_mixed(prepare_dir: Path, parse_dir: Path, out_dir: Path,
+                prepared: tuple[dict, dict[str, str], list[str]], parse_fraction: float,
+                seed: int) -> dict:
+    """Write the files of :func:`write_multitask` into ``out_dir``, manifest last; returns it.
+    ``prepared``: what :func:`depnmt.bpe.prepared_inputs` returned for ``prepare_dir``."""
+    manifest, langs, splits = prepared
     src, tgt = langs["src"], langs["tgt"]
-    make_dir(out_dir)
     counts, outputs = {}, []
     for split in splits:
         inputs = [prepare_dir / f"{split}.{src}", prepare_dir / f"{split}.{tgt}",

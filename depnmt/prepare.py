@@ -36,7 +36,8 @@ from typing import Iterator
 from .errors import DepnmtError
 from .log import info, track, warn
 from .manifest import write_manifest
-from .textio import atomic_open, count_lines, iter_lines, make_dir
+from .stagedir import stage_output
+from .textio import atomic_open, count_lines, iter_lines
 from .tokenize import Tokenizer, default_kind, make_tokenizer
 
 SPLITS = ("train", "dev", "test")
@@ -215,7 +216,8 @@ def report_split(source: SplitSource, read: int, kept: int, dropped: dict[str, i
 
 def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: Settings,
             tokenizers: tuple[Tokenizer, Tokenizer], inputs_extra: dict | None = None) -> dict:
-    """Run the whole stage into ``out_dir`` and return the manifest that was written."""
+    """Run the whole stage into ``out_dir`` (all or nothing, one writer:
+    :func:`~depnmt.stagedir.stage_output`) and return the manifest that was written."""
     out_dir = Path(out_dir)
     if settings.src_lang == settings.tgt_lang:
         raise DepnmtError(f"source and target language are both '{settings.src_lang}'; output "
@@ -230,15 +232,16 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
             langid.check_language(lang)
         extra["langid"] = langid.version()
     sources = plan_splits(files, settings)
-    make_dir(out_dir)
-    counts = {s.name: process_split(s, out_dir, tokenizers, settings) for s in sources}
-    inputs = {f"{split}.{side}": str(Path(path).resolve()) for split, pair in files.items()
-              for side, path in zip(("src", "tgt"), pair)}
     outputs = [name for split in SPLITS
                for name in output_names(split, settings.src_lang, settings.tgt_lang)]
-    return write_manifest(out_dir, "prepare", inputs={**(inputs_extra or {}), **inputs},
-                          options=asdict(settings), outputs=outputs,
-                          extra={"src_lang": settings.src_lang, "tgt_lang": settings.tgt_lang,
-                                 "tokenizers": {"src": tokenizers[0].config(),
-                                                "tgt": tokenizers[1].config()},
-                                 "counts": counts, **extra})
+    with stage_output(out_dir, "prepare", owns=set(outputs).__contains__) as tmp:
+        counts = {s.name: process_split(s, tmp, tokenizers, settings) for s in sources}
+        inputs = {f"{split}.{side}": str(Path(path).resolve()) for split, pair in files.items()
+                  for side, path in zip(("src", "tgt"), pair)}
+        return write_manifest(tmp, "prepare", inputs={**(inputs_extra or {}), **inputs},
+                              options=asdict(settings), outputs=outputs,
+                              extra={"src_lang": settings.src_lang,
+                                     "tgt_lang": settings.tgt_lang,
+                                     "tokenizers": {"src": tokenizers[0].config(),
+                                                    "tgt": tokenizers[1].config()},
+                                     "counts": counts, **extra})

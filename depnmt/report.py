@@ -15,7 +15,9 @@ difference the run count can resolve. Written as Markdown, JSON and a PNG by ``d
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -295,9 +297,9 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(records: Sequence[dict], path: Path) -> None:
-    """BLEU and chrF per system: every run as a point, the mean as a bar and its 95 %
-    t-interval (two or more runs) as an error bar."""
+def plot(records: Sequence[dict]) -> bytes:
+    """BLEU and chrF per system, as PNG bytes: every run as a point, the mean as a bar and its
+    95 % t-interval (two or more runs) as an error bar."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -320,6 +322,18 @@ def plot(records: Sequence[dict], path: Path) -> None:
         ax.set_xlim(-0.6, len(names) - 0.2)
     fig.suptitle("runs (points), mean and 95 % interval", fontsize=9)
     fig.tight_layout()
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
     plt.close(fig)
+    return png.getvalue()
+
+
+def write_together(files: dict[Path, bytes]) -> None:
+    """Write ``{path: bytes}``: each file is written and flushed to a temporary file beside it
+    before any is renamed into place (a full disk, a refused write or a kill during the writes
+    leaves none of them changed), then renamed in reverse order (the first appears last)."""
+    with ExitStack() as stack:
+        for path, data in files.items():
+            fh = stack.enter_context(atomic_open(path, "wb"))
+            fh.write(data)
+            fh.flush()

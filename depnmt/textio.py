@@ -1,7 +1,10 @@
 """Reading and writing line-oriented text files (plain or gzip) safely.
 
 * Invalid UTF-8 is replaced (U+FFFD), never fatal; one warning names the file and first bad line.
-* Writes are atomic: data goes to a temporary file in the same folder, then ``os.replace``.
+* Writes are atomic and durable: data goes to a temporary file in the same folder, is flushed
+  to disk (``fsync``), replaces the file by ``os.replace`` and the folder is flushed too, so a
+  file reported as written survives a power cut (:func:`fsync_path`). An appended log line is
+  flushed to disk before :func:`append_line` returns.
 * Every ``OSError`` (no space, file size limit, permission, not a directory, ...) and every
   malformed or truncated ``.gz`` becomes a :class:`~depnmt.errors.DepnmtError` naming the
   user's file (and the line being read), never the temporary file; a failed write leaves the
@@ -10,6 +13,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import os
@@ -157,14 +161,18 @@ class _NamedWriter(io.FileIO):
 
 
 def make_dir(path: str | Path) -> Path:
-    """``mkdir -p path``, with an error naming the folder when it cannot be made."""
+    """``mkdir -p path``, with an error naming the folder when it cannot be made; the folders
+    it creates are flushed to disk (``fsync`` of the folder each one is created in)."""
     path = Path(path)
+    created = [p for p in (path, *path.parents) if not os.path.exists(p)]
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise DepnmtError(f"{path}: exists and is not a folder") from None
     except OSError as exc:
         raise os_error(exc.filename or path, "create the folder", exc) from None
+    for folder in reversed(created):
+        fsync_path(folder.parent)
     return path
 
 
@@ -196,9 +204,11 @@ def write_stdout(text: str, flush: bool = False) -> None:
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file next to ``path``; on success it atomically replaces ``path``.
 
-    A crash (even SIGKILL) leaves either the old file or the new one, never a partial file. A
-    failed write, flush, ``fsync`` or rename raises an error naming ``path``; the temporary
-    file is removed and the old ``path`` is left as it was.
+    A crash (even SIGKILL) leaves either the old file or the new one, never a partial file;
+    when the block ends the file's data and the folder's entry for it are on disk (``fsync``
+    of both), so a power cut cannot undo it either. A failed write, flush, ``fsync`` or rename
+    raises an error naming ``path``; the temporary file is removed and the old ``path`` is
+    left as it was.
     """
     path = Path(path)
     make_dir(path.parent)
@@ -215,6 +225,7 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
         with naming(path):
             os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give the usual permissions
             os.replace(tmp, path)
+        fsync_path(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -252,10 +263,36 @@ def _umask() -> int:
 
 
 def append_line(path: str | Path, line: str) -> None:
-    """Append ``line`` and a newline to a log file (not atomic: a log grows); an error names
-    ``path``."""
+    """Append ``line`` and a newline to a log file (not atomic: a log grows) and flush it to
+    disk (``fsync``; the folder too when this created the file); an error names ``path``."""
+    path = Path(path)
+    created = not path.exists()
     with naming(path), open(path, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    if created:
+        fsync_path(path.parent)
+
+
+# a folder that cannot be opened for reading (write-only), or a file system that cannot flush
+# folders: the data is written, only its folder entry's flush is skipped
+FOLDER_FSYNC_UNSUPPORTED = (errno.EACCES, errno.EPERM, errno.EINVAL, errno.ENOTSUP)
+
+
+def fsync_path(path: str | Path) -> None:
+    """Flush a file's data, or a folder's entries (a file created or renamed in it), to disk;
+    an error names ``path`` (none for a folder :data:`FOLDER_FSYNC_UNSUPPORTED` concerns)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        if exc.errno in FOLDER_FSYNC_UNSUPPORTED and os.path.isdir(path):
+            return
+        raise os_error(path, "write", exc) from None
 
 
 def write_lines(path: str | Path, lines: Iterable[str]) -> int:

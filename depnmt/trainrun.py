@@ -16,7 +16,8 @@ lock, SIGTERM/SIGINT, TensorBoard, the manifest):
 4. **the learn step**: options the schemes learn from the training examples (GPS's label
    vocabulary, :func:`~depnmt.model.schemes.registry.learn_options`) go into the model config,
    before any model exists;
-5. ``config.json``, the vocabularies and the segmenter written into the model directory.
+5. ``config.json``, the vocabularies and the segmenter written into the model directory, and
+   ``train.yaml``: the run's settings as a ``depnmt train --config`` file.
 
 Tree features are computed later, by the model's own scheme stack (``Trainer``).
 """
@@ -42,6 +43,7 @@ from .textio import read_lines
 from .vocab import Vocab
 
 METRICS = "metrics.jsonl"
+SETTINGS = "train.yaml"      # the run's `depnmt train` options, read back by `train --config`
 SIDE_NAMES = {"src": "source", "tgt": "target"}
 
 
@@ -62,6 +64,7 @@ class TrainingRun:
     train_data: list[Example] = field(default_factory=list)
     dev_data: list[Example] = field(default_factory=list)
     dev_refs: list[str] = field(default_factory=list)
+    settings: dict[str, Any] | None = None          # what train.yaml records (None: no file)
 
     @property
     def parser_settings(self) -> dict | None:
@@ -72,8 +75,10 @@ class TrainingRun:
 
 def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None, opts: Any,
                 trees_dir: Path | None = None, resume: bool = False,
-                search: SearchConfig | None = None) -> TrainingRun:
-    """Steps 1–5 of the module docstring; rank 0 writes the model directory."""
+                search: SearchConfig | None = None,
+                settings: dict[str, Any] | None = None) -> TrainingRun:
+    """Steps 1–5 of the module docstring; rank 0 writes the model directory. ``settings``:
+    the options of ``depnmt train`` that :data:`SETTINGS` records (None: no file)."""
     check_model_dir(model_dir, resume)
     if dist.is_main() and not resume:   # what a run killed before its first last.pt left
         for leftover in (model_dir / METRICS, checkpoint_dir(model_dir) / "best.pt"):
@@ -82,7 +87,7 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None, 
     src_vocab, tgt_vocab = load_vocabs(data_dir)
     cfg = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
     run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
-                      cfg, src_vocab, tgt_vocab)
+                      cfg, src_vocab, tgt_vocab, settings=settings)
     run.tree_parsers = tree_parsers(cfg, trees_dir)
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
@@ -167,7 +172,8 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> list[
 
 
 def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
-    """``config.json`` (everything translate needs), vocabularies and segmenter."""
+    """``config.json`` (everything translate needs), vocabularies, segmenter and
+    :data:`SETTINGS`."""
     from .bpe import Segmenter
     save_vocabs(run.model_dir, (run.src_vocab, run.tgt_vocab))
     for side in ("src", "tgt"):
@@ -184,6 +190,18 @@ def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
         "data": {"bpe_dir": str(run.data_dir.resolve()),
                  "trees_dir": str(run.trees_dir.resolve()) if run.trees_dir else None},
     })
+    if run.settings is not None:
+        write_settings(run.model_dir / SETTINGS, run.settings)
+
+
+def write_settings(path: Path, settings: dict[str, Any]) -> None:
+    """``settings`` (option name -> value) as the YAML file ``depnmt train --config`` reads."""
+    import yaml
+    from .textio import atomic_open
+    with atomic_open(path) as fh:
+        fh.write(f"# this run's settings: `depnmt train --config {path} -o DIR` trains the "
+                 f"same into DIR, `... --resume` continues it; flags given beside --config win\n")
+        yaml.safe_dump(settings, fh, sort_keys=False, allow_unicode=True)
 
 
 def run_training(run_args: dict[str, Any], board: Any = None) -> None:

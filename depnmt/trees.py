@@ -163,7 +163,8 @@ def truncate_tree(tree: Sentence | None, n_words: int) -> Sentence | None:
         heads[0] = 0
     heads = [h if h <= n_words else root for h in heads]
     heads = [0 if i + 1 == root else (root if h == 0 else h) for i, h in enumerate(heads)]
-    return Sentence(list(tree.words[:n_words]), heads, list(tree.deprels[:n_words]))
+    return Sentence(list(tree.words[:n_words]), heads, list(tree.deprels[:n_words]),
+                    origin=tree.origin)
 
 
 # -- trees from scores ------------------------------------------------------------------------

@@ -27,8 +27,9 @@ class Invalid(Exception):
 
 
 def _natural(s: str, zero: bool = True) -> bool:
-    """ASCII digits, no sign, no leading zero (``0`` itself only if ``zero``)."""
-    if not s or any(c not in DIGITS for c in s):
+    """ASCII digits, no sign, no leading zero (``0`` itself only if ``zero``), at most 9 of them
+    (longer numbers are too large)."""
+    if not s or len(s) > 9 or any(c not in DIGITS for c in s):
         return False
     if s[0] == "0":
         return zero and s == "0"
@@ -77,7 +78,7 @@ def _check_order(tokens: list) -> list:
         before = sum(1 for t in tokens[:pos] if t[1][0] == "word")
         if kind[0] == "range":
             nxt = tokens[pos + 1][1] if pos + 1 < len(tokens) else None
-            if nxt != ("word", kind[1]) or kind[2] < kind[1] or kind[2] > len(words) \
+            if nxt != ("word", kind[1]) or kind[2] <= kind[1] or kind[2] > len(words) \
                     or kind[1] <= last_end:
                 raise Invalid(no, "range")
             last_end = kind[2]
@@ -170,9 +171,11 @@ def line_count(data: bytes) -> int:
 
 ODD_NUMBERS = ["1_0", "\u0662", "+2", " 3", "3 ", "01", "00", "3-", "1.", "-1", "2.0", "1e1",
                "\u00b2", "\uff13", "0x1", "1-1", "2-1", "0.1", "1.1", "0", "x", "_", "", "10",
-               "99", "1-99", "1.0", "1..2", "1-2-3", "\u0967", "٣", "1\u00a0"]
+               "99", "1-99", "1.0", "1..2", "1-2-3", "\u0967", "٣", "1\u00a0", "1234567890",
+               "123456789", "9" * 5000, "1-" + "9" * 5000, "9" * 5000 + ".1", "2-2"]
 ODD_TEXT = ["", " ", "\t", "_", "a b", " a", "a ", "\x0b", "\x0c", "\u2028", "\x85", "\u00a0",
-            "\x00", "#", "x\x1cy", "SentIdx=1", "SentIdx=01", "SentIdx=\u0662"]
+            "\x00", "#", "x\x1cy", "SentIdx=1", "SentIdx=01", "SentIdx=\u0662",
+            "SentIdx=" + "9" * 5000]
 
 
 def load_sentences(ud_dir: Path) -> list[list[str]]:

@@ -26,7 +26,8 @@ def command(model_dir: Path, last: int | None, best: int | None, name: str) -> N
     Training with --keep-last N keeps the model at its last N validations (or --save-every
     points) as checkpoints/step{UPDATE}.pt. This averages the --last N newest of them or the
     --best N (by the run's --early-stop-metric) in fp32, as fairseq's
-    scripts/average_checkpoints.py, and writes MODEL_DIR/checkpoints/NAME.pt:
+    scripts/average_checkpoints.py, and writes MODEL_DIR/checkpoints/NAME.pt (a second
+    average into the same NAME waits for the first; the model may be training meanwhile):
       depnmt train ... -o work/model --keep-last 5
       depnmt average -m work/model --last 5 -o avg5
       depnmt translate -m work/model --checkpoint avg5 < input.txt > output.txt

@@ -17,7 +17,9 @@ BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
 @click.option("-i", "--input", "prepare_dir", type=DIR, required=True, metavar="PREPARE_DIR",
               help="Folder written by `depnmt prepare` (tokenized {train,dev,test}.LANG).")
 @click.option("-o", "--out-dir", type=DIR, required=True, metavar="OUT_DIR",
-              help="Folder to write subword text, vocabularies, codes and manifest.json into.")
+              help="Folder to write subword text, vocabularies, codes and manifest.json into, "
+                   "all or nothing: it appears (or replaces a previous `depnmt bpe` output) when "
+                   "the run completes; one run at a time.")
 @click.option("--mode", type=click.Choice(("bpe", "word")), default="bpe", show_default=True,
               help="bpe: split words into subwords with subword-nmt; word: keep whole words "
                    "(rare ones become <unk> in training, see --min-freq).")

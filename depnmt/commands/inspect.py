@@ -48,7 +48,7 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     """
     from ..bpe import Segmenter
     from ..errors import DepnmtError
-    from ..inspect import format_matrix, format_paths, pair_cells
+    from ..inspect import check_tokens, format_matrix, format_paths, pair_cells
     from ..parse.conllu import read_conllu_input
     from ..textio import iter_lines, write_stdout
 
@@ -61,8 +61,9 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
             raise DepnmtError(f"--sentence {sentence}: the input has {len(trees)} tree(s)")
         trees = trees[sentence - 1:sentence]
     blocks, pictures = [], []
-    for tree in trees:
+    for number, tree in enumerate(trees, start=sentence or 1):
         tokens = segmenter.segment(tree.words) if segmenter else list(tree.words)
+        check_tokens(tree, tokens, number)
         if scheme == "path":                       # GPS: token<TAB>root>…>label lines
             blocks.append(format_paths(tree, tokens))
             pictures.append((tree, tokens, None, blocks[-1].splitlines()))

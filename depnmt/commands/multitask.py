@@ -17,7 +17,8 @@ DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 @click.option("-t", "--trees", "parse_dir", type=DIR, required=True,
               help="Folder written by `depnmt parse` with the source side (--side src or both).")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Output folder: a `prepare` folder for `depnmt bpe`.")
+              help="Output folder: a `prepare` folder for `depnmt bpe`, written all or nothing "
+                   "(it appears, or replaces a previous output, when the run completes).")
 @click.option("--parse-fraction", type=click.FloatRange(0.0, 1.0), default=1.0,
               show_default=True, help="Share of the training sentences whose parse pair is added.")
 @click.option("--seed", type=SEED, default=1, show_default=True,

@@ -68,7 +68,9 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
               help="Folder written by `depnmt prepare` (required, except with --merge).")
 @click.option("-o", "--output", "out_dir", required=True,
               type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for the .conllu files and manifest.json (created if needed).")
+              help="Folder for the .conllu files and manifest.json, written all or nothing: it "
+                   "appears (or replaces a previous output) when the run or --merge completes; "
+                   "--shard writes its files into it.")
 @click.option("--side", type=click.Choice(["src", "tgt", "both"]), default="src",
               show_default=True, help="Which side(s) of the corpus to parse.")
 @click.option("--splits", default=None, metavar="LIST",

@@ -87,7 +87,8 @@ def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
 @click.option("--test-size", type=click.IntRange(min=0), default=1000, show_default=True,
               metavar="N", help="Without test files: hold out the last N pairs for test.")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Output folder (created if needed; files in it are replaced).")
+              help="Output folder, written all or nothing: it appears (or replaces a previous "
+                   "`depnmt prepare` output) when the run completes; one run at a time.")
 def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, src_lang,
             tgt_lang, tokenizer_src, tokenizer_tgt, lowercase, first, max_len, min_len,
             filter_eval, langid_filter, max_pairs, dev_size, test_size, out_dir):

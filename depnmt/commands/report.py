@@ -38,7 +38,8 @@ from .options import SEED
 @click.option("--seed", type=SEED, default=DEFAULT_SEED, help="bootstrap and shuffling seed")
 @click.option("-o", "--out", "prefix", type=click.Path(path_type=Path), default=None,
               help="also write OUT.md, OUT.json and OUT.png (every run as a point, means "
-                   "and 95 % intervals)")
+                   "and 95 % intervals); all three are written in full before any is put in "
+                   "place, OUT.json last")
 def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
             folders: tuple[Path, ...], baselines: tuple[str, ...], tokenize: str | None,
             lang: str | None, n_samples: int, shuffles: int, seed: int,
@@ -65,8 +66,8 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     """
     from ..errors import DepnmtError
     from ..log import info
-    from ..report import System, markdown, plot, results, runs_in_folders
-    from ..textio import atomic_open, read_lines, write_stdout
+    from ..report import System, markdown, plot, results, runs_in_folders, write_together
+    from ..textio import read_lines, write_stdout
 
     runs = [System(*s) for s in systems] + (runs_in_folders(folders) if folders else [])
     if not runs:
@@ -76,11 +77,8 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     records = results(runs, ref_lines, refs, chosen, tokenize, lang, n_samples, seed, shuffles)
     table = markdown(records, chosen)
     write_stdout(table)
-    if prefix is not None:
-        with atomic_open(prefix.with_name(prefix.name + ".md")) as fh:
-            fh.write(table)
-        with atomic_open(prefix.with_name(prefix.name + ".json")) as fh:
-            json.dump(records, fh, indent=1, ensure_ascii=False)
-            fh.write("\n")
-        plot(records, prefix.with_name(prefix.name + ".png"))
+    if prefix is not None:                  # all written before any is put in place
+        write_together({prefix.with_name(prefix.name + ext): data for ext, data in (
+            (".json", json.dumps(records, indent=1, ensure_ascii=False).encode() + b"\n"),
+            (".png", plot(records)), (".md", table.encode()))})
         info(f"wrote {prefix}.md, {prefix}.json and {prefix}.png")

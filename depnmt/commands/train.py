@@ -13,7 +13,8 @@ from ..model.schemes.registry import (PRESETS, all_cli_options, declared_options
 from ..model.transformer import ModelConfig
 from ..search import SearchConfig
 from ..train import TrainOptions
-from .options import AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED
+from .options import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, config_option,
+                      config_settings)
 
 # flag, field, type, help; the defaults are the fields' (ModelConfig, TrainOptions, SearchConfig)
 ARCH = [
@@ -104,11 +105,31 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path) -> dict:
 
 
 def given_params(ctx: click.Context) -> set[str]:
-    """Names of the parameters given on the command line (or by environment variables)."""
+    """Names of the parameters given on the command line, by environment variables or by the
+    ``--config`` file (click's ``default_map``): all but those left at their defaults."""
     from click.core import ParameterSource
     return {name for name in ctx.params
-            if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT,
-                                                      ParameterSource.DEFAULT_MAP)}
+            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT}
+
+
+def effective_params(ctx: click.Context, given: set[str], resume: bool,
+                     model_dir: Path) -> dict:
+    """The run's parameters: the flags' values (``--resume``: the saved ones for those not
+    given, :func:`inherit_saved`), with ``--layers`` spread over both layer counts."""
+    params = inherit_saved(ctx.params, given, model_dir) if resume else dict(ctx.params)
+    layers = params.pop("layers")
+    if layers is not None:
+        params["arch_encoder_layers"] = params["arch_decoder_layers"] = layers
+    return params
+
+
+def saved_settings(command: click.Command, params: dict) -> dict:
+    """What ``train.yaml`` records: the run's effective settings as a ``--config`` file (the
+    options of the schemes the run uses only; no ``--resume``)."""
+    used = set(resolve(params["scheme"]))
+    unused = {option for option, users in declared_options().items() if not used & set(users)}
+    return config_settings(command, {name: value for name, value in params.items()
+                                     if name not in unused and name != "resume"})
 
 
 ENVVARS = {"--precision": "DEPNMT_PRECISION"}   # flags whose default an environment variable sets
@@ -142,6 +163,10 @@ def scheme_entries_of(scheme: str, values: dict, given: set[str]) -> list[dict]:
 
 
 @click.command("train", context_settings={"show_default": True})
+@config_option("read options from this YAML file: `max-tokens: 4000`, one per line, keys as the "
+               "flags without dashes (MODEL_DIR/train.yaml, which every run writes, is one); "
+               "flags given on the command line win, and with --resume the file's values count "
+               "as given")
 @click.option("--data", "data_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="folder written by `depnmt bpe`")
 @click.option("-o", "--model-dir", required=True, type=click.Path(path_type=Path, file_okay=False),
@@ -195,6 +220,8 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
         --d-model 256 --heads 4 --d-ff 1024 --max-minutes 20
     On the 4 GPUs of one machine:
       torchrun --nproc_per_node 4 -m depnmt.cli train --data work/bpe -o work/model ...
+    Every run records its settings in MODEL_DIR/train.yaml; the same run again, into work/m2:
+      depnmt train --config work/model/train.yaml -o work/m2
     """
     from ..board import TensorBoardLog
     from ..device import bound_onednn_cache
@@ -202,24 +229,21 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
 
     bound_onednn_cache()          # before the first bf16 matrix multiply of this process
     given = given_params(ctx)
-    if resume:
-        params = inherit_saved(ctx.params, given, model_dir)
-        scheme, layers = params["scheme"], params["layers"]
-        kwargs = {k: v for k, v in params.items() if k in kwargs}
-    sections = {prefix: {k[len(prefix):]: v for k, v in kwargs.items() if k.startswith(prefix)}
+    params = effective_params(ctx, given, resume, model_dir)
+    sections = {prefix: {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
                 for prefix in SAVED_SECTIONS}
     arch = sections["arch_"]
-    if layers is not None:
-        arch["encoder_layers"] = arch["decoder_layers"] = layers
     if arch["d_model"] % arch["n_heads"]:
         raise click.UsageError(f"--d-model {arch['d_model']} is not a multiple of --heads "
                                f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
-    model_cfg = ModelConfig(0, 0, **arch, schemes=scheme_entries_of(scheme, kwargs, given))
+    model_cfg = ModelConfig(0, 0, **arch,
+                            schemes=scheme_entries_of(params["scheme"], params, given))
     opts = TrainOptions(**sections["train_"])
     search = SearchConfig(**sections["search_"])
     board = TensorBoardLog(tensorboard) if tensorboard else None   # fails before any work
     run_training(dict(data_dir=data_dir, model_dir=model_dir, model_cfg=model_cfg, opts=opts,
-                      trees_dir=trees_dir, resume=resume, search=search), board)
+                      trees_dir=trees_dir, resume=resume, search=search,
+                      settings=saved_settings(ctx.command, params)), board)
 
 
 # Each registered scheme's options are flags (model/schemes/options.py); scheme_entries_of

@@ -31,7 +31,8 @@ them here.
 * Token lines have exactly 10 tab-separated columns, none empty (``_`` is the empty value),
   none beginning or ending with whitespace, and whitespace inside only FORM, LEMMA and MISC.
 * IDs are ASCII digits without sign or leading zero: words ``1, 2, ..., n`` in order;
-  multiword-token ranges ``a-b`` right before word ``a``, ``a <= b <= n``, not overlapping;
+  multiword-token ranges ``a-b`` right before word ``a``, ``a < b <= n`` (a multiword token
+  is at least two words), not overlapping;
   empty nodes ``i.j`` right after word ``i`` (``0.j`` before word 1), ``j = 1, 2, ...``.
   Ranges and empty nodes are checked and then **skipped deliberately**: a sentence holds the
   syntactic words of the basic tree (German ``zum`` becomes ``zu dem``), and empty nodes
@@ -41,12 +42,18 @@ them here.
   tree read here is never repaired: the ``parataxis`` join of ``parse`` applies to a parser's
   output only); every word reaches the root (no cycles).
 * MISC ``SentIdx=k`` (same digit rules) on all words of a sentence or on none.
+* No number (ID part, HEAD, ``SentIdx``) has more than 9 digits: a longer one is reported as
+  too large, not converted.
+
+Every sentence read here carries its ``origin`` (file, first line of its block), so that a
+later stage that finds the tree unusable (e.g. it does not fit the sentence's subwords) names
+the place too (:func:`sentence_error`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
@@ -63,6 +70,8 @@ class Sentence:
 
     ``heads[i]`` is the head of word ``i + 1`` in CoNLL-U convention: 1-based, 0 for the root.
     ``sent_ids[i]`` is the (0-based) parser sentence word ``i + 1`` came from, when known.
+    ``origin``: ``(file, line)`` where the block of a tree read by :func:`read_conllu` starts
+    (not compared: two equal trees are equal wherever they come from).
     """
 
     words: list[str]
@@ -70,6 +79,7 @@ class Sentence:
     deprels: list[str]
     upos: list[str] | None = None
     sent_ids: list[int] | None = None
+    origin: tuple[str, int] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.words)
@@ -146,6 +156,7 @@ WORD_ID = re.compile(r"[1-9][0-9]*")            # [0-9], not \d: ASCII digits on
 RANGE_ID = re.compile(r"([1-9][0-9]*)-([1-9][0-9]*)")
 EMPTY_NODE_ID = re.compile(r"(0|[1-9][0-9]*)\.([1-9][0-9]*)")
 NUMBER = re.compile(r"0|[1-9][0-9]*")          # HEAD, SentIdx: no sign, no leading zero
+MAX_DIGITS = 9          # no sentence has a billion words (and int() refuses > 4300 digits)
 WHITESPACE = re.compile(r"\s")
 
 
@@ -243,12 +254,21 @@ def _columns(path: str | Path, lineno: int, line: str) -> list[str]:
     return cols
 
 
+def _to_int(path: str | Path, lineno: int, column: str, value: str, digits: str) -> int:
+    """``digits`` (ASCII digits, a part of the field ``value``) as a number; more than
+    :data:`MAX_DIGITS` digits are an error naming ``column`` and ``value``, shortened."""
+    if len(digits) > MAX_DIGITS:
+        raise InputError(path, lineno, f"{column} {show(value)} is too large (a number has at "
+                                       f"most {MAX_DIGITS} digits)")
+    return int(digits)
+
+
 def _number(path: str | Path, lineno: int, value: str, column: str) -> int:
     """A HEAD-like column: 0 or a positive number in ASCII digits (no sign, no leading zero)."""
     if not NUMBER.fullmatch(value):
         raise InputError(path, lineno, f"{column} {show(value)} is not a number 0, 1, 2, ... "
                                        f"(ASCII digits, no sign, no leading zero)")
-    return int(value)
+    return _to_int(path, lineno, column, value, value)
 
 
 def _misc_sent_idx(path: str | Path, lineno: int, misc: str) -> int | None:
@@ -276,7 +296,7 @@ def _check_token_id(path: str | Path, lineno: int, wid: str, seen: _Tokens) -> b
     or an empty node (read, checked and skipped)."""
     expected = seen.n_words + 1
     if WORD_ID.fullmatch(wid):
-        if int(wid) != expected:
+        if _to_int(path, lineno, "ID", wid, wid) != expected:
             raise InputError(path, lineno, f"word ID {wid} where {expected} was expected "
                                            f"(IDs must be 1, 2, 3, ... in order)")
         seen.n_words, seen.open_range = expected, None
@@ -286,15 +306,12 @@ def _check_token_id(path: str | Path, lineno: int, wid: str, seen: _Tokens) -> b
                                        f"{seen.open_range}, which must be followed by its first "
                                        f"word")
     if match := RANGE_ID.fullmatch(wid):
-        first, last = int(match[1]), int(match[2])
-        if first != expected or first <= seen.range_end or last < first:
-            raise InputError(path, lineno, f"multiword range {wid} here must start at word "
-                                           f"{expected}, end at or after it and not overlap the "
-                                           f"range before it")
-        seen.range_end, seen.range_line, seen.open_range = last, lineno, wid
+        _check_range(path, lineno, wid, [_to_int(path, lineno, "ID", wid, n)
+                                         for n in match.groups()], seen)
         return False
     if match := EMPTY_NODE_ID.fullmatch(wid):
-        node = (int(match[1]), int(match[2]))
+        i, j = (_to_int(path, lineno, "ID", wid, n) for n in match.groups())
+        node = (i, j)
         after = seen.empty_node[1] if seen.empty_node[0] == seen.n_words else 0
         if node != (seen.n_words, after + 1):
             raise InputError(path, lineno, f"empty node {wid} where {seen.n_words}.{after + 1} "
@@ -303,6 +320,25 @@ def _check_token_id(path: str | Path, lineno: int, wid: str, seen: _Tokens) -> b
         return False
     raise InputError(path, lineno, f"ID {show(wid)} is not a word (1, 2, ...), a multiword range "
                                    f"(a-b) or an empty node (i.j)")
+
+
+def _check_range(path: str | Path, lineno: int, wid: str, span: list[int],
+                 seen: _Tokens) -> None:
+    """Check the multiword range ``wid`` (``span``: its first and last word) against the lines
+    before it and record it in ``seen``; that it ends at a word of the sentence is checked once
+    the sentence is read."""
+    first, last = span
+    if last <= first:
+        raise InputError(path, lineno, f"multiword range {wid} must span at least two words "
+                                       f"(a-b with a < b)")
+    if first <= seen.range_end:
+        raise InputError(path, lineno, f"multiword range {wid} overlaps the multiword range on "
+                                       f"line {seen.range_line} (ranges never share a word)")
+    if first != seen.n_words + 1:
+        raise InputError(path, lineno, f"multiword range {wid} must start at word "
+                                       f"{seen.n_words + 1}: a range comes right before its "
+                                       f"first word")
+    seen.range_end, seen.range_line, seen.open_range = last, lineno, wid
 
 
 def _block_sentence(path: str | Path, block: _Block) -> Sentence | None:
@@ -366,6 +402,7 @@ def read_conllu_numbered(path: str | Path,
     for block in _blocks(path, conllu_lines(path, stream)):
         sentence = _block_sentence(path, block)
         if sentence is not None:
+            sentence.origin = (str(path), block.first_line)
             yield block.first_line, sentence
 
 
@@ -377,6 +414,16 @@ def read_conllu(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[S
     """
     for _, sentence in read_conllu_numbered(path, stream):
         yield sentence
+
+
+def sentence_error(tree: Sentence | None, number: int, message: str) -> DepnmtError:
+    """The one-line error about input sentence ``number`` (1-based), whose tree is ``tree``:
+    ``FILE:LINE: message`` (an :class:`InputError` at the tree's :attr:`Sentence.origin`) for a
+    tree read from a file, ``sentence N: message`` otherwise (a tree from a parser)."""
+    origin = getattr(tree, "origin", None)
+    if origin is None:
+        return DepnmtError(f"sentence {number}: {message}")
+    return InputError(origin[0], origin[1], message)
 
 
 def read_conllu_input(path: Path | None) -> list[Sentence]:

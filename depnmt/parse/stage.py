@@ -8,15 +8,16 @@ takes, or null for a side not parsed).
 Sharding: ``--shard i/N`` parses the i-th of N contiguous blocks of every file (0-based; block i
 is lines ``floor(n*i/N)+1 .. floor(n*(i+1)/N)``) into ``{split}.{lang}.conllu.shard-i-of-N``
 and writes ``shard-i-of-N.json``. ``--merge`` checks that all N shards are there and agree,
-concatenates them in order, validates every tree against its text line, writes the final files
-and manifest, and removes the shard files.
+concatenates them in order, validates every tree against its text line and writes the final
+files and manifest into a new folder that replaces OUT, shard files included (all or nothing,
+one writer: :func:`~depnmt.stagedir.stage_output`; so does a whole run).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -24,6 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import DepnmtError, InputError
 from ..log import info, progress_bar
 from ..manifest import load_manifest, write_manifest
+from ..stagedir import check_distinct, hold_lock, sibling, stage_output
 from ..textio import atomic_open, count_lines, iter_lines, make_dir, read_json
 from . import Parser, make_parser
 from .conllu import Sentence, read_conllu_numbered, write_conllu
@@ -31,6 +33,8 @@ from .conllu import Sentence, read_conllu_numbered, write_conllu
 SIDES = ("src", "tgt")
 SPLITS = ("train", "dev", "test")
 SHARD_MANIFEST = re.compile(r"^shard-(\d+)-of-(\d+)\.json$")
+SHARD_FILE = re.compile(r"\.conllu\.shard-\d+-of-\d+$")
+TREE_FILE = re.compile(r"^(train|dev|test)\.[^/]+\.conllu$")
 
 
 @dataclass
@@ -262,27 +266,56 @@ def conllu_sources(opts: ParseOptions, jobs: list[Job]) -> dict[str, Path]:
 
 def check_folders(prepare_dir: Path, out_dir: Path) -> None:
     """The output folder must not be the prepare folder (its manifest would be overwritten)."""
-    if out_dir.resolve() == prepare_dir.resolve():
-        raise DepnmtError(f"{out_dir}: the output folder must differ from the prepare folder")
+    check_distinct(out_dir, {"prepare": prepare_dir})
+
+
+def owns_tree_file(name: str) -> bool:
+    """Whether ``name`` in a parse folder is a tree file a new parse run may replace."""
+    return TREE_FILE.match(name) is not None
+
+
+def owns_shard_or_tree_file(name: str) -> bool:
+    """What ``--merge`` consumes or replaces in a parse folder: tree files and shard files."""
+    return owns_tree_file(name) or bool(SHARD_FILE.search(name) or SHARD_MANIFEST.match(name))
+
+
+def retarget(jobs: list[Job], folder: Path) -> list[Job]:
+    """``jobs`` writing into ``folder`` instead (the stage's temporary output folder)."""
+    return [replace(job, out=folder / job.out.name) for job in jobs]
 
 
 def run_parse(opts: ParseOptions) -> dict:
-    """Run the stage; return the manifest written (the stage's or the shard's)."""
+    """Run the stage; return the manifest written (the stage's or the shard's). A whole run
+    writes its folder all or nothing, as its one writer
+    (:func:`~depnmt.stagedir.stage_output`); a shard writes its files into OUT, its
+    ``shard-i-of-N.json`` last, holding ``PARENT/.OUT.shard-i-of-N.lock`` (one writer per
+    shard; other shards run beside it)."""
     check_folders(opts.prepare_dir, opts.out_dir)
     manifest = load_manifest(opts.prepare_dir, "prepare")
     jobs = plan_jobs(opts.prepare_dir, opts.out_dir, manifest, opts.sides, opts.splits)
-    make_dir(opts.out_dir)
+    if opts.shard is not None:
+        make_dir(opts.out_dir)
+        suffix = shard_suffix(opts.shard)
+        with hold_lock(sibling(opts.out_dir, f"{suffix}.lock"), opts.out_dir,
+                       f"another `depnmt parse --shard {opts.shard[0]}/{opts.shard[1]}` "
+                       f"writes this shard"):
+            record = parse_record(opts, jobs)
+            write_shard_manifest(opts.out_dir, opts.shard, record)
+        return record
+    with stage_output(opts.out_dir, "parse", owns=owns_tree_file) as tmp:
+        jobs = retarget(jobs, tmp)
+        return stage_manifest(tmp, opts.prepare_dir, jobs, parse_record(opts, jobs))
+
+
+def parse_record(opts: ParseOptions, jobs: list[Job]) -> dict:
+    """Parse (or import) every job; return the record of the run that manifests keep."""
     run = import_trees if opts.backend == "conllu" else parse_files
     settings, descriptions = run(opts, jobs)
-    record = {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
-              "sides": opts.sides, "splits": list(dict.fromkeys(j.split for j in jobs)),
-              "parser": full_sides(settings), "parser_models": full_sides(descriptions),
-              "parser_versions": full_sides({side: model_version(s)
-                                             for side, s in settings.items()})}
-    if opts.shard is not None:
-        write_shard_manifest(opts.out_dir, opts.shard, record)
-        return record
-    return stage_manifest(opts.out_dir, opts.prepare_dir, jobs, record)
+    return {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
+            "sides": opts.sides, "splits": list(dict.fromkeys(j.split for j in jobs)),
+            "parser": full_sides(settings), "parser_models": full_sides(descriptions),
+            "parser_versions": full_sides({side: model_version(s)
+                                           for side, s in settings.items()})}
 
 
 def import_trees(opts: ParseOptions, jobs: list[Job]) -> tuple[dict, dict]:
@@ -294,7 +327,7 @@ def import_trees(opts: ParseOptions, jobs: list[Job]) -> tuple[dict, dict]:
             task = bar.add_task(f"check {job.out.name}", total=count_lines(job.text))
             n = write_conllu(job.out, checked_trees([sources[job.out.name]], job.text,
                                                     lambda k: bar.advance(task, k)))
-            info(f"{job.out}: {n} trees checked against {job.text}")
+            info(f"{opts.out_dir / job.out.name}: {n} trees checked against {job.text}")
     given = str(opts.conllu_dir.resolve())  # type: ignore[union-attr]
     settings = {job.side: {"backend": "conllu", "lang": job.lang, "conllu_dir": given}
                 for job in jobs}
@@ -321,7 +354,7 @@ def parse_job(job: Job, parser: Parser, opts: ParseOptions, bar: Any) -> None:
     lines = islice(iter_lines(job.text), start, end)
     n = write_conllu(out, parsed_trees(parser, lines, opts.batch_size,
                                        lambda k: bar.advance(task, k)))
-    info(f"{out}: {n} trees ({parser.describe()})")
+    info(f"{opts.out_dir / out.name}: {n} trees ({parser.describe()})")
 
 
 def full_sides(per: dict[str, Any]) -> dict[str, Any]:
@@ -383,21 +416,19 @@ def run_merge(prepare_dir: Path | None, out_dir: Path) -> dict:
     manifest = load_manifest(prepare_dir, "prepare")
     jobs = plan_jobs(prepare_dir, out_dir, manifest, first["sides"], first["splits"])
     suffixes = [shard_suffix((i, count)) for i in range(count)]
-    with progress_bar() as bar:
-        for job in jobs:
-            sources = [job.out.with_name(f"{job.out.name}.{s}") for s in suffixes]
-            absent = [str(p) for p in sources if not p.exists()]
-            if absent:
-                raise DepnmtError(f"shard file(s) missing: {', '.join(absent)}")
-            task = bar.add_task(f"merge {job.out.name}", total=count_lines(job.text))
-            n = write_conllu(job.out, checked_trees(sources, job.text,
-                                                    lambda k: bar.advance(task, k)))
-            info(f"{job.out}: {n} trees merged from {count} shards")
-    result = stage_manifest(out_dir, prepare_dir, jobs,
-                            dict(first, options=dict(first["options"], merged_shards=count)))
-    for job in jobs:
-        for s in suffixes:
-            job.out.with_name(f"{job.out.name}.{s}").unlink()
-    for i in range(count):
-        shard_manifest_path(out_dir, (i, count)).unlink()
-    return result
+    shards = {job.out.name: [job.out.with_name(f"{job.out.name}.{s}") for s in suffixes]
+              for job in jobs}
+    absent = [str(p) for sources in shards.values() for p in sources if not p.exists()]
+    if absent:
+        raise DepnmtError(f"shard file(s) missing: {', '.join(absent)}")
+    # the new folder replaces OUT as a whole: the shard files go with the old one
+    with stage_output(out_dir, "parse", owns=owns_shard_or_tree_file) as tmp:
+        jobs = retarget(jobs, tmp)
+        with progress_bar() as bar:
+            for job in jobs:
+                task = bar.add_task(f"merge {job.out.name}", total=count_lines(job.text))
+                n = write_conllu(job.out, checked_trees(shards[job.out.name], job.text,
+                                                        lambda k: bar.advance(task, k)))
+                info(f"{out_dir / job.out.name}: {n} trees merged from {count} shards")
+        return stage_manifest(tmp, prepare_dir, jobs,
+                              dict(first, options=dict(first["options"], merged_shards=count)))

@@ -168,7 +168,9 @@ def test_sigterm_saves_the_current_update_then_resume_is_exact(straight, tiny_bp
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     step = load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"]
-    assert 2 <= step < STEPS
+    # the signal lands after the first logged update: with --save-every 1 that update's save
+    # (fsynced) can still be running, so the run may stop after update 1 already
+    assert 1 <= step < STEPS
     assert f"stopped by SIGTERM after update {step}: saved {model / 'checkpoints' / 'last.pt'}" \
         in err
     assert not (model / "manifest.json").exists()     # the stage is not finished

@@ -9,7 +9,7 @@ import pytest
 
 from depnmt.errors import DepnmtError, InputError
 from depnmt.parse.conllu import (Sentence, format_sentence, read_conllu, read_conllu_numbered,
-                                 show, tree_problem, write_conllu)
+                                 sentence_error, show, tree_problem, write_conllu)
 
 UD_FILES = {  # file -> number of sentences (= "# sent_id" lines)
     "en_ewt-ud-dev.conllu": 2001, "en_ewt-ud-test.conllu": 2077,
@@ -174,13 +174,18 @@ RANGE = "\t".join(["{}", "ab", "_", "_", "_", "_", "_", "_", "_", "_"])
     ([row(1, "a", 0), row(2, "b\0", 1)], 8, "NUL byte"),
     ([row(1, "a", 0), " ", "# text = b", row(1, "b", 0)], 8, "line of only whitespace"),
     ([row(1, "a", 0), "\t", row(1, "b", 0)], 8, "line of only whitespace"),
+    ([row(1, "a", 0), RANGE.format("2-2"), row(2, "b", 1)], 8, "range 2-2 must span at least two"),
+    ([RANGE.format("1-1"), row(1, "a", 0)], 7, "range 1-1 must span at least two"),
+    ([RANGE.format("1-3"), row(1, "a", 0), row(2, "b", 1), RANGE.format("3-4"), row(3, "c", 1),
+      row(4, "d", 1)], 10, "range 3-4 overlaps the multiword range on line 7"),
 ], ids=["arabic-indic-id", "plus-id", "zero-padded-id", "underscore-id", "space-id",
         "dangling-dash-id", "dangling-dot-id", "underscore-head", "plus-head", "zero-padded-head",
         "arabic-indic-head", "zero-padded-sentidx", "range-past-end", "reversed-range",
         "overlapping-range", "range-not-before-its-word", "empty-node-inside-range",
         "empty-node-before-its-word", "empty-node-skips-number",
         "empty-form", "empty-deprel", "form-trailing-space", "space-in-upos", "nbsp-in-deprel",
-        "comment-after-words", "nul-byte", "space-line-as-break", "tab-line-as-break"])
+        "comment-after-words", "nul-byte", "space-line-as-break", "tab-line-as-break",
+        "single-word-range", "single-word-range-first", "overlap-by-one-word"])
 def test_strict_rules_name_file_and_line(tmp_path, rows_, line, fragment):
     path = conllu_file(tmp_path, malformed(rows_))
     with pytest.raises(InputError) as err:
@@ -188,6 +193,47 @@ def test_strict_rules_name_file_and_line(tmp_path, rows_, line, fragment):
     assert (err.value.path, err.value.line) == (str(path), line)
     assert fragment in str(err.value)
     assert len(str(err.value).splitlines()) == 1
+
+
+HUGE = "9" * 5000      # more digits than int() converts (4300)
+
+
+@pytest.mark.parametrize("rows_, line, fragment", [
+    ([row(1, "a", 0), row(2, "b", HUGE)], 8, "HEAD '99999"),
+    ([row(1, "a", 0), row(2, "b", 1234567890)], 8, "HEAD '1234567890' is too large"),
+    ([row(1, "a", 0), row(HUGE, "b", 1)], 8, "ID '99999"),
+    ([row(1, "a", 0), RANGE.format("2-" + HUGE), row(2, "b", 1)], 8, "ID '2-9999"),
+    ([row(1, "a", 0), RANGE.format("1." + HUGE), row(2, "b", 1)], 8, "ID '1.9999"),
+    ([row(1, "a", 0, misc="SentIdx=0"), row(2, "b", 1, misc="SentIdx=" + HUGE)], 8,
+     "SentIdx '9999"),
+], ids=["huge-head", "ten-digit-head", "huge-id", "huge-range", "huge-empty-node",
+        "huge-sentidx"])
+def test_numbers_too_large_are_one_line_errors(tmp_path, rows_, line, fragment):
+    path = conllu_file(tmp_path, malformed(rows_))
+    with pytest.raises(InputError) as err:
+        list(read_conllu(path))
+    assert (err.value.path, err.value.line) == (str(path), line)
+    assert fragment in str(err.value) and "is too large" in str(err.value)
+    assert len(str(err.value)) < 200                        # the value is shown shortened
+
+
+def test_sentences_carry_their_origin(tmp_path):
+    """Each tree knows where its block starts (for errors of later stages), without that
+    changing what equal trees are."""
+    path = conllu_file(tmp_path, malformed(GOOD) + "# text =\n\n")
+    trees = list(read_conllu(path))
+    assert [t.origin for t in trees] == [(str(path), 1), (str(path), 6), (str(path), 11)]
+    assert trees[0] == trees[1] and trees[0] == Sentence(*[list(v) for v in (
+        trees[0].words, trees[0].heads, trees[0].deprels, trees[0].upos)])
+
+
+def test_sentence_error_names_file_and_line_when_known(tmp_path):
+    path = conllu_file(tmp_path, malformed(GOOD))
+    tree = list(read_conllu(path))[1]
+    err = sentence_error(tree, 2, "3 words in the subwords but 4 in the tree")
+    assert isinstance(err, InputError) and (err.path, err.line) == (str(path), 6)
+    assert str(err) == f"{path}:6: 3 words in the subwords but 4 in the tree"
+    assert str(sentence_error(Sentence(["a"], [0], ["root"]), 2, "x")) == "sentence 2: x"
 
 
 @pytest.mark.parametrize("ending", ["\n", "\r\n", "\r", "mixed"])

@@ -73,6 +73,8 @@ def test_unmutated_sentences_are_valid_and_the_mutations_mostly_not():
     b"1\ta\t_\t_\t_\t_\t0\troot\t_\t_\n2-3\tbc\t_\t_\t_\t_\t_\t_\t_\t_\n2\tb\t_\t_\t_\t_\t1\tx\t_\t_"
     b"\n\n",
     b"", b"\n\n\n", b"\xef\xbb\xbf# c\n\n",
+    b"1\ta\t_\t_\t_\t_\t" + b"9" * 5000 + b"\troot\t_\t_\n\n",     # HEAD too large for int()
+    b"1-1\ta\t_\t_\t_\t_\t_\t_\t_\t_\n1\ta\t_\t_\t_\t_\t0\troot\t_\t_\n\n",  # 1-word range
 ])
 def test_oracle_and_reader_agree_on_edge_cases(data):
     check(data)

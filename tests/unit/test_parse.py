@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pytest
@@ -314,6 +315,20 @@ def test_shards_merge_to_the_unsharded_output(prepare_dir, tmp_path, capsys, en_
                                                          "train.en.conllu"]
     manifest = json.loads((sharded / "manifest.json").read_text())
     assert manifest["parser"] == json.loads((whole / "manifest.json").read_text())["parser"]
+
+
+def test_a_shard_has_one_writer(prepare_dir, tmp_path, capsys, en_parser):
+    """A second writer of the same shard fails at once with one line naming the holder; the
+    other shards are not held up."""
+    from depnmt.stagedir import hold_lock
+    out = tmp_path / "sharded"
+    base = ["parse", "-i", str(prepare_dir), *SPACY, "-o", str(out)]
+    with hold_lock(tmp_path / ".sharded.shard-0-of-2.lock", out, "test"):
+        status, err = run_cli([*base, "--shard", "0/2"], capsys)
+        assert status == 2 and err.count("\n") == 1
+        assert f"in use by process {os.getpid()}" in err and "--shard 0/2" in err
+        assert not (out / "shard-0-of-2.json").exists()
+        assert run_cli([*base, "--shard", "1/2"], capsys)[0] == 0
 
 
 def test_shard_ranges_and_option_parsing():

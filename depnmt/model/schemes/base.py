@@ -211,11 +211,13 @@ class Scheme:
 @contextmanager
 def sentence_errors(example: Any) -> Iterator[None]:
     """Turn a ValueError of the tree functions (a tree that does not fit the subwords) into a
-    DepnmtError naming ``example``'s sentence."""
+    DepnmtError naming ``example``'s sentence: its file and line for a tree read from CoNLL-U
+    (:func:`~depnmt.parse.conllu.sentence_error`)."""
+    from ...parse.conllu import sentence_error
     try:
         yield
     except ValueError as exc:
-        raise DepnmtError(f"sentence {example.index + 1}: {exc}") from None
+        raise sentence_error(example.src_tree, example.index + 1, str(exc)) from None
 
 
 # -- layer lists (``--gps-layers``, ``--pascal-layers``) ----------------------------------------

@@ -396,7 +396,8 @@ class DBSAScheme(Scheme):
             feats = parse_targets(list(tree.heads), subwords, kept, offset, length,
                                   self.option("dbsa_chain_head"))
         except ValueError as exc:
-            raise DepnmtError(f"sentence {index + 1} ({self.side} side): {exc}") from None
+            from ...parse.conllu import sentence_error
+            raise sentence_error(tree, index + 1, f"{exc} ({self.side} side)") from None
         return {f"dbsa_{self.side}_{k}": v for k, v in feats.items()}
 
     def build(self, dims: ModelDims) -> SchemeModule:

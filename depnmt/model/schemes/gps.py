@@ -91,8 +91,9 @@ def example_paths(example: Any, ids: dict[str, int], length: int) -> tuple[Tenso
     sentence = tree.sent_ids or [0] * len(words)
     of_word = word_index(list(example.src_subwords))
     if len(set(of_word)) != len(words) or (of_word and max(of_word) >= len(words)):
-        raise DepnmtError(f"sentence {example.index + 1}: {len(set(of_word))} words in the "
-                          f"subwords but {len(words)} in the tree")
+        from ...parse.conllu import sentence_error
+        raise sentence_error(tree, example.index + 1, f"{len(set(of_word))} words in the "
+                                                      f"subwords but {len(words)} in the tree")
     dtype = torch.uint8 if len(ids) + len(SPECIAL_LABELS) <= 256 else torch.int16
     paths = torch.zeros(length, length, dtype=dtype)
     sent = torch.zeros(length, dtype=torch.int16)

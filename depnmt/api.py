@@ -1,0 +1,126 @@
+"""The Python API: what ``depnmt train`` and ``depnmt translate`` do, called from Python.
+
+Both are thin façades over the code the commands run, so a result is the command's:
+
+- :func:`train_model` runs ``depnmt train --config`` with a dict (keys as in the YAML file:
+  the flags without their dashes) or a YAML file, and returns the model directory;
+- :class:`Translator` loads a model directory as ``depnmt translate -m`` does and translates
+  raw sentences to raw sentences (the model's own tokenizer, parser when its scheme reads
+  source trees, BPE, search settings).
+
+``import depnmt`` stays cheap: ``depnmt.Translator`` and ``depnmt.train_model`` import this
+module (and torch) on first use.
+
+Example::
+
+    import depnmt
+
+    model = depnmt.train_model({"data": "work/bpe", "model-dir": "work/model",
+                                "scheme": "abs", "layers": 3, "max-minutes": 20})
+    translator = depnmt.Translator.load(model, device="cpu")
+    translator.translate(["A man is riding a bike.", "Two dogs play."], beam=5)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterable
+
+SEARCH_OPTIONS = ("beam", "alpha", "max_len_a", "max_len_b", "at_limit")
+
+
+def train_model(config: dict[str, Any] | str | Path) -> Path:
+    """Train a model exactly as ``depnmt train --config FILE`` does; returns the model
+    directory (``model-dir``).
+
+    ``config``: a dict of ``depnmt train`` options (keys as the flags without dashes,
+    ``max-tokens`` or ``max_tokens``; values of the option's type) or the path of such a YAML
+    file (e.g. a model's own ``train.yaml``). ``data`` and ``model-dir`` are required. An
+    unknown option or a bad value raises :class:`~depnmt.errors.DepnmtError` with the
+    command's message; ``resume: true`` continues a model as ``--resume`` does.
+
+    >>> model_dir = train_model({"data": "work/bpe", "model-dir": "work/model",
+    ...                          "max-steps": 1000, "device": "cpu"})   # doctest: +SKIP
+    """
+    import click
+    from .commands.options import apply_config
+    from .commands.train import command
+    from .errors import DepnmtError
+    ctx = command.context_class(command, info_name=command.name, **command.context_settings)
+    try:
+        with ctx.scope(cleanup=False):
+            if isinstance(config, dict):
+                apply_config(ctx, config, "the train_model() config")
+                command.parse_args(ctx, [])
+            else:
+                command.parse_args(ctx, ["--config", str(config)])
+        with ctx:
+            command.invoke(ctx)
+    except click.ClickException as exc:
+        raise DepnmtError(exc.format_message()) from None
+    return Path(ctx.params["model_dir"])
+
+
+class Translator:
+    """A trained model directory, ready to translate raw sentences as ``depnmt translate``
+    does (the same output for the same model, input and options).
+
+    >>> translator = Translator.load("work/model", device="cpu")           # doctest: +SKIP
+    >>> translator.translate(["A man is riding a bike."], beam=5)           # doctest: +SKIP
+    ['Ein Mann fährt Fahrrad.']
+    """
+
+    def __init__(self, translator: Any):
+        """Wraps a :class:`depnmt.translate.Translator`; use :meth:`load`."""
+        self._translator = translator
+
+    @classmethod
+    def load(cls, model_dir: str | Path, checkpoint: str | Path | None = None,
+             device: str = "auto", precision: str = "auto", max_tokens: int = 4000,
+             batch_size: int = 0, **search: Any) -> "Translator":
+        """Load ``model_dir`` (written by ``depnmt train``), as ``depnmt translate`` does with
+        the same options: ``checkpoint`` a name in ``MODEL_DIR/checkpoints`` (``best``,
+        ``last``, ``stepN``, an average's name) or a ``.pt`` file (default: best, else last);
+        ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
+        ``max_tokens`` and ``batch_size`` bound a batch; ``search``: the default search
+        options of :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``,
+        ``at_limit``; default: the model's)."""
+        from .modeldir import named_checkpoint
+        from .translate import Translator as ModelTranslator
+        model_dir = Path(model_dir)
+        check_search_options(search)
+        ckpt = named_checkpoint(model_dir, str(checkpoint)) if checkpoint is not None else None
+        return cls(ModelTranslator.from_model_dir(model_dir, ckpt, device, precision,
+                                                  max_tokens=max_tokens, batch_size=batch_size,
+                                                  **search))
+
+    @property
+    def search(self):
+        """The default search settings (:class:`depnmt.search.SearchConfig`)."""
+        return self._translator.search_cfg
+
+    def translate(self, sentences: Iterable[str], **search: Any) -> list[str]:
+        """One translation (raw text) per sentence (raw text) of ``sentences``, in order; an
+        empty sentence gives ``""``. ``search`` overrides the defaults of :meth:`load` for
+        this call only: ``beam`` (1 = greedy), ``alpha``, ``max_len_a``, ``max_len_b``,
+        ``at_limit`` (``eos`` or ``cut``). Not for concurrent calls on one Translator."""
+        if isinstance(sentences, str):
+            raise TypeError("translate() takes a list of sentences; wrap a single one: "
+                            "translate([sentence])")
+        check_search_options(search)
+        impl = self._translator
+        defaults = impl.search_cfg
+        impl.search_cfg = replace(defaults, **{k: v for k, v in search.items() if v is not None})
+        try:
+            return list(impl.translate_lines(sentences))
+        finally:
+            impl.search_cfg = defaults
+
+
+def check_search_options(search: dict[str, Any]) -> None:
+    """A TypeError naming each key of ``search`` that is no search option."""
+    unknown = sorted(set(search) - set(SEARCH_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown search option(s) {', '.join(unknown)}; expected "
+                        f"{', '.join(SEARCH_OPTIONS)}")

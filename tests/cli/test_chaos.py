@@ -1,0 +1,82 @@
+"""Chaos per stage, the short version of ``bench/chaos.py`` (whose functions it runs): a few
+SIGKILLs at random moments, two writers, a full disk and a read-only output folder against
+prepare, parse, bpe, train, average, export and report. Every outcome is the uninterrupted
+run's output (timing fields aside, see the bench's docstring) or one ``error:`` line, never a
+traceback, and a reader between a kill and the re-run sees a complete output, none, or a
+clear error."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def load_chaos():
+    """``bench/chaos.py`` as a module (it is a script, not part of the package)."""
+    if "bench_chaos" not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
+        spec = importlib.util.spec_from_file_location("bench_chaos", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_chaos"] = module          # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules["bench_chaos"]
+
+
+chaos = load_chaos()
+KILLS = {"prepare": 2, "parse": 2, "bpe": 2, "export": 1, "report": 1, "average": 1, "train": 1}
+SLOW = {"average", "train", "export", "report"}     # > 10 s: they train a model first
+
+
+@pytest.fixture(scope="module")
+def work(tiny_bpe, tmp_path_factory) -> Path:
+    """A corpus folder as the bench makes it: ``prepare`` and ``bpe`` of the tiny corpus."""
+    work = tmp_path_factory.mktemp("chaos")
+    (work / "prepare").symlink_to(tiny_bpe.parent / "prepare")
+    (work / "bpe").symlink_to(tiny_bpe)
+    return work
+
+
+@pytest.mark.parametrize("stage", [pytest.param(name, marks=[pytest.mark.slow] * (name in SLOW))
+                                   for name in chaos.STAGES])
+def test_chaos(stage, work, tmp_path):
+    if stage == "export":
+        pytest.importorskip("ctranslate2")
+    result = chaos.check_stage(chaos.STAGES[stage], work, KILLS[stage], 0, tmp_path)
+    outcomes = result["outcomes"]
+    assert result["failures"] == [], chaos.table(stage, result, KILLS[stage])
+    assert outcomes["killed"] + outcomes["finished before the kill"] == KILLS[stage]
+    assert outcomes["writer succeeded"] >= 1, outcomes
+    refused = [k for k in outcomes if k.startswith(("full disk", "read-only"))]
+    assert len(refused) == 2 and all(re.fullmatch(
+        r"(full disk \((tmpfs|RLIMIT_FSIZE)\)|read-only): error: OUT\S*: cannot write: "
+        r"(No space left on device|File too large|Permission denied)", k) for k in refused), refused
+
+
+def test_a_mixed_folder_is_a_failure(work, tmp_path):
+    """The checks catch what they look for: a reader accepting a folder mixing two runs."""
+    stage = chaos.STAGES["bpe"]
+    out = tmp_path / "out"
+    ref = chaos.reference(stage, work, out)
+    other = tmp_path / "other"
+    assert chaos.run(["bpe", "-i", work / "prepare", "-o", other, "--merges", "200"]
+                     ).returncode == 0
+    (out / "train.en").write_bytes((other / "train.en").read_bytes())
+    assert chaos.reader_verdict(stage, out, ref, None) == (
+        "reader accepted an output that is neither the previous nor the complete one")
+
+
+def test_timing_fields_are_all_that_is_ignored():
+    """Two manifests differing in ``created`` compare equal; in anything else, not."""
+    a = b'{"stage": "bpe", "created": "2026-01-01T00:00:00+00:00", "options": {"x": 1}}'
+    b = b'{"stage": "bpe", "created": "2026-01-02T00:00:00+00:00", "options": {"x": 1}}'
+    c = b'{"stage": "bpe", "created": "2026-01-01T00:00:00+00:00", "options": {"x": 2}}'
+    norm = chaos.normalize
+    assert norm("manifest.json", a) == norm("manifest.json", b) != norm("manifest.json", c)
+    log = b'{"time": 1.0, "event": "train", "step": 2, "loss": 6.4, "load": 3.2}\n'
+    assert norm("metrics.jsonl", log) == norm("metrics.jsonl", log.replace(b"1.0", b"9.5")
+                                              .replace(b"3.2", b"0.1"))
+    assert norm("metrics.jsonl", log) != norm("metrics.jsonl", log.replace(b"6.4", b"6.5"))
