@@ -64,7 +64,7 @@ def cli() -> None:
     \b
     A typical run, each stage reading the previous stage's folder:
       depnmt prepare --corpus multi30k -o work/prepare
-      depnmt parse   -i work/prepare -o work/parse --side src --backend spacy --model en_core_web_sm
+      depnmt parse   -i work/prepare -o work/parse --side src --backend spacy
       depnmt bpe     -i work/prepare -o work/bpe --merges 10000
       depnmt train   --data work/bpe -o work/model --scheme abs
       depnmt translate -m work/model < input.txt > output.txt

@@ -317,6 +317,19 @@ def test_shards_merge_to_the_unsharded_output(prepare_dir, tmp_path, capsys, en_
     assert manifest["parser"] == json.loads((whole / "manifest.json").read_text())["parser"]
 
 
+def test_the_parse_line_of_depnmt_help_runs(prepare_dir, tmp_path, capsys, en_parser):
+    """The parse step of the top-level ``depnmt --help`` example works as written (it once
+    named a spaCy model that is not installed)."""
+    from depnmt.cli import cli
+    line = next(l.split("depnmt ", 1)[1] for l in cli.help.splitlines()
+                if l.strip().startswith("depnmt parse"))
+    args = [{"work/prepare": str(prepare_dir), "work/parse": str(tmp_path / "parse")}.get(w, w)
+            for w in line.split()]
+    status, err = run_cli(args, capsys)
+    assert status == 0, err
+    assert (tmp_path / "parse" / "train.en.conllu").exists()
+
+
 def test_a_shard_has_one_writer(prepare_dir, tmp_path, capsys, en_parser):
     """A second writer of the same shard fails at once with one line naming the holder; the
     other shards are not held up."""
