@@ -7,23 +7,17 @@ clear error."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.scripts import load_script
+
 
 def load_chaos():
     """``bench/chaos.py`` as a module (it is a script, not part of the package)."""
-    if "bench_chaos" not in sys.modules:
-        path = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
-        spec = importlib.util.spec_from_file_location("bench_chaos", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_chaos"] = module          # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return sys.modules["bench_chaos"]
+    return load_script("chaos")
 
 
 chaos = load_chaos()

@@ -3,26 +3,19 @@ this checks the script, not the speed)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
-from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+from tests.scripts import load_script
+
 
 def load_bench():
     """``bench/schemes.py`` as a module (it is a script, not part of the package)."""
-    if "bench_schemes" not in sys.modules:
-        path = Path(__file__).resolve().parents[2] / "bench" / "schemes.py"
-        spec = importlib.util.spec_from_file_location("bench_schemes", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_schemes"] = module          # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return sys.modules["bench_schemes"]
+    return load_script("schemes")
 
 
 TINY = ["--device", "cpu", "--d-model", "32", "--heads", "4", "--d-ff", "32", "--layers", "2",

@@ -3,7 +3,6 @@ in its table, and its FLOP count matches the model it describes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,18 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "gpu_check.py"
 
 
 def load_check():
     """``bench/gpu_check.py`` as a module (a script, not part of the package)."""
-    if "bench_gpu_check" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_gpu_check", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_gpu_check"] = module          # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return sys.modules["bench_gpu_check"]
+    return load_script("gpu_check")
 
 
 @pytest.mark.slow

@@ -3,23 +3,17 @@ interleaving order, log parsing and the table (nothing is installed or run here)
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.scripts import load_script
+
 
 def load_peer():
     """``bench/peer.py`` as a module (it is a script, not part of the package)."""
-    if "bench_peer" not in sys.modules:
-        path = Path(__file__).resolve().parents[2] / "bench" / "peer.py"
-        spec = importlib.util.spec_from_file_location("bench_peer", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_peer"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_peer"]
+    return load_script("peer")
 
 
 def test_onmt_config_is_the_issue_model():
