@@ -66,7 +66,6 @@ class Translator:
         ``auto`` decodes with bf16 autocast on CPUs with native bf16 matrix multiplies and
         bf16/fp16 AMP on CUDA, fp32 elsewhere. ``max_tokens`` (source subwords × beam) and
         ``batch_size`` (sentences, 0 = no limit) bound a batch (:func:`length_batches`)."""
-        check_batching(max_tokens, batch_size)
         config = read_config(model_dir)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)

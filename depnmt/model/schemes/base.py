@@ -50,6 +50,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import DepnmtError
+from ...parse.conllu import sentence_error
 from ..attention import AttentionTerms
 from .options import NoOptions, make_options
 
@@ -213,7 +214,6 @@ def sentence_errors(example: Any) -> Iterator[None]:
     """Turn a ValueError of the tree functions (a tree that does not fit the subwords) into a
     DepnmtError naming ``example``'s sentence: its file and line for a tree read from CoNLL-U
     (:func:`~depnmt.parse.conllu.sentence_error`)."""
-    from ...parse.conllu import sentence_error
     try:
         yield
     except ValueError as exc:

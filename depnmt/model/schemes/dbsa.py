@@ -77,7 +77,7 @@ from torch import Tensor, nn
 
 from ...subwords import merge_subwords, word_index, word_spans
 from ...errors import DepnmtError
-from ...parse.conllu import Sentence
+from ...parse.conllu import Sentence, sentence_error
 from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
 from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues
 from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
@@ -396,7 +396,6 @@ class DBSAScheme(Scheme):
             feats = parse_targets(list(tree.heads), subwords, kept, offset, length,
                                   self.option("dbsa_chain_head"))
         except ValueError as exc:
-            from ...parse.conllu import sentence_error
             raise sentence_error(tree, index + 1, f"{exc} ({self.side} side)") from None
         return {f"dbsa_{self.side}_{k}": v for k, v in feats.items()}
 

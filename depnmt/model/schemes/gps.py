@@ -56,6 +56,7 @@ from torch import Tensor, nn
 
 from ...subwords import word_index
 from ...errors import DepnmtError
+from ...parse.conllu import sentence_error
 from ...trees import root_paths, sentence_heads
 from ..attention import AttentionTerms
 from .base import ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers
@@ -91,7 +92,6 @@ def example_paths(example: Any, ids: dict[str, int], length: int) -> tuple[Tenso
     sentence = tree.sent_ids or [0] * len(words)
     of_word = word_index(list(example.src_subwords))
     if len(set(of_word)) != len(words) or (of_word and max(of_word) >= len(words)):
-        from ...parse.conllu import sentence_error
         raise sentence_error(tree, example.index + 1, f"{len(set(of_word))} words in the "
                                                       f"subwords but {len(words)} in the tree")
     dtype = torch.uint8 if len(ids) + len(SPECIAL_LABELS) <= 256 else torch.int16
