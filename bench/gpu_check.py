@@ -29,7 +29,7 @@ Sections (``--only``):
   bf16 and fp16 (fp16 needs CUDA: skipped on the CPU): 30 updates with finite losses; the same
   run stopped after 15 and resumed to 30 ends within 1e-3 of the uninterrupted run's logged
   loss; with fp16, the loss scale at the end is > 1.
-* ``ddp`` — ``torchrun --standalone`` (one process on a GPU, four runs at a time; two gloo
+* ``ddp`` — ``torchrun`` on the loopback (one process on a GPU, four runs at a time; two gloo
   processes on the CPU; started first, they run beside ``parity`` and ``train``) running
   ``depnmt train --update-freq 2`` for every scheme and the ablation
   ``Transformer_deplabel+rel --rel-terms key --deplabel-terms key``: finite losses; the value
@@ -75,6 +75,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -396,8 +397,11 @@ def torchrun_train(plan: Plan, data: Path, tag: str, flags: list[str]) -> tuple[
     args = train_args(plan, data, model_dir, plan.ddp_steps, flags + ["--update-freq", "2"],
                       every=max(plan.ddp_steps // 2, 1))
     args[args.index("--device") + 1] = device
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node", str(plan.ddp_procs), "-m", "depnmt.cli", *args]
+    # the loopback address and a free port, not --standalone: the latter gives the workers this
+    # host's name as MASTER_ADDR, and where that name does not resolve they wait forever
+    command = [sys.executable, "-m", "torch.distributed.run", "--master_addr", "127.0.0.1",
+               "--master_port", str(free_port()), "--nproc_per_node", str(plan.ddp_procs),
+               "-m", "depnmt.cli", *args]
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
@@ -409,6 +413,13 @@ def torchrun_train(plan: Plan, data: Path, tag: str, flags: list[str]) -> tuple[
     start = next(r for r in map(json.loads, (model_dir / "metrics.jsonl").read_text(
         encoding="utf-8").splitlines()) if r.get("event") == "start")
     return f"loss {loss:.4f}, {start.get('processes')} process(es)", all_finite
+
+
+def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def start_ddp(plan: Plan, data: Path, pool: ThreadPoolExecutor) -> dict[str, Future]:
