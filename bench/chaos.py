@@ -303,7 +303,7 @@ class Stage:
 
 
 def train_args(work: Path, out: Path) -> list:
-    return ["train", "--data", work / "bpe", "-o", out, *TINY, "--max-steps", "8",
+    return ["train", "-i", work / "bpe", "-o", out, *TINY, "--max-steps", "8",
             "--valid-every", "4", "--save-every", "4", "--keep-last", "2"]
 
 

@@ -32,7 +32,7 @@ Sections (``--only``):
 * ``ddp`` — ``torchrun`` on the loopback (one process on a GPU, four runs at a time; two gloo
   processes on the CPU; started first, they run beside ``parity`` and ``train``) running
   ``depnmt train --update-freq 2`` for every scheme and the ablation
-  ``Transformer_deplabel+rel --rel-terms key --deplabel-terms key``: finite losses; the value
+  ``abs+deplabel+rel --rel-terms key --deplabel-terms key``: finite losses; the value
   says how many processes the run counted.
 * ``translate`` — every scheme's fp32 model from ``train``, greedy and beam 4, 100 test lines
   (pre-parsed, ``Translator.translate_words``) on the device and on the CPU in fp32: ≥ 99 % of
@@ -94,7 +94,7 @@ import torch  # noqa: E402
 DATA = REPO / "bench" / "gpu_check_data"
 SECTIONS = ("parity", "train", "ddp", "translate", "speed")
 SPEED_SYSTEMS = ("abs", "rel", "dep+rel", "gps", "pascal", "structural", "dbsa-enc")
-ABLATIONS = {"deplabel+rel-key": ["--scheme", "Transformer_deplabel+rel", "--rel-terms", "key",
+ABLATIONS = {"deplabel+rel-key": ["--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                                   "--deplabel-terms", "key"]}
 # dense bf16 tensor TFLOP/s by a part of torch.cuda.get_device_name (first match wins)
 PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0),
@@ -195,8 +195,10 @@ def layer_overrides(name: str, layers: int) -> dict[str, int]:
 
 
 def scheme_flags(name: str, layers: int) -> list[str]:
-    """``depnmt train`` flags that choose scheme ``name`` alone (with its layer options)."""
-    flags = ["--scheme", name]
+    """``depnmt train`` flags that choose scheme ``name`` alone (with its layer options),
+    spelled as today's scheme names (``dep`` alone: ``noabs+dep``)."""
+    from depnmt.model.schemes.registry import scheme_name
+    flags = ["--scheme", scheme_name([{"name": name, "options": {}}])]
     for option, value in layer_overrides(name, layers).items():
         flags += ["--" + option.replace("_", "-"), str(value)]
     return flags
@@ -304,7 +306,7 @@ def train_args(plan: Plan, data: Path, model_dir: Path, steps: int, extra: list[
     """``depnmt train`` of a tiny model on the shipped data for ``steps`` updates: saves and
     logs every ``every`` (default: half of ``plan.steps``, where a resumed run starts)."""
     half = str(every or max(plan.steps // 2, 1))
-    return ["train", "--data", str(data / "bpe"), "--trees", str(data / "parse"), "-o",
+    return ["train", "-i", str(data / "bpe"), "--trees", str(data / "parse"), "-o",
             str(model_dir), *plan.arch_flags, "--max-tokens", "512", "--warmup", "10", "--lr",
             "1e-3", "--max-steps", str(steps), "--log-every", half, "--save-every", half,
             "--valid-every", str(plan.steps), "--valid-max-sentences", "2", "--valid-beam", "1",

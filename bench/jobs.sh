@@ -16,7 +16,7 @@ bpe=$1 out=$2 rounds=${3:-2} steps=${4:-140}
 log_every=$(( steps / 7 > 1 ? (steps / 7 < 20 ? steps / 7 : 20) : 1 ))   # >= 7 windows, <= 20 updates
 mkdir -p "$out"
 train() {   # train OUT THREADS
-  OMP_NUM_THREADS=$2 DEPNMT_NO_PROGRESS=1 depnmt train --data "$bpe" -o "$1" --layers 3 \
+  OMP_NUM_THREADS=$2 DEPNMT_NO_PROGRESS=1 depnmt train -i "$bpe" -o "$1" --layers 3 \
     --d-model 192 --heads 4 --d-ff 768 --share-all-embeddings --lr 1e-3 --max-tokens 2048 \
     --warmup 400 --max-steps "$steps" --valid-every 0 --log-every "$log_every" --seed 7 \
     > "$1.log" 2>&1

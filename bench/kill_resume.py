@@ -141,7 +141,7 @@ def interrupted_run(bpe: Path, model: Path, train: list, kills: int, rng: random
         env = {**ENV, **({"DEPNMT_CHECKPOINT_WRITE_DELAY": str(delay)}
                          if mode == "checkpoint write" else {})}
         before = segment_step(model)
-        proc = depnmt(["train", "--data", bpe, "-o", model, *train, *resume], env=env)
+        proc = depnmt(["train", "-i", bpe, "-o", model, *train, *resume], env=env)
         stats["resumes"] += bool(resume)
         if mode == "start-up":
             time.sleep(rng.uniform(0.0, 6.0))
@@ -161,7 +161,7 @@ def interrupted_run(bpe: Path, model: Path, train: list, kills: int, rng: random
         stats["kills"] += 1
         stats[f"kills during {mode}" if reached else "kills during start-up"] += 1
         stats["temporary files left by kills"] += len(leftovers(model))
-    proc = depnmt(["train", "--data", bpe, "-o", model, *train, "--resume"], env=ENV)
+    proc = depnmt(["train", "-i", bpe, "-o", model, *train, "--resume"], env=ENV)
     stats["resumes"] += 1
     if proc.wait() != 0:
         raise SystemExit(f"final resume failed: {proc.stderr.read()}")
@@ -191,7 +191,7 @@ def main(runs: int, kills: int, steps: int, save_every: int, valid_every: int,
                  "--valid-every", valid_every]
         straight = work / "straight"
         started = time.monotonic()
-        proc = depnmt(["train", "--data", bpe, "-o", straight, *train], env=ENV)
+        proc = depnmt(["train", "-i", bpe, "-o", straight, *train], env=ENV)
         if proc.wait() != 0:
             raise SystemExit(proc.stderr.read())
         print(f"uninterrupted run: {steps} updates in {time.monotonic() - started:.1f} s "

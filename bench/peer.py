@@ -34,7 +34,7 @@ the same command again):
    tokens per batch); depnmt's loss is interpolated at OpenNMT-py's token counts.
 
 Results are JSON files under ``--work`` (default work/peer); the table (ratios depnmt /
-OpenNMT-py) is printed at the end with the CPU flags and load averages. See docs/benchmarks.md.
+OpenNMT-py) is printed at the end with the CPU flags and load averages. See docs/performance.md.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ import click
 
 TORCH, ONMT, CT2 = "torch==2.13.0", "OpenNMT-py==3.0.4", "ctranslate2==4.8.5"
 ONMT_RUNTIME = ["pyonmttok>=1.35,<2", "configargparse", "pyyaml", "sacrebleu", "rapidfuzz", "numpy"]
-SCHEMES = {"abs": ("Transformer_abs", 0), "rel": ("Transformer_rel", 2)}   # depnmt, ONMT k
+SCHEMES = {"abs": ("abs", 0), "rel": ("abs+rel", 2)}   # depnmt's scheme, ONMT's k
 TOOLKITS = ("depnmt", "onmt")
 # depnmt's decoders: its default (translate --precision auto: bf16 autocast on CPUs with native
 # bf16) and fp32 (what every machine gives; CTranslate2 runs float32)
@@ -117,7 +117,7 @@ def onmt_config(s: Settings, scheme: str, bpe: Path, out: Path, steps: int,
 def depnmt_train_args(s: Settings, scheme: str, bpe: Path, out: Path, steps: int,
                       log_every: int) -> list[str]:
     """``depnmt train`` arguments for the same model as :func:`onmt_config`."""
-    return ["train", "--data", str(bpe), "-o", str(out), "--scheme", SCHEMES[scheme][0],
+    return ["train", "-i", str(bpe), "-o", str(out), "--scheme", SCHEMES[scheme][0],
             "--layers", str(s.layers), "--d-model", str(s.d_model), "--heads", str(s.heads),
             "--d-ff", str(s.d_ff), "--dropout", str(s.dropout),
             "--attention-dropout", str(s.dropout), "--share-all-embeddings",

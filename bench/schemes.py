@@ -50,24 +50,24 @@ from depnmt.parse import Sentence
 from depnmt.trees import random_heads
 from depnmt.vocab import BOS, EOS
 
-# Name in the table -> the system trained (the papers' presets keep the absolute PE) and the
-# scheme options it is trained with (the flags' defaults otherwise; DBSA's parse heads sit in
-# the middle layer of the 3 + 3 default, as the paper's 4th of 6).
+# Name in the table -> the system trained (its `depnmt train --scheme` name; the papers' systems
+# keep the absolute PE) and the scheme options it is trained with (the flags' defaults
+# otherwise; DBSA's parse heads sit in the middle layer of the 3 + 3 default, as the paper's
+# 4th of 6).
 SYSTEMS: dict[str, tuple[str, dict]] = {
-    "abs": ("Transformer_abs", {}), "rel": ("Transformer_rel", {}),
-    "dep": ("Transformer_dep", {}), "dep+rel": ("Transformer_dep+rel", {}),
-    "deplabel": ("Transformer_deplabel", {}), "deplabel+rel": ("Transformer_deplabel+rel", {}),
-    "dbsa-enc": ("Transformer_abs+DBSA(Enc)", {"dbsa_enc_layer": 2}),
-    "lisa": ("Transformer_abs+DBSA(Enc)", {"dbsa_enc_layer": 1, "dbsa_scorer": "deep"}),
-    "dbsa-dec": ("Transformer_abs+DBSA(Dec)", {"dbsa_dec_layer": 2}),
-    "dbsa-enc+dec": ("Transformer_abs+DBSA(Enc)+DBSA(Dec)",
-                     {"dbsa_enc_layer": 2, "dbsa_dec_layer": 2}),
-    "gps": ("Transformer_gps", {"gps_layers": "0"}),
-    "gps@all": ("Transformer_gps", {"gps_layers": "all"}),
-    "pascal": ("Transformer_pascal", {}), "structural": ("Transformer_structural", {}),
-    "treedist": ("Transformer_treedist", {}),
-    "factors": ("Transformer_factors", {}),
-    "factors-concat": ("Transformer_factors", {"factor_combine": "concat", "factor_dim": 4}),
+    "abs": ("abs", {}), "rel": ("abs+rel", {}),
+    "dep": ("abs+dep", {}), "dep+rel": ("abs+dep+rel", {}),
+    "deplabel": ("abs+deplabel", {}), "deplabel+rel": ("abs+deplabel+rel", {}),
+    "dbsa-enc": ("abs+dbsa-enc", {"dbsa_enc_layer": 2}),
+    "lisa": ("abs+dbsa-enc", {"dbsa_enc_layer": 1, "dbsa_scorer": "deep"}),
+    "dbsa-dec": ("abs+dbsa-dec", {"dbsa_dec_layer": 2}),
+    "dbsa-enc+dec": ("abs+dbsa-enc+dbsa-dec", {"dbsa_enc_layer": 2, "dbsa_dec_layer": 2}),
+    "gps": ("abs+gps", {"gps_layer": "1"}),
+    "gps@all": ("abs+gps", {"gps_layer": "all"}),
+    "pascal": ("abs+pascal", {}), "structural": ("abs+structural", {}),
+    "treedist": ("abs+treedist", {}),
+    "factors": ("abs+factors", {}),
+    "factors-concat": ("abs+factors", {"factor_combine": "concat", "factor_dim": 4}),
 }
 ISSUE3 = "abs,rel,dep,dep+rel,deplabel,deplabel+rel"
 LABELS = ("nsubj", "obj", "det", "amod", "obl", "case", "nmod", "advmod", "cc", "conj", "punct",

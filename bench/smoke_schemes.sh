@@ -19,7 +19,7 @@ run() {  # NAME WORK LANG FLAGS...
   local name=$1 work=$2 lang=$3; shift 3
   [ -s "$OUT/in.$lang" ] || { echo "skip $name (no $work)"; return; }
   rm -rf "$OUT/m-$name"
-  if ! depnmt train --data "$work/bpe" --trees "$work/parse" -o "$OUT/m-$name" --layers 2 \
+  if ! depnmt train -i "$work/bpe" -t "$work/parse" -o "$OUT/m-$name" --layers 2 \
        --d-model 64 --heads 4 --d-ff 128 --max-tokens 1024 --warmup 10 --lr 1e-3 --max-steps 15 \
        --valid-every 15 --valid-max-sentences 20 --log-every 5 --beam 1 "$@" \
        > "$OUT/$name.train.log" 2>&1; then
@@ -33,26 +33,26 @@ run() {  # NAME WORK LANG FLAGS...
   [ "$n_in" = "$n_out" ] || { echo "FAIL $name: $n_out output lines for $n_in"; failed=1; return; }
   echo "ok $name ($*): 15 updates, $n_out/$n_in lines translated"
 }
-run abs $M30K en --scheme Transformer_abs
-run rel $M30K en --scheme Transformer_rel
-run dep $M30K en --scheme Transformer_dep
-run dep+rel $M30K en --scheme Transformer_dep+rel
-run deplabel $M30K en --scheme Transformer_deplabel
-run deplabel+rel $M30K en --scheme Transformer_deplabel+rel
-run dep-key $M30K en --scheme Transformer_dep --dep-terms key
-run dep-value $M30K en --scheme Transformer_dep --dep-terms value
-run dep-none $M30K en --scheme Transformer_dep --dep-terms none
-run rel-key $M30K en --scheme Transformer_rel --rel-terms key
-run rel-value $M30K en --scheme Transformer_rel --rel-terms value
-run deplabel+rel-key $M30K en --scheme Transformer_deplabel+rel --deplabel-terms key --rel-terms key
-run none $M30K en --scheme none
-run rel-noabs $M30K en --scheme rel
-run dep-noabs $M30K en --scheme dep
-run dep+rel-noabs $M30K en --scheme dep+rel
-run deplabel-noabs $M30K en --scheme deplabel
-run dep-inherit $M30K en --scheme Transformer_dep --subword-tree inherit
-run dep-chain-first $M30K en --scheme Transformer_dep --chain-head first
-run ja-deplabel $ENJA ja --scheme Transformer_deplabel
-run ja-deplabel+rel $ENJA ja --scheme Transformer_deplabel+rel
-run ja-dep+rel $ENJA ja --scheme Transformer_dep+rel
+run abs $M30K en --scheme abs
+run rel $M30K en --scheme abs+rel
+run dep $M30K en --scheme abs+dep
+run dep+rel $M30K en --scheme abs+dep+rel
+run deplabel $M30K en --scheme abs+deplabel
+run deplabel+rel $M30K en --scheme abs+deplabel+rel
+run dep-key $M30K en --scheme abs+dep --dep-terms key
+run dep-value $M30K en --scheme abs+dep --dep-terms value
+run dep-none $M30K en --scheme abs+dep --dep-terms none
+run rel-key $M30K en --scheme abs+rel --rel-terms key
+run rel-value $M30K en --scheme abs+rel --rel-terms value
+run deplabel+rel-key $M30K en --scheme abs+deplabel+rel --deplabel-terms key --rel-terms key
+run none $M30K en --scheme noabs
+run rel-noabs $M30K en --scheme noabs+rel
+run dep-noabs $M30K en --scheme noabs+dep
+run dep+rel-noabs $M30K en --scheme noabs+dep+rel
+run deplabel-noabs $M30K en --scheme noabs+deplabel
+run dep-inherit $M30K en --scheme abs+dep --subword-tree inherit
+run dep-chain-first $M30K en --scheme abs+dep --chain-head first
+run ja-deplabel $ENJA ja --scheme abs+deplabel
+run ja-deplabel+rel $ENJA ja --scheme abs+deplabel+rel
+run ja-dep+rel $ENJA ja --scheme abs+dep+rel
 exit $failed

@@ -8,7 +8,7 @@ cheap)::
     depnmt.Translator.load(model_dir).translate(["A man is riding a bike."])
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["Translator", "train_model", "__version__"]
 _API = ("Translator", "train_model")

@@ -15,32 +15,36 @@ Example::
 
     import depnmt
 
-    model = depnmt.train_model({"data": "work/bpe", "model-dir": "work/model",
+    model = depnmt.train_model({"input": "work/bpe", "output": "work/model",
                                 "scheme": "abs", "layers": 3, "max-minutes": 20})
     translator = depnmt.Translator.load(model, device="cpu")
     translator.translate(["A man is riding a bike.", "Two dogs play."], beam=5)
+    translator.translate(["A man is riding a bike."], beam=5, nbest=3)   # n-best lists
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from .translate import Translation
 
 SEARCH_OPTIONS = ("beam", "alpha", "max_len_a", "max_len_b", "at_limit")
 
 
 def train_model(config: dict[str, Any] | str | Path) -> Path:
     """Train a model exactly as ``depnmt train --config FILE`` does; returns the model
-    directory (``model-dir``).
+    directory (``output``).
 
     ``config``: a dict of ``depnmt train`` options (keys as the flags without dashes,
     ``max-tokens`` or ``max_tokens``; values of the option's type) or the path of such a YAML
-    file (e.g. a model's own ``train.yaml``). ``data`` and ``model-dir`` are required. An
+    file (e.g. a model's own ``train.yaml``). ``input`` and ``output`` are required. An
     unknown option or a bad value raises :class:`~depnmt.errors.DepnmtError` with the
     command's message; ``resume: true`` continues a model as ``--resume`` does.
 
-    >>> model_dir = train_model({"data": "work/bpe", "model-dir": "work/model",
+    >>> model_dir = train_model({"input": "work/bpe", "output": "work/model",
     ...                          "max-steps": 1000, "device": "cpu"})   # doctest: +SKIP
     """
     import click
@@ -100,11 +104,25 @@ class Translator:
         """The default search settings (:class:`depnmt.search.SearchConfig`)."""
         return self._translator.search_cfg
 
-    def translate(self, sentences: Iterable[str], **search: Any) -> list[str]:
+    def translate(self, sentences: Iterable[str], *, nbest: int | None = None,
+                  **search: Any) -> list[str] | list[list[Translation]]:
         """One translation (raw text) per sentence (raw text) of ``sentences``, in order; an
         empty sentence gives ``""``. ``search`` overrides the defaults of :meth:`load` for
         this call only: ``beam`` (1 = greedy), ``alpha``, ``max_len_a``, ``max_len_b``,
-        ``at_limit`` (``eos`` or ``cut``). Not for concurrent calls on one Translator."""
+        ``at_limit`` (``eos`` or ``cut``). Not for concurrent calls on one Translator.
+
+        ``nbest`` (1 to the beam size): instead of a text, each sentence gives a list of its
+        ``nbest`` best hypotheses, best first, each a :class:`~depnmt.translate.Translation`
+        ``(text, score, logprob)`` as ``depnmt translate --nbest`` writes them: ``score`` the
+        length-normalised log-probability that ranks them, ``logprob`` the log-probability;
+        the first text is the one ``translate()`` without ``nbest`` gives. An empty sentence
+        gives ``[("", 0.0, 0.0)]``; a list is shorter than ``nbest`` only when the length
+        limit leaves fewer hypotheses.
+
+        >>> translator.translate(["A man is riding a bike."], beam=5, nbest=2)  # doctest: +SKIP
+        [[Translation(text='Ein Mann fährt Fahrrad.', score=-2.32, logprob=-3.52), ...]]
+        """
+        from .search import check_nbest
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one: "
                             "translate([sentence])")
@@ -113,7 +131,9 @@ class Translator:
         defaults = impl.search_cfg
         impl.search_cfg = replace(defaults, **{k: v for k, v in search.items() if v is not None})
         try:
-            return list(impl.translate_lines(sentences))
+            if nbest is not None:
+                check_nbest(nbest, impl.search_cfg.beam)
+            return list(impl.translate_lines(sentences, nbest=nbest or 0))
         finally:
             impl.search_cfg = defaults
 

@@ -1,6 +1,8 @@
 """The ``depnmt`` command: a click group whose subcommands live in ``depnmt/commands/``.
 
 Subcommands are imported lazily, so ``depnmt score --help`` does not import torch or a parser.
+Help pages are rich-click's, in option sections with a worked example at the end
+(``depnmt/commands/helpgroups.py``, ``depnmt/commands/examples.py``).
 Every :class:`~depnmt.errors.DepnmtError` becomes one ``error: ...`` line on stderr and exit
 status 2 — never a traceback.
 """
@@ -15,6 +17,8 @@ import sys
 import click
 
 from . import __version__
+from .commands.examples import epilog
+from .commands.helpgroups import HelpGroup, LazyCommandPanel, help_config, rich_command
 from .errors import DepnmtError, reason
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
@@ -27,7 +31,7 @@ COMMANDS = {
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
     "average": ("average", "Average the last or best checkpoints of a run (train --keep-last N)."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
-    "export": ("export", "Export a trained model to CTranslate2 (abs, rel, none schemes) for serving."),
+    "export": ("export", "Export a trained model to CTranslate2 (abs, noabs+rel, noabs schemes) for serving."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),
     "runs": ("runs", "Where every training run under some folders stands (a campaign's progress)."),
@@ -38,38 +42,44 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when that subcommand is used."""
+class LazyGroup(HelpGroup):
+    """A rich-click group that imports a subcommand's module only when that subcommand is used
+    (its help lists the commands from :data:`COMMANDS`, unimported). Each command comes as a
+    rich-click copy with its option sections and worked example
+    (:func:`~depnmt.commands.helpgroups.rich_command`)."""
+
+    main = click.Command.main       # click's error handling (depnmt.cli.main reports errors)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.panels.append(LazyCommandPanel(COMMANDS_TITLE, commands=list(COMMANDS)))
+        self._loaded: dict[str, click.Command] = {}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
+    def command_summaries(self) -> dict[str, str]:
+        """Command name -> its one-line help, without importing the command."""
+        return {name: help_ for name, (_, help_) in COMMANDS.items()}
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        module = importlib.import_module(f"depnmt.commands.{COMMANDS[name][0]}")
-        return module.command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, help_) for name, (_, help_) in COMMANDS.items()]
-        with formatter.section("Commands (each stage writes files the next one reads)"):
-            formatter.write_dl(rows)
+        if name not in self._loaded:
+            module = importlib.import_module(f"depnmt.commands.{COMMANDS[name][0]}")
+            self._loaded[name] = rich_command(module.command, name, epilog)
+        return self._loaded[name]
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+COMMANDS_TITLE = "Commands (each stage writes files the next one reads)"
+
+
+@click.group(cls=LazyGroup, epilog=epilog(""),
+             context_settings={"help_option_names": ["-h", "--help"],
+                               "rich_help_config": help_config(COMMANDS_TITLE)})
 @click.version_option(__version__, prog_name="depnmt")
 def cli() -> None:
-    """Syntax-aware neural machine translation.
-
-    \b
-    A typical run, each stage reading the previous stage's folder:
-      depnmt prepare --corpus multi30k -o work/prepare
-      depnmt parse   -i work/prepare -o work/parse --side src --backend spacy
-      depnmt bpe     -i work/prepare -o work/bpe --merges 10000
-      depnmt train   --data work/bpe -o work/model --scheme abs
-      depnmt translate -m work/model < input.txt > output.txt
-      depnmt score   --ref work/prepare/test.raw.de output.txt
-    """
+    """Syntax-aware neural machine translation."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,6 +15,10 @@ scored, EOS included, as depnmt does (``return_end_token=True``; without it CTra
 EOS out of |Y|). Greedy search gives depnmt's tokens (EOS forced or not, the tokens before it
 are the same). What still differs in beam search: CTranslate2 divides by |Y|^α where depnmt uses
 the GNMT penalty ((5 + |Y|) / 6)^α (the same ranking for α = 0).
+
+``nbest``: CTranslate2's ``num_hypotheses`` best of the beam with their scores
+(``return_scores``): ``score`` is CTranslate2's ranking score log p / |Y|^α (greedy search
+too), ``logprob`` = score · |Y|^α.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
 from .log import warn
 from .search import SearchConfig, check_at_limit
 from .subwords import merge_subwords
-from .translate import CHUNK_LINES, MAX_TOKENS, check_batching, length_batches
+from .translate import (CHUNK_LINES, EMPTY, MAX_TOKENS, Translation, check_batching,
+                        length_batches, one_line)
 from .vocab import BOS, EOS, PAD, SPECIALS
 
 DROPPED = {SPECIALS[PAD], SPECIALS[BOS], SPECIALS[EOS]}   # depnmt's Vocab.decode drops these too
@@ -95,7 +100,13 @@ class CT2Translator:
 
     def translate_subwords(self, sources: Sequence[list[str]]) -> list[list[str]]:
         """Output subwords (no specials) for source subwords, decoded in depnmt's batches."""
-        out: list[list[str]] = [[] for _ in sources]
+        return [hyps[0][0] for hyps in self.nbest_subwords(sources, 1)]
+
+    def nbest_subwords(self, sources: Sequence[list[str]], nbest: int
+                       ) -> list[list[tuple[list[str], float, float]]]:
+        """The ``nbest`` best hypotheses of each source (subwords), best first, as (output
+        subwords without specials, score, log-probability), decoded in depnmt's batches."""
+        out: list[list] = [[] for _ in sources]
         beam = max(1, self.search_cfg.beam)
         for batch in length_batches([len(s) + 1 for s in sources], beam, self.max_tokens,
                                     self.batch_size):
@@ -106,13 +117,24 @@ class CT2Translator:
                 results = self.model.translate_batch(
                     [sources[i] for i in rows], beam_size=beam,
                     length_penalty=self.search_cfg.alpha, max_decoding_length=max(1, limit - 1),
-                    min_decoding_length=0, max_input_length=0, return_end_token=True)
+                    min_decoding_length=0, max_input_length=0, return_end_token=True,
+                    num_hypotheses=nbest, return_scores=True)
                 for i, result in zip(rows, results):      # limit 1: one step, nothing kept
-                    out[i] = [t for t in result.hypotheses[0] if t not in DROPPED][: limit - 1]
+                    out[i] = [self._scored(hyp, score, limit)
+                              for hyp, score in zip(result.hypotheses, result.scores)]
         return out
 
-    def translate_words(self, words: Sequence[list[str]], first_line: int = 1) -> list[str]:
-        """Translate tokenized sentences; empty ones give empty lines without decoding."""
+    def _scored(self, hyp: list[str], score: float, limit: int) -> tuple[list[str], float, float]:
+        """A CTranslate2 hypothesis (EOS included when it ended) as (output subwords, score,
+        log-probability): its score is log p / |Y|^α, |Y| its tokens."""
+        length = len(hyp) ** self.search_cfg.alpha if hyp else 1.0
+        return [t for t in hyp if t not in DROPPED][: limit - 1], score, score * length
+
+    def translate_words(self, words: Sequence[list[str]], first_line: int = 1,
+                        nbest: int = 0) -> list:
+        """Translate tokenized sentences; empty ones give empty lines without decoding. With
+        ``nbest`` ≥ 1 a list of ``nbest`` :class:`~depnmt.translate.Translation` per sentence,
+        best first (an empty one: ``[EMPTY]``) instead of a text."""
         keep = [i for i, w in enumerate(words) if w]
         sources = []
         for i in keep:
@@ -122,21 +144,25 @@ class CT2Translator:
                      f"{self.max_src_len}")
                 subwords = subwords[: self.max_src_len]
             sources.append(subwords)
-        out = [""] * len(words)
-        for i, hyp in zip(keep, self.translate_subwords(sources)):
-            out[i] = self.tgt_tokenizer.detokenize(merge_subwords(hyp)).replace("\n", " ")
+        out: list = [[EMPTY] if nbest else ""] * len(words)
+        for i, hyps in zip(keep, self.nbest_subwords(sources, max(nbest, 1))):
+            texts = [Translation(self.tgt_tokenizer.detokenize(merge_subwords(subwords)),
+                                 score, logprob) for subwords, score, logprob in hyps]
+            out[i] = one_line(texts if nbest else texts[0].text)
         return out
 
-    def translate_lines(self, lines: Iterable[str]) -> Iterator[str]:
-        """Translate raw lines, streaming in chunks; yields exactly one line per input line."""
+    def translate_lines(self, lines: Iterable[str], nbest: int = 0) -> Iterator:
+        """Translate raw lines, streaming in chunks; yields exactly one result per input line
+        (as :meth:`translate_words`)."""
         chunk: list[str] = []
         first = 1
         for line in lines:
             chunk.append(line)
             if len(chunk) >= CHUNK_LINES:
                 yield from self.translate_words([self.src_tokenizer.tokenize(l) for l in chunk],
-                                                first)
+                                                first, nbest)
                 first += len(chunk)
                 chunk = []
         if chunk:
-            yield from self.translate_words([self.src_tokenizer.tokenize(l) for l in chunk], first)
+            yield from self.translate_words([self.src_tokenizer.tokenize(l) for l in chunk], first,
+                                            nbest)

@@ -22,7 +22,7 @@ record does not depend on paths, dates or the machine; the files decide, and the
 versions recorded with them explain a difference (a differing option is named in the error)
 but are not compared on their own (a parser release that writes the same trees passes).
 :func:`record_runs` adds the data of
-newly archived runs (a run's ``manifest.json`` names its ``--data`` and ``--trees`` folders;
+newly archived runs (a run's ``manifest.json`` names its ``-i/--input`` and ``-t/--trees`` folders;
 each names the folders it was made from); :func:`check_folders` compares data folders with the
 record before a continued campaign trains anything.
 """
@@ -103,8 +103,9 @@ def data_folders(folders: Sequence[Path]) -> list[Path]:
 
 
 def run_data(model_dir: Path) -> list[Path] | None:
-    """The data folders a finished run was trained on (its ``--data`` and ``--trees`` folders,
-    as its manifest records them, and their inputs); None when one is not on this machine."""
+    """The data folders a finished run was trained on (its ``-i/--input`` and ``-t/--trees``
+    folders, as its manifest records them, and their inputs); None when one is not on this
+    machine."""
     inputs = load_manifest(model_dir, "train", verify=False).get("inputs") or {}
     given = [Path(inputs[k]) for k in ("bpe", "trees") if inputs.get(k)]
     missing = [p for p in given if not (p / MANIFEST).is_file()]

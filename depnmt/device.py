@@ -119,8 +119,8 @@ def bound_onednn_cache(capacity: int = ONEDNN_CACHE_CAPACITY) -> None:
     """Cap oneDNN's primitive cache at ``capacity`` unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``
     is set already. bf16 matrix multiplies on the CPU run through oneDNN, which keeps one
     primitive (with its buffers) per input shape, up to 1,024; length-bucketed batches bring a
-    new shape almost every batch, so the peak RSS of a bf16 run grew with every update (the
-    issue-11 model: 2.44 GB after 30 updates against 1.98 GB in fp32; docs/benchmarks.md).
+    new shape almost every batch, so the peak RSS of a bf16 run grew with every update
+    (docs/performance.md, "Memory").
     A training step uses a few dozen primitives, so 64 keeps its reuse. oneDNN reads the
     variable once, when the process creates its first primitive: call this before any
     computation (``depnmt train`` does)."""

@@ -18,10 +18,11 @@ fairseq converters do (``ctranslate2/converters/opennmt_py.py``, ``fairseq.py``)
   (``add_source_eos``) as depnmt does, decoding starts from ``<s>``.
 
 **What CTranslate2 cannot represent.** Tree schemes (their terms depend on a parse of each
-sentence) and ``abs+rel`` (``Transformer_rel``): CTranslate2 adds no absolute position encoding
+sentence) and ``abs+rel``: CTranslate2 adds no absolute position encoding
 to a decoder whose self-attention has relative positions (``src/layers/transformer.cc`` builds no
 position encoder when the first layer has them; OpenNMT-py's ``max_relative_positions`` likewise
-excludes ``position_encoding``), so the model would change. Shaw's ``rel`` alone exports exactly.
+excludes ``position_encoding``), so the model would change. Shaw's ``rel`` alone (``noabs+rel``)
+exports exactly.
 
 The exported folder is usable alone: the CTranslate2 model (``model.bin``, its ``config.json`` and
 vocabularies), depnmt's vocabularies, the BPE codes (``bpe.json``), and ``depnmt-export.json``
@@ -60,21 +61,22 @@ def import_ctranslate2():
 def position_kind(model_dir: Path, model: dict[str, Any]) -> str:
     """``abs``, ``rel`` or ``none``: how the model's scheme maps onto CTranslate2, or an error
     naming the scheme when it cannot."""
+    from .model.schemes.registry import scheme_name
     from .model.schemes.relative import Shaw, term_set
     names = [s["name"] for s in model["schemes"]]
     rel_used = any(s["name"] == "rel" and term_set(Shaw(**s["options"]).option("rel_terms"))
                    for s in model["schemes"])
     others = [n for n in names if n not in ("abs", "rel", "none")]
-    spec = "+".join(names)
+    spec = scheme_name(model["schemes"])          # e.g. abs+dep
     if others:
         raise DepnmtError(f"{model_dir}: scheme {spec} cannot be represented in CTranslate2 "
                           f"({', '.join(others)} adds terms computed from each sentence's tree "
                           f"or learned parse, which CTranslate2 has no place for; schemes it "
-                          f"can run: abs, rel, none)")
+                          f"can run: abs, noabs+rel, noabs)")
     if rel_used and "abs" in names:
         raise DepnmtError(f"{model_dir}: scheme {spec} cannot be represented in CTranslate2 "
                           f"(it adds no absolute position encoding to a decoder with relative "
-                          f"positions, so the model would change; train --scheme rel, Shaw's "
+                          f"positions, so the model would change; train --scheme noabs+rel, Shaw's "
                           f"relative positions alone, to export a relative model)")
     return "rel" if rel_used else ("abs" if "abs" in names else "none")
 

@@ -36,6 +36,29 @@ def pair_schemes() -> tuple[str, ...]:
 
 
 SCHEMES = pair_schemes() + ("path",)
+GPS_PATHS = "path"                      # what inspect shows of gps: each token's root path
+OLD_KINDS = {GPS_PATHS: "abs+gps"}      # 0.1.0's `inspect --scheme path`
+
+
+def inspected_part(name: str) -> str:
+    """What ``depnmt inspect --scheme NAME`` shows of the scheme name ``name`` (any name
+    ``train --scheme`` takes, e.g. ``abs+dep``): its one part that labels pairs (``dep``,
+    ``rel``, …) or ``path`` for ``gps``. 0.1.0's ``path`` and bare ``dep`` … still work, with a
+    deprecation warning; a name with no such part, or with several, is a DepnmtError."""
+    from .errors import DepnmtError
+    from .model.schemes.registry import deprecation, parse_name
+    if name.strip() in OLD_KINDS:
+        deprecation(name.strip(), OLD_KINDS[name.strip()])
+        return GPS_PATHS
+    shown = [GPS_PATHS if c == "gps" else c for c in parse_name(name).components
+             if c not in ("abs", "none")]
+    if len(shown) != 1 or shown[0] not in SCHEMES:
+        kinds = ", ".join(k for k in SCHEMES if k != GPS_PATHS)
+        raise DepnmtError(f"inspect shows one part of a scheme: the pair matrix of {kinds}, "
+                          f"or gps's root paths; '{name}' has "
+                          f"{', '.join(shown) if shown else 'none of them'} "
+                          f"(e.g. --scheme abs+dep)")
+    return shown[0]
 
 
 def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: int | None = None,

@@ -47,6 +47,7 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
     tokens/s and 1-minute load average over the logged windows, best dev BLEU, the selected validation (updates, epoch and
     dev loss of the last one marked best) and the last dev UAS values (DBSA). ``records``: the
     run's ``metrics.jsonl`` when the caller has read it already."""
+    from .model.schemes.registry import scheme_name      # (imports torch: only when used)
     config = read_config(model_dir)
     records = read_metrics(model_dir) if records is None else records
     start = next((r for r in records if r["event"] == "start"), {})
@@ -55,7 +56,7 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
     ends = [r for r in records if r["event"] == "end"]
     selected = next((r for r in reversed(valid) if r.get("best")), None)
     summary = {
-        "scheme": "+".join(s["name"] for s in config["model"]["schemes"]),
+        "scheme": scheme_name(config["model"]["schemes"]),       # e.g. abs+dbsa-enc
         "seed": config.get("training", {}).get("seed"),
         "parameters": start.get("parameters"),
         "updates": max((r["step"] for r in records), default=0),

@@ -61,7 +61,7 @@ from .data import (TokenBatcher, add_features, example_lengths, iterate_batches,
 from .device import autocast, grad_scaler, precision_name, train_precision
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
-from .model.transformer import TransformerNMT, label_smoothed_nll
+from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from .modeldir import checkpoint_dir, read_config
 from .search import SearchConfig
 from .stopsignals import StopSignals, Stopped
@@ -120,6 +120,37 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     """LR factor: linear warm-up to 1 at ``warmup``, then ``sqrt(warmup / step)``."""
     step = max(step, 1)
     return min(step / warmup, math.sqrt(warmup / step)) if warmup > 0 else 1.0 / math.sqrt(step)
+
+
+def model_summary(cfg: ModelConfig, n_params: int) -> str:
+    """``model: 6+6 layers, d_model 512, 8 heads, d_ff 2048, 44.1 M parameters``."""
+    return (f"model: {cfg.encoder_layers}+{cfg.decoder_layers} layers, d_model {cfg.d_model}, "
+            f"{cfg.n_heads} heads, d_ff {cfg.d_ff}, {n_params / 1e6:.1f} M parameters")
+
+
+def budget_summary(o: TrainOptions, dev_refs: bool) -> str:
+    """``budget: at most 30 epochs or 20 minutes; stops early after 5 validations without a
+    better dev acc`` — the limits and the stop rule in effect (``dev_refs``: whether the dev
+    set has references, without which ``--early-stop-metric bleu`` selects by the loss)."""
+    limits = [f"{n:g} {unit if n != 1 else unit[:-1]}"
+              for n, unit in ((o.max_epochs, "epochs"), (o.max_steps, "updates"),
+                              (o.max_minutes, "minutes")) if n]
+    budget = ("at most " + " or ".join(limits)) if limits else "no epoch, update or time limit"
+    metric = {"bleu": "BLEU" if dev_refs else "loss", "acc": "acc", "loss": "loss"}
+    stop = (f"stops early after {o.patience} validations without a better dev "
+            f"{metric[o.early_stop_metric]}") if o.patience else "no early stopping"
+    return f"budget: {budget}; {stop}"
+
+
+def has_limit(o: TrainOptions) -> bool:
+    """Whether anything ends the run by itself: an epoch, update or time limit or early
+    stopping."""
+    return bool(o.max_epochs or o.max_steps or o.max_minutes or o.patience)
+
+
+NO_LIMIT_WARNING = ("no limit: no epoch, update or time limit and no early stopping, so "
+                    "training runs until it is stopped (Ctrl-C saves last.pt); set --max-epochs, "
+                    "--max-steps, --max-minutes or --patience")
 
 
 class Trainer:
@@ -567,6 +598,10 @@ class Trainer:
         info(f"training {'+'.join(self.model_cfg.scheme_names)} on {where} in "
              f"{precision_name(self.amp)} ({n_params:,} parameters, {len(self.train_data):,} "
              f"pairs, {n_batches} batches/epoch)")
+        info(model_summary(self.model_cfg, n_params))
+        info(budget_summary(o, bool(self.dev_refs)))
+        if not has_limit(o):
+            warn(NO_LIMIT_WARNING)
         self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
                   "device": str(self.device), "processes": world,
                   "precision": precision_name(self.amp)})
@@ -591,7 +626,7 @@ class Trainer:
         stopped = Stopped(signum)
         self.log({"event": "stopped", "step": self.progress.step, "signal": stopped.name})
         info(f"{stopped} after update {self.progress.step}: saved {self.ckpt_dir / 'last.pt'}; "
-             f"continue with `depnmt train --data {self.data_dir} -o {self.model_dir} --resume`")
+             f"continue with `depnmt train -i {self.data_dir} -o {self.model_dir} --resume`")
         dist.barrier()      # no rank exits (and makes torchrun kill the others) before the save
         raise stopped
 

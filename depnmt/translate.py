@@ -6,6 +6,10 @@ subwords, decode (greedy or beam), de-BPE and detokenize. Exactly one output lin
 line, in order: an empty (or whitespace-only) line gives an empty line without running the
 model; a line longer than ``max_src_len`` subwords is truncated with a warning naming the line.
 
+``nbest``: instead of one text per line, the ``nbest`` best hypotheses of its beam, best first,
+as :class:`Translation` (text and scores; :func:`depnmt.search.search_nbest`); an empty line
+gives one empty translation scored 0.
+
 ``trees_out``: a model that induces source trees (an encoder parse head, DBSA(Enc)) can also
 return them, one :class:`~depnmt.parse.Sentence` per input line over the words it translated
 (an empty tree for an empty line); no parser is involved.
@@ -14,7 +18,7 @@ return them, one :class:`~depnmt.parse.Sentence` per input line over the words i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import torch
 
@@ -27,13 +31,26 @@ from .log import warn
 from .model.schemes import Extras
 from .model.transformer import ModelConfig, TransformerNMT
 from .modeldir import default_checkpoint, load_vocabs, read_config
-from .search import SearchConfig, search
+from .search import Hypothesis, SearchConfig, search, search_nbest
 from .subwords import merge_subwords
 from .trees import truncate_tree
 from .vocab import BOS, EOS, Vocab
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
 MAX_TOKENS = 4000    # default bound of a batch: source subwords (padded) × beam
+
+
+class Translation(NamedTuple):
+    """One entry of an n-best list: the translation (raw text), its ``score`` (the
+    length-normalised log-probability that ranks the list) and ``logprob`` (the hypothesis's
+    log-probability; :class:`depnmt.search.Hypothesis`)."""
+
+    text: str
+    score: float
+    logprob: float
+
+
+EMPTY = Translation("", 0.0, 0.0)    # an empty input line: nothing decoded, log p = 0
 
 
 class Translator:
@@ -139,21 +156,21 @@ class Translator:
 
     @torch.no_grad()
     def translate_examples(self, examples: Sequence[Example], trees_out: list | None = None,
-                           target_trees_out: list | None = None) -> list[str]:
-        """Decode examples batched by length; results in the order given (induced source trees
-        appended to ``trees_out``, and the trees DBSA(Dec) induces over each hypothesis to
-        ``target_trees_out``, in the same order, when they are lists)."""
-        results: list[str] = [""] * len(examples)
+                           target_trees_out: list | None = None, nbest: int = 0) -> list:
+        """Decode examples batched by length; results in the order given: a text each, or
+        (``nbest`` ≥ 1) a list of ``nbest`` :class:`Translation` each, best first. Induced
+        source trees are appended to ``trees_out``, and the trees DBSA(Dec) induces over each
+        (best) hypothesis to ``target_trees_out``, in the same order, when they are lists."""
+        results: list = [""] * len(examples)
         trees: list = [None] * len(examples)
         targets: list = [None] * len(examples)
         for rows in length_batches([len(ex.src) for ex in examples], self.search_cfg.beam,
                                    self.max_tokens, self.batch_size):
             batch = collate([examples[i] for i in rows], self.schemes).to(self.device)
             extras = Extras() if trees_out is not None else None   # parse scores, for trees
-            with autocast(self.device, self.amp):
-                hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg, extras)
-            for i, ids in zip(rows, hyps):
-                results[i] = self.to_text(ids)
+            hyps, texts = self._search(batch, extras, nbest)
+            for i, result in zip(rows, texts):
+                results[i] = result
             if target_trees_out is not None:
                 for i, tree in zip(rows, self.target_trees(batch, hyps)):
                     targets[i] = tree
@@ -171,6 +188,21 @@ class Translator:
             target_trees_out.extend(targets)
         return results
 
+    def _search(self, batch, extras: Extras | None, nbest: int) -> tuple[list[list[int]], list]:
+        """Search ``batch``: each sentence's best hypothesis (target ids) and its result, the
+        text or (``nbest`` ≥ 1) the n-best list of :class:`Translation`."""
+        with autocast(self.device, self.amp):
+            if not nbest:
+                hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg, extras)
+                return hyps, [self.to_text(ids) for ids in hyps]
+            lists = search_nbest(self.model, batch.src, batch.src_feats, self.search_cfg, nbest,
+                                 extras)
+        return [hyps[0].tokens for hyps in lists], [self.nbest_list(hyps) for hyps in lists]
+
+    def nbest_list(self, hyps: list[Hypothesis]) -> list[Translation]:
+        """The search's hypotheses as translations (raw text and scores)."""
+        return [Translation(self.to_text(h.tokens), h.score, h.logprob) for h in hyps]
+
     @torch.no_grad()
     def target_trees(self, batch, hyps: list[list[int]]) -> list:
         """The trees the decoder's parse head induces over the hypotheses ``hyps`` (target ids,
@@ -187,46 +219,55 @@ class Translator:
         return induced
 
     def translate_lines(self, lines: Iterable[str], trees_out: list | None = None,
-                        target_trees_out: list | None = None) -> Iterator[str]:
-        """Translate raw lines, streaming in chunks; yields exactly one line per input line."""
+                        target_trees_out: list | None = None, nbest: int = 0) -> Iterator:
+        """Translate raw lines, streaming in chunks; yields exactly one result per input line
+        (a text, or with ``nbest`` ≥ 1 an n-best list: :meth:`translate_examples`)."""
         chunk: list[str] = []
         first = 1
         for line in lines:
             chunk.append(line)
             if len(chunk) >= CHUNK_LINES:
-                yield from self._translate_chunk(chunk, first, trees_out, target_trees_out)
+                yield from self._translate_chunk(chunk, first, trees_out, target_trees_out, nbest)
                 first += len(chunk)
                 chunk = []
         if chunk:
-            yield from self._translate_chunk(chunk, first, trees_out, target_trees_out)
+            yield from self._translate_chunk(chunk, first, trees_out, target_trees_out, nbest)
 
     def _translate_chunk(self, lines: list[str], first_line: int, trees_out: list | None = None,
-                         target_trees_out: list | None = None) -> list[str]:
+                         target_trees_out: list | None = None, nbest: int = 0) -> list:
         words = [self.src_tokenizer.tokenize(line) for line in lines]
         return self.translate_words(words, first_line=first_line, trees_out=trees_out,
-                                    target_trees_out=target_trees_out)
+                                    target_trees_out=target_trees_out, nbest=nbest)
 
     def translate_words(self, words: Sequence[list[str]], trees: Sequence | None = None,
                         first_line: int = 1, trees_out: list | None = None,
-                        target_trees_out: list | None = None) -> list[str]:
-        """Translate tokenized sentences; empty ones give empty lines (and empty trees)
-        without decoding."""
+                        target_trees_out: list | None = None, nbest: int = 0) -> list:
+        """Translate tokenized sentences (results as :meth:`translate_examples`); empty ones
+        give empty lines (``nbest``: one :data:`EMPTY` translation) and empty trees without
+        decoding."""
         keep = [i for i, w in enumerate(words) if w]
-        out = [""] * len(words)
+        out: list = [[EMPTY] if nbest else ""] * len(words)
         induced: list | None = [] if trees_out is not None else None
         targets: list | None = [] if target_trees_out is not None else None
         if keep:
             exs = self.examples([words[i] for i in keep],
                                 [trees[i] for i in keep] if trees is not None else None,
                                 line_numbers=[first_line + i for i in keep])
-            for i, text in zip(keep, self.translate_examples(exs, induced, targets)):
-                out[i] = text.replace("\n", " ")
+            for i, result in zip(keep, self.translate_examples(exs, induced, targets, nbest)):
+                out[i] = one_line(result)
         from .parse import Sentence
         for collected, sink in ((induced, trees_out), (targets, target_trees_out)):
             if sink is not None:
                 by_line = dict(zip(keep, collected or []))
                 sink.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
         return out
+
+
+def one_line(result: str | list[Translation]) -> str | list[Translation]:
+    """A translation (or each of an n-best list) with its line breaks made spaces."""
+    if isinstance(result, str):
+        return result.replace("\n", " ")
+    return [t._replace(text=t.text.replace("\n", " ")) for t in result]
 
 
 def check_batching(max_tokens: int, batch_size: int) -> None:

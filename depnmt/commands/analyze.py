@@ -6,28 +6,28 @@ from pathlib import Path
 
 import click
 
+from .options import deprecated_aliases
+
 
 @click.group("analyze")
 def command() -> None:
-    """Analyses of trained models.
-
-    \b
-      depnmt analyze awsl -m work/model-gps --src work/prepare/test.raw.en -o awsl
-      depnmt analyze uas --gold ud/ja_gsd-ud-test.conllu induced.conllu
-    """
+    """Analyses of trained models and of trees: how much a GPS model uses its syntax term
+    (awsl), how good predicted or induced trees are against gold ones (uas)."""
 
 
+@deprecated_aliases("analyze awsl")
 @command.command("awsl", context_settings={"show_default": True})
-@click.option("-m", "--model-dir", "model_dirs", multiple=True, required=True,
+@click.option("-m", "--model", "model_dirs", multiple=True, required=True,
               type=click.Path(path_type=Path, file_okay=False),
-              help="a GPS model directory (repeat to compare models, e.g. GPS at layer 0, 1, … "
+              help="a GPS model directory (repeat to compare models, e.g. GPS in layer 1, 2, … "
                    "as in the paper's Fig. 3)")
-@click.option("--src", "src_path", required=True, type=click.Path(exists=True, dir_okay=False,
-              path_type=Path), help="source sentences (raw text, or CoNLL-U with "
-              "--input-format conllu)")
+@click.option("-i", "--input", "src_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="source sentences (raw text, or CoNLL-U with --input-format conllu)")
 @click.option("--input-format", type=click.Choice(["text", "conllu"]), default="text",
               help="text: raw sentences, parsed with each model's own parser; conllu: trees")
-@click.option("-o", "--out", "prefix", type=click.Path(path_type=Path), default=Path("awsl"),
+@click.option("-o", "--output", "prefix", type=click.Path(path_type=Path), default=Path("awsl"),
+              metavar="OUT",
               help="writes OUT.tsv (the table) and OUT.png (the plot)")
 @click.option("--max-sentences", type=click.IntRange(min=0), default=0,
               help="use the first N sentences (0 = all)")
@@ -43,8 +43,7 @@ def awsl_command(model_dirs: tuple[Path, ...], src_path: Path, input_format: str
     For every layer with the GPS syntax term: the mean over sentences and heads of
       w = 1/N² Σ_ij |e^s_ij| / (|e_ij| + |e^s_ij|)   (syntax; Fig. 3's red line)
     and of the ordinary term's share |e_ij| / (...) (Eq. 7 as printed; the blue line).
-    Prints the table, writes OUT.tsv and OUT.png:
-      depnmt analyze awsl -m work/model-gps --src work/prepare/test.raw.en -o awsl
+    Prints the table, writes OUT.tsv and OUT.png.
     """
     from ..analyze import awsl, format_table, plot
     from ..errors import DepnmtError
@@ -105,13 +104,10 @@ def uas_command(predicted: tuple[Path, ...], gold_path: Path, backend: str | Non
                 model: str | None, lang: str | None, stanza_dir: str | None, punct: bool) -> None:
     """UAS and LAS of PREDICTED trees (CoNLL-U, same words as --gold) against --gold.
 
-    \b
-    A DBSA model's induced source trees of a treebank's own words, scored against it:
-      depnmt translate -m work/model-dbsa --input-format conllu \\
-        --induced-trees induced.conllu < ud/ja_gsd-ud-test.conllu > /dev/null
-      depnmt analyze uas --gold ud/ja_gsd-ud-test.conllu induced.conllu
-    A parser backend on the gold words (its ceiling as a teacher):
-      depnmt analyze uas --gold ud/ja_gsd-ud-test.conllu --backend spacy --model ja_ginza
+    PREDICTED may be the source trees a DBSA model induces for a treebank's own words
+    (`depnmt translate --input-format conllu --induced-trees FILE` with the treebank as input).
+    --backend also parses the gold words with a parser (--model, e.g. ja_ginza), to score it
+    (its ceiling as a teacher).
     Labels are compared without UD subtypes (obl:tmod = obl); unlabelled trees (only
     'dep' and 'root' labels, as DBSA induces) get LAS '-'.
     """

@@ -7,11 +7,15 @@ from pathlib import Path
 
 import click
 
+from .options import deprecated_aliases
 
+
+@deprecated_aliases("archive")
 @click.command("archive")
 @click.argument("folders", nargs=-1,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("-o", "--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--output", "out", required=True, metavar="OUT",
+              type=click.Path(file_okay=False, path_type=Path),
               help="archive folder: OUT/<FOLDER's name>/models/NAME/ and hyps/, OUT/data.json")
 @click.option("--check-data", "check", multiple=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -32,14 +36,6 @@ def command(folders: tuple[Path, ...], out: Path, check: tuple[Path, ...]) -> No
     every file it wrote. Runs of one archive trained on different data are an error.
     --check-data DIR compares the data folders of a continued campaign (remade on another
     machine) with it: the first differing file is an error, before anything is trained.
-
-    \b
-      depnmt archive work/multi30k-en-de/compare-plateau work/multi30k-en-de/compare-plateau-seed2 \\
-        -o results/multi30k-en-de
-      depnmt report -r work/multi30k-en-de/prepare/test.raw.de -b abs \\
-        -f results/multi30k-en-de/compare-plateau -f results/multi30k-en-de/compare-plateau-seed2
-      depnmt archive --check-data work/multi30k-en-de/bpe --check-data work/multi30k-en-de/parse \\
-        -o results/multi30k-en-de
     """
     from ..archive import archive
     from ..datarecord import check_folders

@@ -8,15 +8,17 @@ import click
 
 from ..bpe import BpeOptions, run_bpe
 from ..log import info, warn
+from .options import deprecated_aliases
 
 DIR = click.Path(file_okay=False, path_type=Path)
 BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
 
 
+@deprecated_aliases("bpe")
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("-i", "--input", "prepare_dir", type=DIR, required=True, metavar="PREPARE_DIR",
               help="Folder written by `depnmt prepare` (tokenized {train,dev,test}.LANG).")
-@click.option("-o", "--out-dir", type=DIR, required=True, metavar="OUT_DIR",
+@click.option("-o", "--output", "out_dir", type=DIR, required=True, metavar="OUT_DIR",
               help="Folder to write subword text, vocabularies, codes and manifest.json into, "
                    "all or nothing: it appears (or replaces a previous `depnmt bpe` output) when "
                    "the run completes; one run at a time.")
@@ -61,12 +63,6 @@ def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, mer
 
     Words are recovered from subwords by the "@@" markers, so parse trees of the tokenized
     text line up with the subwords without any extra file.
-
-    \b
-    Examples:
-      depnmt bpe -i work/prepare -o work/bpe --merges 10000          # joint BPE
-      depnmt bpe -i work/prepare -o work/bpe-sep --separate --merges 8000
-      depnmt bpe -i work/prepare -o work/words --mode word --src-min-freq 10 --tgt-min-freq 7
     """
     if mode == "word":
         for name in BPE_ONLY:

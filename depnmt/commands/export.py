@@ -7,12 +7,15 @@ from pathlib import Path
 import click
 
 from ..export import QUANTIZATIONS
+from .options import deprecated_aliases
 
 
+@deprecated_aliases("export")
 @click.command("export", context_settings={"show_default": True})
 @click.option("--format", "fmt", type=click.Choice(["ctranslate2"]), default="ctranslate2",
               help="target format")
-@click.option("-m", "--model-dir", type=click.Path(path_type=Path, file_okay=False),
+@click.option("-m", "--model", "model_dir", metavar="MODEL_DIR",
+              type=click.Path(path_type=Path, file_okay=False),
               required=True, help="model directory written by `depnmt train`")
 @click.option("-o", "--output", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="folder to write (must not exist, unless --force)")
@@ -25,13 +28,11 @@ def command(fmt: str, model_dir: Path, output: Path, checkpoint: Path | None,
             quantization: str | None, force: bool) -> None:
     """Export a trained model to CTranslate2, ready to serve.
 
-    \b
-      pip install depnmt[ct2]
-      depnmt export --format ctranslate2 -m work/model -o work/model-ct2
-      depnmt translate --ct2 work/model-ct2 < input.txt > output.txt
+    Needs the ct2 extra (pip install 'depnmt[ct2]'); `depnmt translate --ct2 OUTPUT` then
+    translates with the export.
 
-    Schemes CTranslate2 can represent: abs, rel (Shaw's relative positions without the
-    absolute ones) and none. Tree schemes and abs+rel (Transformer_rel) are refused: CTranslate2
+    Schemes CTranslate2 can represent: abs, noabs+rel (Shaw's relative positions without the
+    absolute ones) and noabs. Tree schemes and abs+rel are refused: CTranslate2
     adds no absolute position encoding to a decoder with relative positions. OUTPUT holds the
     CTranslate2 model, the vocabularies, the BPE codes, the tokenizer settings and search
     defaults (depnmt-export.json) and a README with a Python example: it is usable alone.

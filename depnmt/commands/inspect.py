@@ -6,15 +6,25 @@ from pathlib import Path
 
 import click
 
-from ..inspect import SCHEMES
 from ..trees import CHAIN_HEADS, SUBWORD_RULES
 
 
+def _inspected(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """click callback of ``--scheme``: the scheme name -> the part shown (``dep``, ``path``)."""
+    from ..errors import DepnmtError
+    from ..inspect import inspected_part
+    try:
+        return inspected_part(value)
+    except DepnmtError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command("inspect", context_settings={"show_default": True})
-@click.option("--scheme", type=click.Choice(SCHEMES), required=True,
-              help="dep: relative depth (Omote et al. Eq. 16); deplabel: the Japanese paper's "
-                   "labels; rel: j − i; treedist: path length on the tree; path: each token's "
-                   "root path (GPS), one line per token")
+@click.option("--scheme", required=True, callback=_inspected,
+              help="a scheme name as `depnmt train --scheme` takes it; shown is its tree or "
+                   "pair part: dep (abs+dep): relative depth (Omote et al. Eq. 16); deplabel: "
+                   "the Japanese paper's labels; rel: j − i; treedist: path length on the tree; "
+                   "gps (abs+gps): each token's root path, one line per token")
 @click.option("--clip", type=click.IntRange(min=0), default=None,
               help="show the values clipped to K as the model uses them (deplabel: pairs "
                    "beyond K become non_dep)")
@@ -37,14 +47,10 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     """Print, for each tree of a CoNLL-U file, the per-pair matrix SCHEME uses.
 
     \b
-    Row i, column j is the value for the pair (i, j), as in the papers' tables:
-      depnmt inspect --scheme dep < trees.conllu
+    Row i, column j is the value for the pair (i, j), as in the papers' tables.
     First a row of a tab then the tokens, then one row per token (the token, then one cell per
-    column, tab-separated); a blank line between sentences.
-
-    \b
-    The picture of a sentence (arcs over the words, the matrix as a heatmap):
-      depnmt inspect --scheme dep --sentence 3 --png tree.png < trees.conllu
+    column, tab-separated); a blank line between sentences. --png also draws each sentence:
+    its arcs over the words and the matrix as a heatmap.
     """
     from ..bpe import Segmenter
     from ..errors import DepnmtError

@@ -26,11 +26,9 @@ def command() -> None:
 @click.option("--stanza-dir", type=click.Path(file_okay=False), default=None, help=FOLDER_HELP)
 def download(langs: tuple[str, ...], package: str | None, stanza_dir: str | None) -> None:
     """Download stanza's tokenize, pos, lemma and depparse models of each LANG (e.g. en de ja)
-    into the folder `depnmt parse` reads them from.
+    into the folder `depnmt parse` reads them from (then parse with --backend stanza, and the
+    same --stanza-dir if you give one here).
 
-    \b
-      depnmt models download en               # then: depnmt parse ... --backend stanza
-      depnmt models download en de --stanza-dir /data/stanza
     Files already there (right checksum) are kept and an existing resources.json is reused, so
     running it again offline succeeds once everything is there.
     """

@@ -6,17 +6,19 @@ from pathlib import Path
 
 import click
 
-from .options import SEED
+from .options import SEED, deprecated_aliases
 
 DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
+@deprecated_aliases("multitask")
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("-i", "--input", "prepare_dir", type=DIR, required=True,
               help="Folder written by `depnmt prepare`.")
 @click.option("-t", "--trees", "parse_dir", type=DIR, required=True,
               help="Folder written by `depnmt parse` with the source side (--side src or both).")
-@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              required=True, metavar="OUT",
               help="Output folder: a `prepare` folder for `depnmt bpe`, written all or nothing "
                    "(it appears, or replaces a previous output, when the run completes).")
 @click.option("--parse-fraction", type=click.FloatRange(0.0, 1.0), default=1.0,
@@ -33,14 +35,9 @@ def command(prepare_dir: Path, parse_dir: Path, out_dir: Path, parse_fraction: f
     --trees linearized as brackets:
       xxparsexx The dog barks .  ->  (root (nsubj (det The ) dog ) barks (punct . ) )
     dev and test: the translation pairs only (tagged). The model needs no change: train it on
-    `depnmt bpe -i OUT` with --scheme abs (or rel); translate OUT/test.raw.SRC (tagged), or
-    prefix your input lines with "xxtranslatexx ". The paper parses with a constituency parser;
-    this uses the parse stage's dependency trees.
-
-    \b
-    Example:
-      depnmt multitask -i work/prepare -t work/parse -o work/multitask
-      depnmt bpe -i work/multitask -o work/multitask-bpe --joint --merges 8000
+    `depnmt bpe -i OUT` with --scheme abs (or abs+rel); translate OUT/test.raw.SRC (tagged),
+    or prefix your input lines with "xxtranslatexx ". The paper parses with a constituency
+    parser; this uses the parse stage's dependency trees.
     """
     from ..log import info
     from ..multitask import write_multitask

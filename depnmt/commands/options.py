@@ -1,5 +1,6 @@
-"""Value ranges of the numeric CLI options, shared by the commands (click rejects a value out
-of range with a usage error naming the option, exit status 2)."""
+"""What the commands' options share: the value ranges of the numeric options (click rejects a
+value out of range with a usage error naming the option, exit status 2), ``--config FILE``, and
+the 0.1.0 spellings of options that still work, with a warning (:data:`DEPRECATED`)."""
 
 from __future__ import annotations
 
@@ -63,15 +64,32 @@ def apply_config(ctx: click.Context, config: dict, source: str) -> None:
     from ..errors import DepnmtError
     options = config_keys(ctx.command)
     defaults: dict[str, object] = {}
+    keys: dict[str, str] = {}                       # parameter name -> the key that set it
     for key, value in config.items():
-        param = options.get(str(key).replace("_", "-"))
+        param = config_param(ctx.command, str(key), source)
         if param is None:
             raise DepnmtError(f"{source}: unknown option '{key}'{suggestion(str(key), options)}")
-        if param.name in defaults:
-            raise DepnmtError(f"{source}: option '{key}' is given twice")
+        if param.name in keys:
+            also = f" (also as '{keys[param.name]}')" if keys[param.name] != key else ""
+            raise DepnmtError(f"{source}: option '{key}' is given twice{also}")
+        keys[param.name] = key
         if value is not None:                       # `key:` with no value: the default
             defaults[param.name] = checked_value(ctx, param, value, f"{key} in {source}")
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
+
+
+def config_param(command: click.Command, key: str, source: str) -> click.Option | None:
+    """The option a ``--config`` key sets (None: no option of ``command``); an old spelling
+    (:data:`DEPRECATED`) gives its new option, with a warning naming ``source``."""
+    from ..log import warn
+    key = key.replace("_", "-")
+    param = config_keys(command).get(key)
+    alias = deprecated_keys(command).get(key)
+    if param is None and alias is not None:
+        param = alias.target
+        new_key = next(opt[2:] for opt in param.opts if opt.startswith("--"))
+        warn(f"{source}: {deprecation_message(repr(key), repr(new_key))}")
+    return param
 
 
 def config_keys(command: click.Command) -> dict[str, click.Option]:
@@ -123,3 +141,84 @@ def plain_value(value: object) -> object:
     if isinstance(value, tuple):
         return [plain_value(v) for v in value]
     return value
+
+
+# -- the 0.1.0 spellings of renamed options ----------------------------------------------------
+# command ("analyze awsl" for a subcommand) -> {old flag: the option it now is, as help shows
+# it}. Each old flag is a hidden option of that command that sets the same parameter and warns
+# once (:func:`deprecated_aliases`); a --config key spelled the old way (a 0.1.0 train.yaml's
+# `data:`) works and warns too. The one table of them: the tests run every entry.
+DEPRECATED: dict[str, dict[str, str]] = {
+    "prepare": {"--out-dir": "-o/--output"},
+    "bpe": {"--out-dir": "-o/--output"},
+    "multitask": {"--out-dir": "-o/--output"},
+    "train": {"--data": "-i/--input", "--model-dir": "-o/--output"},
+    "average": {"--model-dir": "-m/--model", "--name": "-o/--output"},
+    "translate": {"--model-dir": "-m/--model"},
+    "export": {"--model-dir": "-m/--model"},
+    "score": {"-m": "--metrics", "-t": "--tokenize"},
+    "report": {"-t": "--tokenize", "--out": "-o/--output"},
+    "archive": {"--out": "-o/--output"},
+    "plot": {"-l": "--label"},
+    "analyze awsl": {"--model-dir": "-m/--model", "--src": "-i/--input",
+                     "--out": "-o/--output"},
+}
+REMOVED_IN = "0.3.0"
+
+
+def deprecation_message(old: str, new: str) -> str:
+    """The warning (without ``warning:``) for the old spelling ``old`` of ``new``."""
+    return f"{old} is deprecated; use {new} (the old spelling goes in {REMOVED_IN})"
+
+
+class DeprecatedAlias(click.Option):
+    """A hidden option spelled ``old`` that stands for ``target`` (another option of the same
+    command): what it is given becomes ``target``'s value, parsed and checked by ``target``
+    (its type, callback, ``required``) as if ``target``'s own flag had been given, after one
+    ``warning: OLD is deprecated; use NEW ...`` line on stderr. Given with ``target``'s own
+    flag too, it is a usage error naming both. Eager, so it hands its value over before
+    ``target`` is processed."""
+
+    def __init__(self, old: str, new: str, target: click.Option):
+        name = f"deprecated_{old.lstrip('-').replace('-', '_')}"
+        super().__init__([old, name], hidden=True, is_eager=True, expose_value=False,
+                         multiple=target.multiple, nargs=target.nargs, type=click.UNPROCESSED)
+        self.old, self.new, self.target = old, new, target
+
+    def handle_parse_result(self, ctx: click.Context, opts, args: list[str]):
+        """Move the value parsed for the old flag in ``opts`` (name -> raw value, shared by
+        every parameter of this parse) to ``target``'s name, warning once."""
+        if self.name in opts:
+            if self.target.name in opts:
+                raise click.UsageError(f"{self.old} (the old spelling of {self.new}) and "
+                                       f"{self.new} are the same option: give {self.new} once",
+                                       ctx=ctx)
+            opts[self.target.name] = opts.pop(self.name)
+            if not ctx.resilient_parsing:
+                from ..log import warn
+                warn(deprecation_message(self.old, self.new))
+        return None, args
+
+
+def deprecated_aliases(name: str):
+    """Decorator of a click command (above ``@click.command``): add a
+    :class:`DeprecatedAlias` for each entry of ``DEPRECATED[name]``. An entry whose new flag
+    the command lacks, or whose old flag is still one of its visible flags, is a bug, raised
+    at import."""
+    def deco(command: click.Command) -> click.Command:
+        options = {opt: param for param in command.params if isinstance(param, click.Option)
+                   for opt in param.opts + param.secondary_opts}
+        for old, new in DEPRECATED[name].items():
+            target = options.get(new.split("/")[-1])
+            if target is None or old in options:
+                raise ValueError(f"DEPRECATED[{name!r}][{old!r}]: {command.name} has "
+                                 f"{'no ' + new if target is None else 'a visible ' + old}")
+            command.params.append(DeprecatedAlias(old, new, target))
+        return command
+    return deco
+
+
+def deprecated_keys(command: click.Command) -> dict[str, DeprecatedAlias]:
+    """Old ``--config`` key (an old long flag without its dashes) -> its alias."""
+    return {param.old[2:]: param for param in command.params
+            if isinstance(param, DeprecatedAlias) and param.old.startswith("--")}

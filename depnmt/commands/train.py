@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from ..device import PRECISIONS
-from ..model.schemes.registry import (PRESETS, all_cli_options, declared_options,
-                                      scheme_entries, resolve, scheme_list)
+from ..model.schemes.registry import (SCHEME_HELP, all_cli_options, declared_options,
+                                      resolve, saved_scheme_values, scheme_entries,
+                                      scheme_list, scheme_params)
 from ..model.transformer import ModelConfig
 from ..search import SearchConfig
 from ..train import TrainOptions
 from .options import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, config_option,
-                      config_settings)
+                      config_settings, deprecated_aliases)
 
 # flag, field, type, help; the defaults are the fields' (ModelConfig, TrainOptions, SearchConfig)
 ARCH = [
@@ -86,15 +87,13 @@ SAVED_SECTIONS = {"arch_": "model", "train_": "training", "search_": "search"}
 def inherit_saved(params: dict, given: set[str], model_dir: Path) -> dict:
     """``--resume``: every flag not given on the command line takes the value the model was
     trained with (its ``config.json``: architecture, scheme and its options, training and
-    search settings), so `depnmt train --data D -o M --resume` continues the run as it was
+    search settings), so `depnmt train -i D -o M --resume` continues the run as it was
     configured; flags that are given (e.g. a larger ``--max-steps``) override it."""
     from ..modeldir import CONFIG, read_config
     if not (model_dir / CONFIG).exists():
         return params                       # the trainer reports the missing checkpoint
     saved = read_config(model_dir)          # (an old config.json upgraded to today's form)
-    schemes = saved["model"]["schemes"]
-    values = {"scheme": "+".join(s["name"] for s in schemes),
-              **{k: v for s in schemes for k, v in s["options"].items()}}
+    values = saved_scheme_values(saved["model"])   # today's scheme name and option names
     for prefix, section in SAVED_SECTIONS.items():
         values.update({prefix + k: v for k, v in saved.get(section, {}).items()})
     out = {name: values.get(name, value) if name not in given else value
@@ -162,20 +161,21 @@ def scheme_entries_of(scheme: str, values: dict, given: set[str]) -> list[dict]:
     return scheme_entries(names, values)
 
 
+@deprecated_aliases("train")
 @click.command("train", context_settings={"show_default": True})
 @config_option("read options from this YAML file: `max-tokens: 4000`, one per line, keys as the "
                "flags without dashes (MODEL_DIR/train.yaml, which every run writes, is one); "
                "flags given on the command line win, and with --resume the file's values count "
                "as given")
-@click.option("--data", "data_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+@click.option("-i", "--input", "data_dir", required=True, metavar="BPE_DIR",
+              type=click.Path(path_type=Path, file_okay=False),
               help="folder written by `depnmt bpe`")
-@click.option("-o", "--model-dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+@click.option("-o", "--output", "model_dir", required=True, metavar="MODEL_DIR",
+              type=click.Path(path_type=Path, file_okay=False),
               help="where the model directory (config, vocabularies, checkpoints, metrics) goes")
-@click.option("--trees", "trees_dir", type=click.Path(path_type=Path, file_okay=False),
+@click.option("-t", "--trees", "trees_dir", type=click.Path(path_type=Path, file_okay=False),
               help="folder written by `depnmt parse` (needed by tree-based schemes)")
-@click.option("--scheme", default="abs",
-              help="positional scheme: a preset (" + ", ".join(PRESETS) + ") or components "
-                   "joined by '+', e.g. abs, none")
+@click.option("--scheme", default="abs", help=SCHEME_HELP)
 @_options(ARCH, "arch_", ModelConfig)
 @click.option("--layers", type=POSITIVE, default=None, help="shortcut: encoder and decoder layers")
 @_options(TRAIN, "train_", TrainOptions)
@@ -193,16 +193,14 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     """Train a Transformer NMT model on a `depnmt bpe` folder.
 
     \b
-    The positional scheme is chosen with --scheme: a preset, or components joined by '+'
-    (tree schemes need --trees; dbsa_* learn from trees, so translate needs no parser):
+    The positional scheme is chosen with --scheme: abs (keep the sinusoidal absolute PE)
+    or noabs (drop it) and parts joined by '+' (tree schemes need --trees; dbsa-* learn
+    from trees, so translate needs no parser):
     {schemes}
-    Presets keep the absolute PE: Transformer_rel = abs+rel, Transformer_dep = abs+dep,
-    Transformer_dep+rel = abs+dep+rel, Transformer_deplabel = abs+deplabel (method 1),
-    Transformer_deplabel+rel = abs+deplabel+rel (method 2), Transformer_abs+DBSA(Enc) =
-    abs+dbsa_enc, Transformer_abs+DBSA(Dec), Transformer_abs+DBSA(Enc)+DBSA(Dec) (quote
-    them in the shell), and the GPS paper's Table 2: Transformer_pascal = abs+pascal,
-    Transformer_structural = abs+structural, Transformer_gps = abs+gps. Ablations:
-    --*-terms, and leave out abs to drop the absolute PE.
+    The papers' systems keep the absolute PE: abs+rel, abs+dep, abs+dep+rel, abs+deplabel
+    (method 1), abs+deplabel+rel (method 2), abs+dbsa-enc, abs+dbsa-dec,
+    abs+dbsa-enc+dbsa-dec, and the GPS paper's Table 2: abs+pascal, abs+structural,
+    abs+gps. Ablations: noabs+dep, noabs+dep-bK, --*-terms. Layers are counted from 1.
     Runs on CUDA when available (with AMP), else on the CPU. Out of GPU memory, halve
     --max-tokens and double --update-freq (the same update size). In fp16 an update whose
     gradients overflow is skipped and not counted (the loss scale drops). SIGTERM or Ctrl-C
@@ -211,17 +209,11 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     where it stopped (flags you leave out take the model's saved values; give e.g.
     --max-steps to extend).
     One training at a time per MODEL_DIR (a lock; a second one is an error).
-    Runs unchanged under torchrun (one process per GPU, or gloo processes with --device
-    cpu): --max-tokens and --update-freq are per process, rank 0 validates and writes.
-
-    \b
-    Example (the Multi30k baseline of the README, ~20 minutes on 2 CPU cores):
-      depnmt train --data work/bpe -o work/model --scheme abs --layers 3 \\
-        --d-model 256 --heads 4 --d-ff 1024 --max-minutes 20
-    On the 4 GPUs of one machine:
-      torchrun --nproc_per_node 4 -m depnmt.cli train --data work/bpe -o work/model ...
-    Every run records its settings in MODEL_DIR/train.yaml; the same run again, into work/m2:
-      depnmt train --config work/model/train.yaml -o work/m2
+    Runs unchanged under torchrun (`torchrun --nproc_per_node N -m depnmt.cli train ...`: one
+    process per GPU, or gloo processes with --device cpu): --max-tokens and --update-freq are
+    per process, rank 0 validates and writes.
+    Every run records its settings in MODEL_DIR/train.yaml: `--config MODEL_DIR/train.yaml`
+    runs the same again (the flags you give win; give another -o).
     """
     from ..board import TensorBoardLog
     from ..device import bound_onednn_cache
@@ -230,6 +222,7 @@ def command(ctx: click.Context, data_dir: Path, model_dir: Path, trees_dir: Path
     bound_onednn_cache()          # before the first bf16 matrix multiply of this process
     given = given_params(ctx)
     params = effective_params(ctx, given, resume, model_dir)
+    params, given = scheme_params(params, given)   # 0.1.0 spellings: warned, today's terms
     sections = {prefix: {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
                 for prefix in SAVED_SECTIONS}
     arch = sections["arch_"]

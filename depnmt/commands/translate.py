@@ -1,24 +1,27 @@
-"""``depnmt translate``: raw text on stdin (or --input) to raw text on stdout."""
+"""``depnmt translate``: raw text on stdin (or --input) to raw text on stdout (or --output)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 import click
 
-from .options import AMOUNT, COUNT, POSITIVE
+from .options import AMOUNT, COUNT, POSITIVE, deprecated_aliases
 
 DEFAULT_MODEL_DIR = "model"
 
 
+@deprecated_aliases("translate")
 @click.command("translate", context_settings={"show_default": True})
-@click.option("-m", "--model-dir", type=click.Path(path_type=Path, file_okay=False),
+@click.option("-m", "--model", "model_dir", type=click.Path(path_type=Path, file_okay=False),
               default=lambda: os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR),
               help="model directory written by `depnmt train` (default: $DEPNMT_MODEL or ./model)")
 @click.option("-c", "--checkpoint", metavar="NAME|FILE",
-              help="checkpoint: a name in MODEL_DIR/checkpoints (best, last, stepN of "
+              help="checkpoint: a name in MODEL/checkpoints (best, last, stepN of "
                    "train --keep-last, or the -o NAME of `depnmt average`) or a .pt file "
                    "[default: best, else last]")
 @click.option("-i", "--input", "input_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -26,15 +29,37 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("--input-format", type=click.Choice(["text", "conllu"]), default="text",
               help="text: raw sentences; conllu: pre-parsed sentences (their words and trees "
                    "are used as they are)")
+@click.option("-o", "--output", "output_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="write the translations to this file instead of standard output, all or "
+                   "nothing: they go to a temporary file next to it that replaces FILE once "
+                   "every line is translated, so a failed or killed run leaves no partial FILE")
+@click.option("--nbest", type=POSITIVE, default=None, metavar="N",
+              help="write the N best hypotheses of each input line's beam (N at most the beam "
+                   "size), best first, one per line: `SENT_ID ||| hypothesis ||| score ||| "
+                   "logprob`, SENT_ID the input line's index counted from 0 (as Moses), score "
+                   "the length-normalised log-probability that ranks them (log p / "
+                   "((5 + |Y|) / 6)^alpha; --ct2: CTranslate2's log p / |Y|^alpha), logprob the "
+                   "log-probability, |Y| the target subwords scored (EOS included). An empty "
+                   "line gives one empty hypothesis scored 0; fewer than N only where the length "
+                   "limit leaves fewer", show_default="one translation per line")
 @click.option("--beam", type=POSITIVE, default=None,
-              help="beam size (1 = greedy); default: the model's")
-@click.option("--alpha", type=AMOUNT, default=None, help="GNMT length penalty alpha")
-@click.option("--max-len-a", type=AMOUNT, default=None, help="max output length = a·|src| + b")
-@click.option("--max-len-b", type=COUNT, default=None, help="max output length = a·|src| + b")
+              help="beam size (1 = greedy)", show_default="the model's, set by train --beam")
+@click.option("--alpha", type=AMOUNT, default=None,
+              help="GNMT length penalty: hypotheses are ranked by log p / ((5 + |Y|) / 6)^alpha, "
+                   "|Y| in target subwords (0: plain log-probability)",
+              show_default="the model's, set by train --alpha")
+@click.option("--max-len-a", type=AMOUNT, default=None, metavar="A",
+              help="output length limit: a translation has at most ceil(A × source subwords + "
+                   "B) − 1 target subwords (the limit counts the end-of-sentence token; source "
+                   "subwords without it)", show_default="the model's, else 1.5")
+@click.option("--max-len-b", type=COUNT, default=None, metavar="B",
+              help="the B of --max-len-a's limit, in target subwords",
+              show_default="the model's, else 10")
 @click.option("--at-limit", type=click.Choice(["eos", "cut"]), default=None,
               help="beam search at the length limit: eos = only EOS may follow there and it is "
-                   "scored (fairseq; depnmt's default), cut = the best hypotheses end as they "
-                   "are (OpenNMT-py, CTranslate2; what --ct2 always does)")
+                   "scored (fairseq), cut = the best hypotheses end as they are (OpenNMT-py, "
+                   "CTranslate2; what --ct2 always does)",
+              show_default="the model's, else eos")
 @click.option("--max-tokens", type=POSITIVE, default=4000,
               help="sentences of similar length are decoded together in batches of at most this "
                    "many source subwords × beam (padding included; a longer sentence is decoded "
@@ -64,30 +89,30 @@ DEFAULT_MODEL_DIR = "model"
 @click.option("--induced-target-trees", type=click.Path(path_type=Path, dir_okay=False),
               help="also write the trees the decoder's parse head induces over each translation "
                    "(DBSA(Dec) models) to this CoNLL-U file: one teacher-forced pass over the "
-                   "hypothesis, maximum spanning tree of its word-level head scores")
+                   "hypothesis (--nbest: the best one), maximum spanning tree of its word-level "
+                   "head scores")
 @click.option("--dbsa-gold-arcs", is_flag=True,
               help="DBSA(Enc) models: the parse head attends to each source token's gold head "
                    "from the input trees (needs --input-format conllu) instead of its own "
                    "prediction, to measure what a perfect parse would give")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
-            beam: int | None, alpha: float | None, max_len_a: float | None,
-            max_len_b: int | None, at_limit: str | None, max_tokens: int, batch_size: int,
-            device: str, precision: str, ct2_dir: Path | None,
-            threads: int, induced_trees: Path | None, induced_target_trees: Path | None,
-            dbsa_gold_arcs: bool) -> None:
-    """Translate raw text with a trained model.
+            output_path: Path | None, nbest: int | None, beam: int | None,
+            alpha: float | None, max_len_a: float | None, max_len_b: int | None,
+            at_limit: str | None, max_tokens: int, batch_size: int, device: str, precision: str,
+            ct2_dir: Path | None, threads: int, induced_trees: Path | None,
+            induced_target_trees: Path | None, dbsa_gold_arcs: bool) -> None:
+    """Translate raw text with a trained model (-m), or with its CTranslate2 export (--ct2).
 
     \b
-      depnmt translate -m work/model < input.txt > output.txt
-      depnmt translate --ct2 work/model-ct2 < input.txt > output.txt   # CTranslate2 export
     The model directory's own tokenizer, parser (for tree-based schemes) and BPE are applied.
-    Exactly one output line per input line: empty lines stay empty, over-long lines are
+    Exactly one output line per input line (--nbest: N): empty lines stay empty, lines longer
+    than the model's source limit (train --max-len, 250 source subwords unless given) are
     truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
     --checkpoint avg5 translates with the average `depnmt average -o avg5` wrote.
     """
     from ..errors import DepnmtError
     from ..modeldir import named_checkpoint
-    from ..textio import iter_lines, stdin_lines, write_stdout
+    from ..textio import iter_lines, stdin_lines
 
     search = dict(beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
                   at_limit=at_limit)
@@ -98,15 +123,17 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
         from ..ct2translate import CT2Translator
         ct2 = CT2Translator.from_dir(ct2_dir, device, threads, max_tokens=max_tokens,
                                      batch_size=batch_size, **search)
-        for line in ct2.translate_lines(iter_lines(input_path) if input_path else stdin_lines()):
-            write_stdout(line + "\n")
-        write_stdout("", flush=True)
+        check_nbest_flag(nbest, ct2.search_cfg.beam, beam)
+        lines = iter_lines(input_path) if input_path else stdin_lines()
+        with output_writer(output_path) as write:
+            write_results(write, ct2.translate_lines(lines, nbest=nbest or 0), nbest)
         return
     from ..translate import Translator
 
     ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
     translator = Translator.from_model_dir(model_dir, ckpt, device, precision,
                                            max_tokens=max_tokens, batch_size=batch_size, **search)
+    check_nbest_flag(nbest, translator.search_cfg.beam, beam)
     if dbsa_gold_arcs:
         if input_format != "conllu":
             raise DepnmtError("--dbsa-gold-arcs takes the gold trees from the input: give "
@@ -114,19 +141,58 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
         translator.use_gold_arcs()
     induced: list | None = [] if induced_trees is not None else None
     targets: list | None = [] if induced_target_trees is not None else None
-    if input_format == "conllu":
-        from ..parse.conllu import read_conllu_input
-        trees = read_conllu_input(input_path)
-        for line in translator.translate_words([list(t.words) for t in trees], trees,
-                                               trees_out=induced, target_trees_out=targets):
-            write_stdout(line + "\n")
-    else:
-        lines = iter_lines(input_path) if input_path else stdin_lines()
-        for line in translator.translate_lines(lines, trees_out=induced,
-                                               target_trees_out=targets):
-            write_stdout(line + "\n", flush=sys.stdout.isatty())
-    write_stdout("", flush=True)
+    with output_writer(output_path) as write:
+        if input_format == "conllu":
+            from ..parse.conllu import read_conllu_input
+            trees = read_conllu_input(input_path)
+            results = translator.translate_words([list(t.words) for t in trees], trees,
+                                                 trees_out=induced, target_trees_out=targets,
+                                                 nbest=nbest or 0)
+        else:
+            lines = iter_lines(input_path) if input_path else stdin_lines()
+            results = translator.translate_lines(lines, trees_out=induced,
+                                                 target_trees_out=targets, nbest=nbest or 0)
+        write_results(write, results, nbest)
     from ..parse import write_conllu
     for path, collected in ((induced_trees, induced), (induced_target_trees, targets)):
         if collected is not None:
             write_conllu(path, collected)
+
+
+def check_nbest_flag(nbest: int | None, beam: int, beam_flag: int | None) -> None:
+    """``--nbest N`` needs a beam of at least N (``beam``: the search's, ``beam_flag``: the
+    ``--beam`` given, if any); else a one-line error naming the flags."""
+    from ..errors import DepnmtError
+    if nbest is not None and nbest > beam:
+        whose = "--beam" if beam_flag is not None else "the model's default beam"
+        raise DepnmtError(f"--nbest {nbest} is more than the beam size ({whose}: {beam}); "
+                          f"the n-best list comes from the beam: give --beam {nbest} or more")
+
+
+@contextmanager
+def output_writer(path: Path | None) -> Iterator[Callable[[str], None]]:
+    """A function that writes text to ``path``, all or nothing (:func:`~depnmt.textio.
+    atomic_open`: the file appears when the block ends without an error), or without a path
+    to standard output (flushed at each line when it is a terminal)."""
+    from ..textio import atomic_open, write_stdout
+    if path is None:
+        tty = sys.stdout.isatty()
+        yield lambda text: write_stdout(text, flush=tty)
+        write_stdout("", flush=True)
+        return
+    with atomic_open(path) as fh:
+        yield fh.write
+
+
+def write_results(write: Callable[[str], None], results: Iterable, nbest: int | None) -> None:
+    """Write one line per result (a text), or with ``nbest`` the lines of each n-best list
+    (:func:`nbest_lines`)."""
+    for index, result in enumerate(results):
+        write(nbest_lines(index, result) if nbest else result + "\n")
+
+
+def nbest_lines(index: int, translations: list) -> str:
+    """The n-best list (:class:`~depnmt.translate.Translation`, best first) of input line
+    ``index`` (from 0), one ``SENT_ID ||| hypothesis ||| score ||| logprob`` line each."""
+    return "".join(f"{index} ||| {t.text} ||| {t.score:.4f} ||| {t.logprob:.4f}\n"
+                   for t in translations)

@@ -166,12 +166,27 @@ class MultiHeadAttention(nn.Module):
         """Keys and values ``[B, H, Tk, d_k]`` (cached by the decoder for incremental decoding)."""
         return self._split(self.k_proj(kv)), self._split(self.v_proj(kv))
 
+    def fused_qkv(self, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+        """``W^Q``, ``W^K``, ``W^V`` stacked ``[3D, D]`` with their biases ``[3D]``, in ``dtype``
+        (e.g. autocast's, so that no step casts them again): for :meth:`project_qkv`."""
+        weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        return weight.to(dtype), bias.to(dtype)
+
+    def project_qkv(self, x: Tensor, fused: tuple[Tensor, Tensor]) -> tuple[Tensor, ...]:
+        """Queries, keys and values ``[B, H, T, d_k]`` of a self-attention over ``x [B, T, D]``
+        by one matrix multiply with the :meth:`fused_qkv` weights (the values of the three
+        projections: each output is the same dot product)."""
+        return tuple(self._split(t) for t in F.linear(x, *fused).chunk(3, dim=-1))
+
     def forward(self, query: Tensor, kv: Tensor | None = None, mask: Tensor | None = None,
                 terms: AttentionTerms | None = None,
                 cached_kv: tuple[Tensor, Tensor] | None = None,
                 head_cache: dict[int, KeyValues] | None = None,
-                scores: dict[str, Tensor] | None = None, causal: bool = False) -> Tensor:
-        """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``).
+                scores: dict[str, Tensor] | None = None, causal: bool = False,
+                q: Tensor | None = None) -> Tensor:
+        """Attend from ``query`` to ``kv`` (or to precomputed ``cached_kv``; ``q``: the queries
+        ``[B, H, Tq, d_k]`` when already projected, :meth:`project_qkv`).
 
         During incremental decoding ``head_cache`` holds the head overrides' keys/values by head
         index (read and updated here, see :class:`HeadOverride`); ``scores``, when given,
@@ -179,32 +194,48 @@ class MultiHeadAttention(nn.Module):
         ``[Tq, Tq]`` of a self-attention over the same positions (query i sees keys ≤ i and
         nothing else is masked), which the fused path without terms leaves to SDPA
         (``is_causal``: its flash kernels take no explicit mask); the other paths use ``mask``.
+        Cached keys/values in another dtype than the queries' (fp32 caches of a search on the
+        CPU under bf16 autocast, :class:`~depnmt.model.transformer.DecoderState`) are attended
+        in theirs, outside autocast.
         """
-        q = self._split(self.q_proj(query))                         # (B, H, Tq, d_k)
+        if q is None:
+            q = self._split(self.q_proj(query))                     # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
-        dropout_p = self.dropout if self.training else 0.0
-        # On the CPU, SDPA with dropout falls back to its unfused path with a per-element mask
-        # (bernoulli_), and its bf16 kernel is slower than the explicit path with an fp32
-        # softmax: there the explicit path with depnmt's cheaper mask is 1.14x / 1.17x faster
-        # (docs/benchmarks.md, issue 11); fp32 without dropout (and CUDA) stays fused
-        fused = q.device.type != "cpu" or (dropout_p == 0.0 and q.dtype == torch.float32)
-        if fused and (terms is None or (not terms.relative and terms.logit_bias is None
-                                        and terms.logit_scale is None)):
-            # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask,
-                                                 dropout_p=dropout_p, is_causal=causal)
-        elif fused and terms.logit_scale is None and all(r.value_table is None
-                                                         for r in terms.relative):
-            # Only additive logit terms (key terms, biases): softmax(q k^T / sqrt(d_k) + A) v,
-            # fused, A = the key terms / sqrt(d_k) + bias, -inf where masked.
-            out = F.scaled_dot_product_attention(q, k, v, self._additive_mask(q, mask, terms),
-                                                 dropout_p=dropout_p)
-        else:
-            out = self._attend_with_terms(q, k, v, mask, terms or AttentionTerms([]))
+        if q.dtype == k.dtype:
+            out = self._attend(q, k, v, mask, terms, causal)
+        else:   # a search's fp32 caches under bf16 autocast (on the CPU): attend in fp32,
+            # by the explicit path (1.6x faster than SDPA's for a query or a few there)
+            with torch.autocast(q.device.type, enabled=False):
+                out = self._attend_with_terms(q.to(k.dtype), k, v, mask,
+                                              terms or AttentionTerms([]))
         for override in terms.head_overrides if terms is not None else ():
             out = self._override(out, override, query, kv, mask, head_cache, scores)
         b, _, tq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_k))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                terms: AttentionTerms | None, causal: bool) -> Tensor:
+        """Eq. 2 with the scheme's ``terms`` (head overrides aside): ``q [B, H, Tq, d_k]``,
+        ``k``, ``v [B, H, Tk, d_k]`` -> ``[B, H, Tq, d_k]``, by the fastest path that computes
+        them (``mask``, ``causal``: :meth:`forward`)."""
+        dropout_p = self.dropout if self.training else 0.0
+        # On the CPU, SDPA with dropout falls back to its unfused path with a per-element mask
+        # (bernoulli_), and its bf16 kernel is slower than the explicit path with an fp32
+        # softmax: there the explicit path with depnmt's cheaper mask is 1.14x / 1.17x faster
+        # (docs/performance.md, "bf16 on the CPU"); fp32 without dropout (and CUDA) stays fused
+        fused = q.device.type != "cpu" or (dropout_p == 0.0 and q.dtype == torch.float32)
+        if fused and (terms is None or (not terms.relative and terms.logit_bias is None
+                                        and terms.logit_scale is None)):
+            # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask,
+                                                  dropout_p=dropout_p, is_causal=causal)
+        if fused and terms.logit_scale is None and all(r.value_table is None
+                                                       for r in terms.relative):
+            # Only additive logit terms (key terms, biases): softmax(q k^T / sqrt(d_k) + A) v,
+            # fused, A = the key terms / sqrt(d_k) + bias, -inf where masked.
+            return F.scaled_dot_product_attention(q, k, v, self._additive_mask(q, mask, terms),
+                                                  dropout_p=dropout_p)
+        return self._attend_with_terms(q, k, v, mask, terms or AttentionTerms([]))
 
     @staticmethod
     def _override(out: Tensor, override: HeadOverride, query: Tensor, kv: Tensor,

@@ -14,18 +14,18 @@
 #   omote           Ja→En, Omote et al. (RANLP 2019) §5.1: the first 1.5M pairs, training pairs
 #                   of ≤ 50 words per side, word vocabularies of words seen ≥ 7 (ja) / ≥ 10 (en)
 #                   times, 30 epochs, batches of ~256 sentences, greedy decoding;
-#                   abs, rel, dep, dep+rel, deplabel, deplabel+rel
+#                   abs, abs+rel, abs+dep, abs+dep+rel, abs+deplabel, abs+deplabel+rel
 #   dbsa            Ja→En, Deguchi et al. (2019) §4.1: joint BPE with a 100k vocabulary,
 #                   ≤ 250 subwords, 20 epochs, ~224 sentences, beam 4 with α = 0.6;
 #                   abs and the DBSA variants
 #   omote-ablation  Ja→En, Omote et al.'s Table 3: the first 100,000 pairs of ≤ 50 words of
 #                   train-1 (MAX_PAIRS; FIRST=150000 pairs are read for it), word vocabularies
 #                   of words seen ≥ 2 times, batches of 100 sentences (--batch-sentences), 50
-#                   epochs, greedy; no absolute PE: dep-noabs (b^K and b^V), dep-noabs-bV,
-#                   dep-noabs-bK, noabs (neither), against dep-noabs
+#                   epochs, greedy; no absolute PE: noabs+dep (b^K and b^V), noabs+dep-bV,
+#                   noabs+dep-bK, noabs (neither), against noabs+dep
 #   nlp2019         En→Ja, Omote et al.'s NLP2019 paper §4: 100,000 training pairs, k = 2,
-#                   batches of 100 sentences, 50 epochs; abs, rel, deplabel (method 1),
-#                   deplabel+rel (method 2). English source trees (spaCy en_core_web_sm; PARSE
+#                   batches of 100 sentences, 50 epochs; abs, abs+rel, abs+deplabel (method
+#                   1), abs+deplabel+rel (method 2). English source trees (spaCy en_core_web_sm; PARSE
 #                   for stanza; the paper: Stanford CoreNLP), Japanese target by Sudachi (the
 #                   paper: KyTea). The paper states neither the filter nor the vocabulary nor
 #                   the decoding: as omote-ablation (≤ 50 words, words seen ≥ 2 times, greedy).
@@ -57,21 +57,21 @@ SETTING=${SETTING:-omote}
 WORK=${DEPNMT_WORK:-work/aspec-ja-en-$SETTING}
 DBSA_LAYER=${DBSA_LAYER:-4}
 SRC_LANG=ja TGT_LANG=en
-BATCH=(); MIN_FREQ=(); BASELINES="abs rel"
+BATCH=(); MIN_FREQ=(); BASELINES="abs abs+rel rel"   # (rel: the 0.1.0 name of abs+rel)
 case $SETTING in
-  omote) SYSTEMS=${SYSTEMS:-abs rel dep dep+rel deplabel deplabel+rel}
+  omote) SYSTEMS=${SYSTEMS:-abs abs+rel abs+dep abs+dep+rel abs+deplabel abs+deplabel+rel}
          BEAM=${BEAM:-1}; EPOCHS=${EPOCHS:-30}; MAX_TOKENS=${MAX_TOKENS:-8192}
          FIRST=${FIRST:-1500000}; PREPARE_FILTER=(--max-len 50)
          MIN_FREQ=(--src-min-freq 7 --tgt-min-freq 10) ;;
-  dbsa)  SYSTEMS=${SYSTEMS:-abs dbsa-enc dbsa-dec dbsa-enc+dec}
+  dbsa)  SYSTEMS=${SYSTEMS:-abs abs+dbsa-enc abs+dbsa-dec abs+dbsa-enc+dbsa-dec}
          BEAM=${BEAM:-4}; EPOCHS=${EPOCHS:-20}; MAX_TOKENS=${MAX_TOKENS:-8192}
          FIRST=${FIRST:-1500000}; PREPARE_FILTER=() ;;
   omote-ablation|nlp2019)
          if [ "$SETTING" = nlp2019 ]; then
            SRC_LANG=en TGT_LANG=ja
-           SYSTEMS=${SYSTEMS:-abs rel deplabel deplabel+rel}
+           SYSTEMS=${SYSTEMS:-abs abs+rel abs+deplabel abs+deplabel+rel}
          else
-           SYSTEMS=${SYSTEMS:-$ABLATION_SYSTEMS}; BASELINES=dep-noabs
+           SYSTEMS=${SYSTEMS:-$ABLATION_SYSTEMS}; BASELINES="noabs+dep dep-noabs"
          fi
          # batches of exactly 100 sentences: 100 × (50 words + EOS/BOS) stays within 8,192
          BEAM=${BEAM:-1}; EPOCHS=${EPOCHS:-50}; MAX_TOKENS=${MAX_TOKENS:-8192}

@@ -13,7 +13,7 @@
 # run_campaign does it seed by seed, so the first replicate of every system is complete first.
 # JOBS=N runs N of these (seed, system) runs at once, each with OMP_NUM_THREADS = cores / N
 # (unless OMP_NUM_THREADS is set): on a small CPU two 1-thread trainings get through more
-# tokens together than one 2-thread training (docs/benchmarks.md, issue 12: 1.14-1.45x).
+# tokens together than one 2-thread training (1.14-1.45x: docs/performance.md).
 # Everything is skipped when done and an interrupted training resumes, so a campaign can be
 # stopped at any moment and continued by running the same command again.
 # ARCHIVE=DIR: after each run, `depnmt archive` its results folder into DIR (the finished runs'
@@ -25,14 +25,32 @@
 # anything is trained (check_data: a difference stops it, naming the first differing file), and
 # counts the archived runs as finished (nothing is trained or translated again).
 
-ALL_SYSTEMS="abs rel dep dep+rel deplabel deplabel+rel dbsa-enc dbsa-dec dbsa-enc+dec gps gps-all pascal structural"
-# Omote et al. (RANLP 2019) Table 3: Transformer_dep without the absolute PE, with both b^K and
-# b^V, b^V only, b^K only, and neither (= Transformer_abs without its PE).
-ABLATION_SYSTEMS="dep-noabs dep-noabs-bV dep-noabs-bK noabs"
+# System names are the scheme names of `depnmt train --scheme` (abs or noabs, then parts joined
+# by '+'), also the model folders' names and the report's labels.
+ALL_SYSTEMS="abs abs+rel abs+dep abs+dep+rel abs+deplabel abs+deplabel+rel abs+dbsa-enc abs+dbsa-dec abs+dbsa-enc+dbsa-dec abs+gps abs+gps-all abs+pascal abs+structural"
+# Omote et al. (RANLP 2019) Table 3: dep without the absolute PE (noabs+dep), with both b^K and
+# b^V, b^V only, b^K only, and neither (= abs without its PE).
+ABLATION_SYSTEMS="noabs+dep noabs+dep-bV noabs+dep-bK noabs"
 # Baselines beyond the papers' own tables: LISA (Strubell et al. 2018) as the PASCAL fork runs it
-# for MT, Currey & Heafield's (2019) multi-task data, Sennrich & Haddow's (2016) source factors,
-# and treedist (no paper; issue 13's proof scheme).
-BASELINE_SYSTEMS="lisa multitask factors factors-concat treedist"
+# for MT, Currey & Heafield's (2019) multi-task data (a recipe system: abs on other data),
+# Sennrich & Haddow's (2016) source factors, and treedist (no paper; issue 13's proof scheme).
+BASELINE_SYSTEMS="abs+lisa multitask abs+factors abs+factors-concat abs+treedist"
+
+# The 0.1.0 system names (deprecated, they go in 0.3.0): name -> today's name, and the flags
+# that keep its 0.1.0 behaviour (DBSA's chain head was `first`; gps-N counted layers from 0).
+# A run keeps the folder of the name it was started with.
+declare -A OLD_SYSTEMS=(
+  [rel]=abs+rel [dep]=abs+dep [dep+rel]=abs+dep+rel [deplabel]=abs+deplabel
+  [deplabel+rel]=abs+deplabel+rel [pascal]=abs+pascal [structural]=abs+structural
+  [treedist]=abs+treedist [factors]=abs+factors [factors-concat]=abs+factors-concat
+  [gps]=abs+gps [gps-all]=abs+gps-all [dbsa-enc]=abs+dbsa-enc [dbsa-dec]=abs+dbsa-dec
+  [dbsa-enc+dec]=abs+dbsa-enc+dbsa-dec [lisa]=abs+lisa [dep-noabs]=noabs+dep
+  [dep-noabs-bV]=noabs+dep-bV [dep-noabs-bK]=noabs+dep-bK)
+for _i in 0 1 2 3 4 5 6 7 8 9; do OLD_SYSTEMS[gps-$_i]=abs+gps-layer$((_i + 1)); done
+OLD_DBSA="dbsa-enc dbsa-dec dbsa-enc+dec lisa"
+# the parts a system name joins after abs or noabs (`depnmt train --help` lists them)
+SCHEME_PARTS="rel dep dep-bV dep-bK deplabel dbsa-enc dbsa-dec lisa gps gps-all pascal structural treedist factors factors-concat"
+WARNED_SYSTEMS=" "
 
 done_stage() { [ -f "$1/manifest.json" ]; }
 
@@ -112,42 +130,72 @@ fetch_stanza_models() {
   depnmt models download "${langs[@]}" "${dir[@]}"
 }
 
-# system_flags NAME: sets the array FLAGS to the scheme flags of system NAME.
+# scheme_of NAME: sets SCHEME to today's scheme name of system NAME (a 0.1.0 name: its new name,
+# with one warning per name); empty for an unknown name.
+scheme_of() {
+  local name=$1 part marks=0 parts
+  SCHEME=""
+  if [ -n "${OLD_SYSTEMS[$name]:-}" ]; then
+    if [[ "$WARNED_SYSTEMS" != *" $name "* ]]; then
+      echo "warning: system $name is deprecated; use ${OLD_SYSTEMS[$name]} (the old spelling goes in 0.3.0)" >&2
+      WARNED_SYSTEMS+="$name "
+    fi
+    SCHEME=${OLD_SYSTEMS[$name]}; return 0
+  fi
+  [ "$name" = multitask ] && { SCHEME=abs; return 0; }
+  IFS=+ read -r -a parts <<< "$name"
+  for part in "${parts[@]}"; do
+    case $part in abs|noabs) marks=$((marks + 1)); continue ;; esac
+    [[ " $SCHEME_PARTS " == *" $part "* || "$part" =~ ^gps-layer[1-9][0-9]*$ ]] || return 0
+  done
+  [ "$marks" != 1 ] || SCHEME=$name
+}
+
+# system_flags NAME: sets the array FLAGS to the `depnmt train` flags of system NAME: its scheme
+# name (scheme_of), DBSA's layer $DBSA_LAYER (lisa's is 1) and, for a 0.1.0 name of DBSA, its
+# 0.1.0 chain head.
 system_flags() {
-  case $1 in
-    abs|rel|dep|dep+rel|deplabel|deplabel+rel|pascal|structural|treedist)
-                  FLAGS=(--scheme "Transformer_$1") ;;
-    dbsa-enc)     FLAGS=(--scheme "Transformer_abs+DBSA(Enc)" --dbsa-enc-layer "$DBSA_LAYER") ;;
-    lisa)         FLAGS=(--scheme "Transformer_abs+DBSA(Enc)" --dbsa-enc-layer 1   # the PASCAL
-                         --dbsa-scorer deep) ;;   # fork's LISA: bottom layer, deep bi-affine
-    dbsa-dec)     FLAGS=(--scheme "Transformer_abs+DBSA(Dec)" --dbsa-dec-layer "$DBSA_LAYER") ;;
-    dbsa-enc+dec) FLAGS=(--scheme "Transformer_abs+DBSA(Enc)+DBSA(Dec)" --dbsa-enc-layer "$DBSA_LAYER"
-                         --dbsa-dec-layer "$DBSA_LAYER") ;;
-    dep-noabs)    FLAGS=(--scheme dep) ;;
-    dep-noabs-bV) FLAGS=(--scheme dep --dep-terms value) ;;
-    dep-noabs-bK) FLAGS=(--scheme dep --dep-terms key) ;;
-    noabs)        FLAGS=(--scheme none) ;;
-    gps)          FLAGS=(--scheme Transformer_gps --gps-layers 0) ;;
-    gps-all)      FLAGS=(--scheme Transformer_gps --gps-layers all) ;;
-    gps-[0-9])    FLAGS=(--scheme Transformer_gps --gps-layers "${1#gps-}") ;;   # GPS Table 3
-    multitask)    FLAGS=(--scheme Transformer_abs) ;;   # on $WORK/multitask-bpe (multitask_data)
-    factors)      FLAGS=(--scheme Transformer_factors) ;;   # label, POS, head direction, summed
-    factors-concat) FLAGS=(--scheme Transformer_factors --factor-combine concat) ;;
-    *) echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS $BASELINE_SYSTEMS)" >&2; return 2 ;;
-  esac
+  scheme_of "$1"
+  if [ -z "$SCHEME" ]; then
+    echo "error: unknown system '$1' (known: $ALL_SYSTEMS $ABLATION_SYSTEMS $BASELINE_SYSTEMS; or abs/noabs and parts joined by '+': $SCHEME_PARTS gps-layerN)" >&2
+    return 2
+  fi
+  FLAGS=(--scheme "$SCHEME")
+  [[ "+$SCHEME+" != *"+dbsa-enc+"* ]] || FLAGS+=(--dbsa-enc-layer "$DBSA_LAYER")
+  [[ "+$SCHEME+" != *"+dbsa-dec+"* ]] || FLAGS+=(--dbsa-dec-layer "$DBSA_LAYER")
+  [[ " $OLD_DBSA " != *" $1 "* ]] || FLAGS+=(--dbsa-chain-head first)
+}
+
+# system_folder NAME OUT: the folder name of system NAME under OUT/models and OUT/hyps: NAME,
+# or the 0.1.0 name of the same system when only that folder exists (a campaign begun by
+# depnmt 0.1.0 is continued, not trained again; not for DBSA, whose default changed).
+system_folder() {
+  local name=$1 out=$2 old
+  if [ ! -e "$out/models/$name" ]; then
+    for old in "${!OLD_SYSTEMS[@]}"; do
+      if [ "${OLD_SYSTEMS[$old]}" = "$name" ] && [[ " $OLD_DBSA " != *" $old "* ]] \
+          && [ -e "$out/models/$old" ]; then
+        echo "$old"; return 0
+      fi
+    done
+  fi
+  echo "$name"
 }
 
 # tree_sides SYSTEMS...: which sides need parse trees (src, tgt or both; empty if none).
 tree_sides() {
-  local src="" tgt="" s
+  local src="" tgt="" s part parts
   for s in "$@"; do
-    case $s in
-      abs|rel|noabs) ;;
-      multitask) src=1 ;;                    # its data needs the source trees
-      dbsa-dec) tgt=1 ;;
-      dbsa-enc+dec) src=1; tgt=1 ;;
-      *) src=1 ;;
-    esac
+    [ "$s" = multitask ] && { src=1; continue; }     # its data needs the source trees
+    scheme_of "$s" 2>/dev/null
+    IFS=+ read -r -a parts <<< "$SCHEME"
+    for part in "${parts[@]}"; do
+      case $part in
+        abs|noabs|rel) ;;
+        dbsa-dec) tgt=1 ;;
+        *) src=1 ;;
+      esac
+    done
   done
   if [ -n "$src" ] && [ -n "$tgt" ]; then echo both; elif [ -n "$tgt" ]; then echo tgt
   elif [ -n "$src" ]; then echo src; fi
@@ -186,8 +234,9 @@ check_data() {
 # TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
 # With ARCHIVE set, the data is checked against the archive's record first (check_data).
 run_system() {
-  local name=$1 out=${OUT:-$WORK}
-  local model="$out/models/$1" hyp="$out/hyps/$1.$TGT_LANG" ckpt=()
+  local name=$1 out=${OUT:-$WORK} folder
+  folder=$(system_folder "$1" "$out")
+  local model="$out/models/$folder" hyp="$out/hyps/$folder.$TGT_LANG" ckpt=()
   local data test_src=${TEST_SRC:-$WORK/prepare/test.raw.$SRC_LANG}
   data=$(system_data "$name")
   [ "$name" != multitask ] || test_src=$WORK/multitask/test.raw.$SRC_LANG
@@ -200,7 +249,7 @@ run_system() {
     local launch
     read -r -a launch <<< "${TRAIN_LAUNCH:-depnmt}"
     echo "== $name (seed $SEED): train $(date -u +%H:%M:%S)"
-    "${launch[@]}" train --data "$data" ${TREES:+--trees "$TREES"} -o "$model" "${COMMON[@]}" \
+    "${launch[@]}" train -i "$data" ${TREES:+-t "$TREES"} -o "$model" "${COMMON[@]}" \
       "${FLAGS[@]}" --seed "$SEED" "${resume[@]}"
   fi
   local kept=0                           # a run restored from `depnmt archive` has no checkpoints
@@ -279,21 +328,24 @@ take_run() {
   echo "$n"
 }
 
-# report_systems BASE SYSTEMS...: the results table against abs and rel (when run; BASELINES
+# report_systems BASE SYSTEMS...: the results table against abs and abs+rel (when run; BASELINES
 # names others), every seed of $SEEDS a run of each system, as
 # $(seeded BASE SEED)/results.{md,json,png} for one seed and BASE-seeds-1-2-3/results.* for several (mean ± sd over seeds, intervals, p-values), and the
 # dev loss/BLEU curves of every run as curves.png beside it.
 report_systems() {
-  local base=$1 args=() baselines=() curves=() s seed out
+  local base=$1 args=() baselines=() curves=() s seed out folder
   shift
   for seed in $SEEDS; do
     out=$(seeded "$base" "$seed")
     for s in "$@"; do
-      args+=(-s "$s" "$out/models/$s" "$out/hyps/$s.$TGT_LANG")
-      curves+=(-m "$out/models/$s" -l "$s (seed $seed)")
+      folder=$(system_folder "$s" "$out")
+      args+=(-s "$s" "$out/models/$folder" "$out/hyps/$folder.$TGT_LANG")
+      curves+=(-m "$out/models/$folder" --label "$s (seed $seed)")
     done
   done
-  for s in ${BASELINES:-abs rel}; do [[ " $* " == *" $s "* ]] && baselines+=(-b "$s"); done
+  for s in ${BASELINES:-abs abs+rel rel}; do      # (rel: the 0.1.0 name of abs+rel)
+    [[ " $* " == *" $s "* ]] && baselines+=(-b "$s")
+  done
   if [ "$(echo $SEEDS | wc -w)" -gt 1 ]; then out="$base-seeds-$(echo $SEEDS | tr ' ' -)"
   else out=$(seeded "$base" "$SEEDS"); fi
   mkdir -p "$out"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Multi30k En→De: every positional scheme of the papers trained with the same protocol on this
 # CPU, once per seed, evaluated on test_2016_flickr, and the results table (BLEU and chrF mean ±
-# sd over seeds, every run, intervals and p-values against abs and rel — approximate
+# sd over seeds, every run, intervals and p-values against abs and abs+rel — approximate
 # randomization over runs and paired bootstrap —, dev loss, epochs, tokens/s, parameters) —
 # the small-scale analogue of the papers' Tables 2.
 #
 #   bash recipes/multi30k-en-de/compare.sh                   # every system, seed 1, converged
-#   SEEDS="1 2 3" SYSTEMS="abs rel dep+rel gps pascal" bash recipes/multi30k-en-de/compare.sh
+#   SEEDS="1 2 3" SYSTEMS="abs abs+rel abs+dep+rel abs+gps abs+pascal" bash recipes/multi30k-en-de/compare.sh
 #   STEPS=400 bash recipes/multi30k-en-de/compare.sh        # quick: 400 updates per system
 #   SEED=2 bash recipes/multi30k-en-de/compare.sh           # another seed alone
 #   JOBS=2 SEEDS="1 2 3" bash recipes/multi30k-en-de/compare.sh  # 2 runs at once, 1 thread each
@@ -20,11 +20,11 @@
 # compare-plateau/results.* (one seed) or compare-plateau-seeds-1-2-3/results.* (several).
 # STEPS=N: N updates of every system, one validation, best.pt, greedy decoding (BEAM=1) —
 # the earlier short budget (400 updates: 6–7 minutes per system), into $WORK/compare[-seedN]/.
-# DBSA(Dec) needs target (German) trees: there is no offline German parser here, so it is not
+# abs+dbsa-dec needs target (German) trees: there is no offline German parser here, so it is not
 # in the default list; add it with SYSTEMS (both sides are then parsed into $WORK/parse-both
 # with PARSE_BOTH, default "--backend stanza", after `depnmt models download en de` fetched
 # stanza's models: needs internet once).
-# SYSTEMS may add "multitask" (Currey & Heafield 2019's multi-task baseline: Transformer_abs
+# SYSTEMS may add "multitask" (Currey & Heafield 2019's multi-task baseline: abs
 # trained on translation mixed with parsing the source into linearized trees, task tags;
 # `depnmt multitask`), a data-level baseline: $WORK/multitask and $WORK/multitask-bpe.
 # Re-running skips what is done (stage manifests, finished models, averages, written
@@ -34,7 +34,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib/compare.sh"
 WORK=${DEPNMT_WORK:-work/multi30k-en-de}
 SRC_LANG=en TGT_LANG=de
-SYSTEMS=${SYSTEMS:-abs rel dep dep+rel deplabel deplabel+rel dbsa-enc gps gps-all pascal structural}
+SYSTEMS=${SYSTEMS:-abs abs+rel abs+dep abs+dep+rel abs+deplabel abs+deplabel+rel abs+dbsa-enc abs+gps abs+gps-all abs+pascal abs+structural}
 DBSA_LAYER=${DBSA_LAYER:-2}          # the 4th of 6 layers in the paper; 2 of 3 here
 budget_flags
 read -r -a arch <<< "${ARCH:---layers 3 --d-model 192 --heads 4 --d-ff 768}"

@@ -4,8 +4,8 @@
 # evaluated on its test set, and the results table (results.{md,json,png}).
 #
 #   bash recipes/small-enja-ja-en/run.sh
-#   SYSTEMS="abs dbsa-enc dbsa-dec dbsa-enc+dec" bash recipes/small-enja-ja-en/run.sh
-#   SEEDS="1 2 3" SYSTEMS="abs rel dep+rel dbsa-enc+dec" bash recipes/small-enja-ja-en/run.sh
+#   SYSTEMS="abs abs+dbsa-enc abs+dbsa-dec abs+dbsa-enc+dbsa-dec" bash recipes/small-enja-ja-en/run.sh
+#   SEEDS="1 2 3" SYSTEMS="abs abs+rel abs+dep+rel abs+dbsa-enc+dbsa-dec" bash recipes/small-enja-ja-en/run.sh
 #   FIRST=50000 bash recipes/small-enja-ja-en/run.sh  # the whole corpus
 #   MODE=word bash recipes/small-enja-ja-en/run.sh    # words, no BPE (DBSA paper's Table 3)
 #   STEPS=400 bash recipes/small-enja-ja-en/run.sh    # quick: 400 updates per system

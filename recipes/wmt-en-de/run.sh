@@ -7,7 +7,7 @@
 #   bash recipes/wmt-en-de/run.sh                          # SETTING=wmt16, every system
 #   SETTING=wmt17 bash recipes/wmt-en-de/run.sh
 #   SETTING=nc11 bash recipes/wmt-en-de/run.sh             # News Commentary v11 only
-#   SYSTEMS="abs gps" bash recipes/wmt-en-de/run.sh --until bpe
+#   SYSTEMS="abs abs+gps" bash recipes/wmt-en-de/run.sh --until bpe
 #   SRC=de TGT=en SETTING=nc11 bash recipes/wmt-en-de/run.sh   # the paper's NC11 De→En
 #
 # Settings (the paper's Table 1):
@@ -17,9 +17,9 @@
 #          test newstest2017; 100k updates, dropout 0.1
 #   nc11   News Commentary v11; dev newstest2015, test newstest2016; 20k updates, dropout 0.3
 # Direction: SRC=en TGT=de (default) or SRC=de TGT=en, the direction of the paper's NC11 rows of
-# Table 2 and of its layer study (Table 3: SYSTEMS="gps gps-1 gps-2 gps-3 gps-4 gps-5 gps-all",
-# the syntax term in encoder layer 0…5 or all); the source trees are then German (stanza's
-# German models). DOWNLOAD=DIR shares one download folder between the two directions. WMT16: the paper drops the pairs whose source is not in the source language (after
+# Table 2 and of its layer study (Table 3: SYSTEMS="abs+gps-layer1 abs+gps-layer2 … abs+gps-layer6
+# abs+gps-all", the syntax term in encoder layer 1…6 — the paper's 0…5 — or all); the source
+# trees are then German (stanza's German models). DOWNLOAD=DIR shares one download folder between the two directions. WMT16: the paper drops the pairs whose source is not in the source language (after
 # Bugliarello & Okazaki 2020); so does `prepare --langid-filter src` here (py3langid, offline;
 # LANGID_FILTER=none to keep them, =both to check the target too; every other setting: none).
 # On clean text it only drops short lines it misidentifies (README, "prepare"). Parser: PARSE
@@ -45,7 +45,7 @@ case $SRC_LANG-$TGT_LANG in
 esac
 WORK=${DEPNMT_WORK:-work/wmt-$SRC_LANG-$TGT_LANG-$SETTING}
 LANGID_FILTER=${LANGID_FILTER:-$([ "$SETTING" = wmt16 ] && echo src || echo none)}
-SYSTEMS=${SYSTEMS:-abs pascal structural gps dep+rel}
+SYSTEMS=${SYSTEMS:-abs abs+pascal abs+structural abs+gps abs+dep+rel}
 DBSA_LAYER=${DBSA_LAYER:-4}
 BEAM=${BEAM:-4}
 STATMT=http://www.statmt.org DATA_STATMT=http://data.statmt.org

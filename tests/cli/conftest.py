@@ -91,7 +91,7 @@ def tiny_bpe(tmp_path_factory, shared_data) -> Path:
 def tiny_model(tmp_path_factory, tiny_bpe) -> Path:
     """A 1-layer model trained for 12 updates (enough to have checkpoints and a config)."""
     model = tmp_path_factory.mktemp("model") / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "12",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "12",
                     "--valid-every", "6"]) == 0
     return model
 

@@ -59,7 +59,7 @@ def test_train_model_is_train_with_config(api_model, tiny_bpe, tmp_path):
         json.loads((cli_model / "config.json").read_text())
     assert losses(api_model) == losses(cli_model) and losses(api_model)
     settings = yaml.safe_load((api_model / "train.yaml").read_text())
-    assert settings["model-dir"] == str(api_model.resolve()) and settings["max-steps"] == 6
+    assert settings["output"] == str(api_model.resolve()) and settings["max-steps"] == 6
 
 
 def test_translator_matches_the_translate_command(api_model, tiny_bpe, tmp_path, capsys):
@@ -93,7 +93,7 @@ def test_train_model_errors_are_depnmt_errors(tiny_bpe, tmp_path):
     with pytest.raises(DepnmtError, match="'--max-tokens'.*max-tokens in"):
         depnmt.train_model({"data": str(tiny_bpe), "model-dir": str(tmp_path / "m"),
                             "max-tokens": 0})
-    with pytest.raises(DepnmtError, match="Missing option '--data'"):
+    with pytest.raises(DepnmtError, match="Missing option '-i' / '--input'"):
         depnmt.train_model({"model-dir": str(tmp_path / "m")})
     cfg = tmp_path / "run.yaml"
     cfg.write_text("data: x\nlayer: 2\n", encoding="utf-8")

@@ -16,7 +16,7 @@ from .conftest import TINY_MODEL, run_cli
 def kept_model(tmp_path_factory, tiny_bpe):
     """12 updates, validated every 3 by token accuracy, the last 2 snapshots kept."""
     model = tmp_path_factory.mktemp("keep") / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "12",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "12",
                     "--valid-every", "3", "--keep-last", "2", "--early-stop-metric", "acc"]) == 0
     return model
 

@@ -30,14 +30,14 @@ def feed_stdin(monkeypatch, text: str) -> None:
 def test_inspect_names_stdin_not_a_temporary_file(monkeypatch, capsys):
     """inspect used to copy stdin to a temporary file and name that file in its errors."""
     feed_stdin(monkeypatch, GOOD + EMPTY_FORM)
-    assert run_cli(["inspect", "--scheme", "rel"]) == 2
+    assert run_cli(["inspect", "--scheme", "abs+rel"]) == 2
     assert errors(capsys) == ["error: <stdin>:6: empty FORM column (write _ for a missing value)"]
 
 
 def test_inspect_reads_lone_cr_files(tmp_path, capsys):
     path = tmp_path / "cr.conllu"
     path.write_bytes(GOOD.replace("\n", "\r").encode())
-    assert run_cli(["inspect", "--scheme", "rel", "-i", path]) == 0
+    assert run_cli(["inspect", "--scheme", "abs+rel", "-i", path]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "\ta\tb"
 
 
@@ -94,7 +94,7 @@ def test_inspect_rejects_huge_numbers_and_short_ranges_in_one_line(case, tmp_pat
     text, line, message = BAD_INPUTS[case]
     path = tmp_path / "in.conllu"
     path.write_text(text, encoding="utf-8")
-    assert run_cli(["inspect", "--scheme", "rel", "-i", path]) == 2
+    assert run_cli(["inspect", "--scheme", "abs+rel", "-i", path]) == 2
     one_error(capsys, path, line, message)
 
 
@@ -108,7 +108,7 @@ def test_translate_conllu_rejects_huge_numbers_and_short_ranges(case, tiny_model
     one_error(capsys, path, line, message)
 
 
-@pytest.mark.parametrize("scheme", ["rel", "path"])
+@pytest.mark.parametrize("scheme", ["abs+rel", "abs+gps"])
 def test_inspect_tree_that_does_not_fit_its_tokens_names_file_and_line(scheme, tmp_path,
                                                                        capsys):
     """A word ending in "@@" reads as the first piece of the next one: the error used to be
@@ -158,6 +158,6 @@ def test_train_rejects_huge_numbers_and_short_ranges(case, tiny_bpe, tmp_path_fa
     lines[1 + (case != "too-large")] = "\t".join(cols)
     path.write_text("\n".join(lines), encoding="utf-8")
     capsys.readouterr()
-    assert run_cli(["train", "--data", tiny_bpe, "--trees", trees, "-o", tmp_path / "m",
-                    *TINY_MODEL, "--max-steps", "1", "--scheme", "Transformer_treedist"]) == 2
+    assert run_cli(["train", "-i", tiny_bpe, "--trees", trees, "-o", tmp_path / "m",
+                    *TINY_MODEL, "--max-steps", "1", "--scheme", "abs+treedist"]) == 2
     one_error(capsys, path, 2, message)

@@ -26,7 +26,7 @@ def cpu_fp16(monkeypatch) -> None:
 def test_fp32_checkpoint_resumes_in_fp16_with_a_fresh_loss_scale(tiny_bpe, tmp_path, monkeypatch,
                                                                  capsys):
     model = tmp_path / "m"
-    train = ["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--valid-every", "0",
+    train = ["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--valid-every", "0",
              "--device", "cpu"]
     assert run_cli([*train, "--max-steps", "2", "--precision", "fp32"]) == 0
     assert load_checkpoint(model / "checkpoints" / "last.pt")["scaler"] == {}
@@ -53,7 +53,7 @@ def test_out_of_memory_is_one_line_naming_what_to_lower(tiny_bpe, tmp_path, monk
 
     monkeypatch.setattr(TransformerNMT, "forward", forward_or_oom)
     capsys.readouterr()
-    status = run_cli(["train", "--data", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
+    status = run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
                       "--max-steps", "2", "--valid-every", "1", "--update-freq", "2",
                       "--device", "cpu"])
     err = capsys.readouterr().err

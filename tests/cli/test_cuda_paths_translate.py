@@ -49,9 +49,9 @@ def cuda_forbidden(monkeypatch):
 
 def test_fixture_train_and_translate_never_touch_cuda(tiny_bpe, tmp_path, cuda_forbidden):
     model = tmp_path / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "2",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "2",
                     "--valid-every", "0"]) == 0
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, "--resume", "--max-steps",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume", "--max-steps",
                     "3"]) == 0
     src = tmp_path / "in.txt"
     src.write_text("A man rides a bike.\nTwo dogs play.\n", encoding="utf-8")

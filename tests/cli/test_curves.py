@@ -29,7 +29,7 @@ def tensorboard_scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
 def board_run(tmp_path_factory, tiny_bpe):
     """A tiny model trained 4 updates with --tensorboard (logs every 2, validates every 2)."""
     root = tmp_path_factory.mktemp("board")
-    assert run_cli(["train", "--data", tiny_bpe, "-o", root / "m", *TINY_MODEL, "--max-steps",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", root / "m", *TINY_MODEL, "--max-steps",
                     "4", "--valid-every", "2", "--tensorboard", root / "tb"]) == 0
     return root
 
@@ -50,7 +50,7 @@ def test_tensorboard_has_the_training_and_dev_scalars_of_metrics_jsonl(board_run
 
 def test_tensorboard_missing_is_a_clear_error(tiny_bpe, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)   # import fails
-    assert run_cli(["train", "--data", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
+    assert run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
                     "--max-steps", "1", "--tensorboard", tmp_path / "tb"]) == 2
     err = capsys.readouterr().err
     assert "--tensorboard needs the tensorboard package" in err and "Traceback" not in err
@@ -67,7 +67,7 @@ def test_plot_draws_one_line_per_run_in_each_panel(board_run, tiny_model, tmp_pa
     assert list(loss_vs_updates.get_xdata()) == [2, 4]
     assert list(loss_vs_updates.get_ydata()) == [r["dev_nll"] for r in runs[0].valid]
     out = tmp_path / "curves.png"
-    assert run_cli(["plot", "-m", board_run / "m", "-m", tiny_model, "-l", "a", "-l", "b",
+    assert run_cli(["plot", "-m", board_run / "m", "-m", tiny_model, "--label", "a", "--label", "b",
                     "-o", out]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
@@ -89,7 +89,7 @@ def test_plot_errors_name_the_file_and_line(tmp_path, capsys):
     (model / "metrics.jsonl").write_text('{"event": "start", "step": 0}\n')
     with pytest.raises(DepnmtError, match="no validation records"):
         load_run(model)
-    assert run_cli(["plot", "-m", model, "-l", "a", "-l", "b", "-o", tmp_path / "c.png"]) == 2
+    assert run_cli(["plot", "-m", model, "--label", "a", "--label", "b", "-o", tmp_path / "c.png"]) == 2
     assert not (tmp_path / "c.png").exists()
 
 

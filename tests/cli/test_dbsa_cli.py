@@ -13,7 +13,7 @@ from depnmt.parse import read_conllu
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli
 
-DBSA = ["--scheme", "Transformer_abs+DBSA(Enc)+DBSA(Dec)", "--dbsa-enc-layer", "1",
+DBSA = ["--scheme", "abs+dbsa-enc+dbsa-dec", "--dbsa-enc-layer", "1",
         "--dbsa-dec-layer", "1"]
 
 
@@ -27,7 +27,7 @@ def tiny_trees(tiny_bpe, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def dbsa_model(tiny_bpe, tiny_trees, tmp_path_factory) -> Path:
     model = tmp_path_factory.mktemp("dbsa") / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "--trees", tiny_trees, "-o", model, *TINY_MODEL,
+    assert run_cli(["train", "-i", tiny_bpe, "--trees", tiny_trees, "-o", model, *TINY_MODEL,
                     *DBSA, "--max-steps", "4", "--valid-every", "2"]) == 0
     return model
 
@@ -80,11 +80,11 @@ def test_induced_trees_need_an_encoder_parse_head(tiny_model, tmp_path, capsys):
 
 
 def test_dbsa_errors_are_clear(tiny_bpe, tiny_trees, tmp_path, capsys):
-    base = ["train", "--data", tiny_bpe, *TINY_MODEL, "--max-steps", "1"]
-    assert run_cli([*base, "-o", tmp_path / "a", "--scheme", "abs+dbsa_enc",
+    base = ["train", "-i", tiny_bpe, *TINY_MODEL, "--max-steps", "1"]
+    assert run_cli([*base, "-o", tmp_path / "a", "--scheme", "abs+dbsa-enc",
                     "--trees", tiny_trees]) == 2
     assert "--dbsa-enc-layer 4: the encoder has 1 layer (choose 1..1)" in capsys.readouterr().err
-    assert run_cli([*base, "-o", tmp_path / "b", "--scheme", "abs+dbsa_dec",
+    assert run_cli([*base, "-o", tmp_path / "b", "--scheme", "abs+dbsa-dec",
                     "--dbsa-dec-layer", "1"]) == 2
     assert "needs target trees: pass --trees" in capsys.readouterr().err
 

@@ -16,8 +16,8 @@ def test_deplabel_rel_key_only_ablation_trains_under_torchrun(tiny_bpe, tmp_path
     trees = import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-ddp"), "parse-ddp",
                                 ("en",), ["nsubj", "obj"], seed=3)
     model = tmp_path / "m"
-    proc = torchrun(["train", "--data", tiny_bpe, "--trees", trees, "-o", model, *COMMON,
-                     "--scheme", "Transformer_deplabel+rel", "--rel-terms", "key",
+    proc = torchrun(["train", "-i", tiny_bpe, "--trees", trees, "-o", model, *COMMON,
+                     "--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                      "--deplabel-terms", "key"])
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (model / "checkpoints" / "last.pt").exists()

@@ -48,9 +48,9 @@ def metrics(model: Path) -> list[dict]:
 
 def test_two_processes_train_like_one_with_double_update_freq(tiny_bpe, tmp_path):
     two, one = tmp_path / "two", tmp_path / "one"
-    proc = torchrun(["train", "--data", tiny_bpe, "-o", two, *COMMON])
+    proc = torchrun(["train", "-i", tiny_bpe, "-o", two, *COMMON])
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert run_cli(["train", "--data", tiny_bpe, "-o", one, *COMMON, "--update-freq", "2"]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", one, *COMMON, "--update-freq", "2"]) == 0
 
     a, b = (load_checkpoint(m / "checkpoints" / "last.pt") for m in (two, one))
     for key in ("step", "epoch", "batches_done"):
@@ -81,7 +81,7 @@ def test_resume_under_torchrun_restores_every_rank(tiny_bpe, tmp_path):
     """With dropout, 4 updates in one go == 2, stop, --resume to 4: each rank gets back its own
     random stream (and data position, optimizer, schedule)."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    common = ["train", "--data", tiny_bpe, *COMMON, "--dropout", "0.1"]
+    common = ["train", "-i", tiny_bpe, *COMMON, "--dropout", "0.1"]
     for model, extra in ((straight, []), (split, ["--max-steps", "2"]),
                          (split, ["--max-steps", "4", "--resume"])):
         proc = torchrun([*common, "-o", model, *extra])

@@ -50,7 +50,7 @@ def assert_durable(path: Path, calls: list[tuple[int, int]]) -> None:
 
 def test_training_flushes_what_it_writes(tiny_bpe, tmp_path, fsynced):
     model = tmp_path / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "2",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "2",
                     "--valid-every", "2"]) == 0
     for name in ("checkpoints/last.pt", "checkpoints/best.pt", "manifest.json", "config.json",
                  "train.yaml", "metrics.jsonl"):

@@ -103,7 +103,7 @@ def stage_args(stage: str, tiny_bpe: Path, tiny_model: Path, given: Path, out: P
                     "20", "--test-size", "20", "-o", out],
         "parse": ["parse", "-i", prep, "-o", out, "--backend", "conllu", "--conllu-dir", given],
         "bpe": ["bpe", "-i", prep, "-o", out, "--merges", "300"],
-        "train": ["train", "--data", tiny_bpe, "-o", out, *TINY_MODEL, "--max-steps", "1"],
+        "train": ["train", "-i", tiny_bpe, "-o", out, *TINY_MODEL, "--max-steps", "1"],
         "score": ["score", "--ref", prep / "test.raw.de", "--src", prep / "test.raw.en",
                   "--bucket-plot", out / "delta.png", prep / "test.raw.de", prep / "test.raw.en"],
         "report": ["report", "--ref", prep / "test.raw.de", "-s", "a", tiny_model,

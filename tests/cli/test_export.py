@@ -30,7 +30,7 @@ def rel_model(tmp_path_factory, tiny_bpe) -> Path:
     model = tmp_path_factory.mktemp("rel") / "m"
     layers = TINY_MODEL[:]
     layers[1] = "2"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *layers, "--scheme", "rel",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *layers, "--scheme", "noabs+rel",
                     "--max-steps", "12", "--valid-every", "12"]) == 0
     return model
 

@@ -24,14 +24,14 @@ def src_trees(tiny_bpe, tmp_path_factory) -> Path:
 
 
 def train(tiny_bpe, trees, model: Path, *flags) -> None:
-    assert run_cli(["train", "--data", tiny_bpe, "--trees", trees, "-o", model, *TINY_MODEL,
+    assert run_cli(["train", "-i", tiny_bpe, "--trees", trees, "-o", model, *TINY_MODEL,
                     "--max-steps", "2", "--valid-every", "2", *flags]) == 0
 
 
 @pytest.fixture(scope="module")
 def gps_model(tiny_bpe, src_trees, tmp_path_factory) -> Path:
     model = tmp_path_factory.mktemp("gps") / "m"
-    train(tiny_bpe, src_trees, model, "--scheme", "Transformer_gps", "--gps-layers", "all")
+    train(tiny_bpe, src_trees, model, "--scheme", "abs+gps-all")
     return model
 
 
@@ -39,14 +39,14 @@ def test_label_vocabulary_is_in_the_config_and_resume_keeps_it(gps_model, tiny_b
     config = json.loads((gps_model / "config.json").read_text())
     assert [s["name"] for s in config["model"]["schemes"]] == ["abs", "gps"]
     options = config["model"]["schemes"][1]["options"]
-    assert set(options) == {"gps_layers", "gps_dim", "gps_dropout",
+    assert set(options) == {"gps_layer", "gps_dim", "gps_dropout",
                             "gps_labels"}                        # gps's own, no others
-    assert options["gps_layers"] == "all"
+    assert options["gps_layer"] == "all"
     assert set(options["gps_labels"]) == set(LABELS) | {"root"}
     assert config["parser"]["src"]["backend"] == "conllu"
-    assert run_cli(["train", "--data", tiny_bpe, "--trees", src_trees, "-o", gps_model,
+    assert run_cli(["train", "-i", tiny_bpe, "--trees", src_trees, "-o", gps_model,
                     *TINY_MODEL, "--max-steps", "3", "--valid-every", "2", "--scheme",
-                    "Transformer_gps", "--gps-layers", "all", "--resume"]) == 0
+                    "abs+gps-all", "--resume"]) == 0
     again = json.loads((gps_model / "config.json").read_text())["model"]["schemes"][1]["options"]
     assert again["gps_labels"] == options["gps_labels"]
 
@@ -80,7 +80,7 @@ def test_training_and_translation_find_the_distinct_paths_on_the_host(tiny_bpe, 
 
     monkeypatch.setattr(GPSModule, "prepare_features", recording)
     model = tmp_path / "m"
-    train(tiny_bpe, src_trees, model, "--scheme", "Transformer_gps")
+    train(tiny_bpe, src_trees, model, "--scheme", "abs+gps")
     trained = len(found)
     assert run_cli(["translate", "-m", model, "-i", src_trees / "test.en.conllu",
                     "--input-format", "conllu"]) == 0
@@ -89,7 +89,7 @@ def test_training_and_translation_find_the_distinct_paths_on_the_host(tiny_bpe, 
 
 def test_analyze_awsl_writes_table_and_plot(gps_model, src_trees, tmp_path, capsys):
     out = tmp_path / "awsl"
-    assert run_cli(["analyze", "awsl", "-m", gps_model, "--src", src_trees / "test.en.conllu",
+    assert run_cli(["analyze", "awsl", "-m", gps_model, "-i", src_trees / "test.en.conllu",
                     "--input-format", "conllu", "-o", out]) == 0
     rows = (tmp_path / "awsl.tsv").read_text().splitlines()
     assert len(rows) == 2 and rows[1].split("\t")[:3] == ["m", "0", "yes"]
@@ -101,6 +101,6 @@ def test_analyze_awsl_writes_table_and_plot(gps_model, src_trees, tmp_path, caps
 def test_awsl_of_a_model_without_gps_is_a_one_line_error(tiny_model, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("A man .\n")
-    assert run_cli(["analyze", "awsl", "-m", tiny_model, "--src", src, "-o",
+    assert run_cli(["analyze", "awsl", "-m", tiny_model, "-i", src, "-o",
                     tmp_path / "x"]) == 2
     assert "needs a GPS model" in capsys.readouterr().err

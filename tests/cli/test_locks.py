@@ -61,7 +61,7 @@ def test_two_archives_into_one_folder_wait_for_each_other(tiny_model, tiny_bpe, 
 @pytest.fixture(scope="module")
 def snapshots_model(tmp_path_factory, tiny_bpe) -> Path:
     model = tmp_path_factory.mktemp("locks") / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "4",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "4",
                     "--valid-every", "2", "--keep-last", "2"]) == 0
     return model
 

@@ -38,7 +38,7 @@ def test_multitask_corpus_trains_and_translates(tiny_bpe, tmp_path, capsys):
     assert run_cli(["bpe", "-i", out, "-o", bpe, "--merges", "300", "--joint"]) == 0
     vocab = (bpe / "vocab.src.txt").read_text(encoding="utf-8").split()
     assert TAGS["translate"] in vocab and TAGS["parse"] in vocab     # one token each
-    assert run_cli(["train", "--data", bpe, "-o", model, *TINY_MODEL, "--max-steps", "3",
+    assert run_cli(["train", "-i", bpe, "-o", model, *TINY_MODEL, "--max-steps", "3",
                     "--valid-every", "3"]) == 0
     result = run_subprocess(["translate", "-m", model, "--beam", "1", "-i",
                              out / "test.raw.en"])

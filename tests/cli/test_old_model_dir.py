@@ -45,7 +45,7 @@ def test_old_config_is_upgraded_to_per_scheme_options():
     assert schemes["rel"] == {"rel_k": 3, "rel_terms": "key,value"}
     assert schemes["dep"] == {"subword_tree": "chain", "chain_head": "last", "dep_l": 1,
                               "dep_terms": "key,value"}
-    assert schemes["gps"]["gps_layers"] == "all" and schemes["gps"]["gps_dim"] is None
+    assert schemes["gps"]["gps_layer"] == "all" and schemes["gps"]["gps_dim"] is None
     assert set(schemes["gps"]["gps_labels"]) == {"root", "nsubj", "obj", "det", "amod", "obl"}
     # the checkpoint still holds the old config; it is the same model
     cfg = ModelConfig.from_dict(config["model"])
@@ -57,7 +57,7 @@ def test_resume_flags_come_from_an_old_config():
     ctx = command.make_context("train", ["--data", "d", "-o", str(OLD)])
     params = inherit_saved(ctx.params, set(), OLD)
     assert params["scheme"] == "abs+rel+dep+gps"
-    assert (params["rel_k"], params["dep_l"], params["gps_layers"]) == (3, 1, "all")
+    assert (params["rel_k"], params["dep_l"], params["gps_layer"]) == (3, 1, "all")
     assert params["pascal_sigma"] == 1.0                      # not this model's: the default
     assert (params["arch_d_model"], params["arch_share_all_embeddings"]) == (24, True)
     assert params["train_precision"] == "fp32" and params["search_beam"] == 2

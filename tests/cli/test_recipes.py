@@ -143,30 +143,34 @@ def test_compare_recipes_know_every_system():
     script = f"""
         . {REPO}/recipes/lib/compare.sh
         DBSA_LAYER=2
-        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS $BASELINE_SYSTEMS gps-3; do
+        for s in $ALL_SYSTEMS $ABLATION_SYSTEMS $BASELINE_SYSTEMS abs+gps-layer4 gps-3 dbsa-enc+dec; do
           system_flags "$s"; echo "$s: ${{FLAGS[*]}}"; done
-        echo "sides: $(tree_sides abs rel) / $(tree_sides abs gps) / $(tree_sides dbsa-dec) / $(tree_sides dep dbsa-dec)"
+        echo "sides: $(tree_sides abs abs+rel) / $(tree_sides abs abs+gps) / $(tree_sides abs+dbsa-dec) / $(tree_sides abs+dep abs+dbsa-dec) / $(tree_sides dep dbsa-dec)"
         echo "seeded: $(seeded out/compare) / $(SEED=3 seeded out/compare)"
         system_flags nonsense
     """
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "unknown system 'nonsense'" in result.stderr
     lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
-    assert lines["dbsa-enc+dec"] == ("--scheme Transformer_abs+DBSA(Enc)+DBSA(Dec) "
-                                     "--dbsa-enc-layer 2 --dbsa-dec-layer 2")
-    assert lines["gps-all"] == "--scheme Transformer_gps --gps-layers all"
-    assert lines["dep-noabs-bK"] == "--scheme dep --dep-terms key"      # Omote's Table 3
-    assert lines["noabs"] == "--scheme none"
-    assert lines["factors-concat"] == "--scheme Transformer_factors --factor-combine concat"
-    assert lines["lisa"] == ("--scheme Transformer_abs+DBSA(Enc) --dbsa-enc-layer 1 "
-                             "--dbsa-scorer deep")                     # the PASCAL fork's LISA
-    assert lines["gps-3"] == "--scheme Transformer_gps --gps-layers 3"   # GPS's Table 3
-    assert lines["sides"] == " / src / tgt / both"
+    assert lines["abs+dbsa-enc+dbsa-dec"] == ("--scheme abs+dbsa-enc+dbsa-dec "
+                                              "--dbsa-enc-layer 2 --dbsa-dec-layer 2")
+    assert lines["abs+gps-all"] == "--scheme abs+gps-all"
+    assert lines["noabs+dep-bK"] == "--scheme noabs+dep-bK"             # Omote's Table 3
+    assert lines["noabs"] == "--scheme noabs"
+    assert lines["abs+factors-concat"] == "--scheme abs+factors-concat"
+    assert lines["abs+lisa"] == "--scheme abs+lisa"                     # the PASCAL fork's LISA
+    assert lines["abs+gps-layer4"] == "--scheme abs+gps-layer4"          # GPS's Table 3 layer 3
+    # 0.1.0 names: today's scheme with the flags of their 0.1.0 meaning, and a warning
+    assert lines["gps-3"] == "--scheme abs+gps-layer4"
+    assert lines["dbsa-enc+dec"] == ("--scheme abs+dbsa-enc+dbsa-dec --dbsa-enc-layer 2 "
+                                     "--dbsa-dec-layer 2 --dbsa-chain-head first")
+    assert "warning: system gps-3 is deprecated; use abs+gps-layer4" in result.stderr
+    assert lines["sides"] == " / src / tgt / both / both"
     assert lines["seeded"] == "out/compare / out/compare-seed3"    # other seeds side by side
-    from depnmt.model.schemes.registry import resolve
-    for name, flags in lines.items():                   # every preset exists
+    from depnmt.model.schemes.registry import parse_name
+    for name, flags in lines.items():                   # every scheme name exists
         if name not in ("sides", "seeded"):
-            resolve(flags.split()[1])
+            assert parse_name(flags.split()[1]).canonical == flags.split()[1]
 
 
 def test_wmt_recipe_checks_its_settings_before_downloading(tmp_path):
@@ -305,6 +309,7 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     again = subprocess.run(["bash", str(recipe)], env={**env, "ARCHIVE": str(archive)},
                            capture_output=True, text=True, timeout=900, check=False)
     assert again.returncode == 0, again.stderr[-2000:]
+    assert "is deprecated" not in first.stderr + again.stderr     # train -i, plot --label, ...
     assert "abs (seed 1)" not in again.stdout and "abs (seed 2): train" in again.stdout
     assert "resumed from" in again.stderr and hyp1.stat().st_mtime_ns == mtime
     model2 = seed2 / "models" / "abs"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -58,7 +60,7 @@ def wait_for(predicate, timeout: float = 120.0) -> None:
 def straight(tiny_bpe, tmp_path_factory) -> Path:
     """The uninterrupted run every interrupted one must end identical to."""
     model = tmp_path_factory.mktemp("straight") / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *RUN]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *RUN]) == 0
     return model
 
 
@@ -94,7 +96,7 @@ def test_hostile_pickle_runs_nothing(tiny_model, tiny_bpe, tmp_path, capsys):
     shutil.copytree(tiny_model, model)
     hostile_checkpoint(model / "checkpoints" / "last.pt", marker,
                        tiny_model / "checkpoints" / "last.pt")
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, "--resume", "--max-steps", "20"]) == 2
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume", "--max-steps", "20"]) == 2
     err = capsys.readouterr().err
     assert f"{model / 'checkpoints' / 'last.pt'}: not a depnmt checkpoint" in err
     assert not marker.exists()
@@ -132,7 +134,7 @@ def test_checkpoint_without_digest_still_loads(tiny_model, tmp_path, capsys):
 def test_resuming_a_finished_run_trains_nothing(straight, tiny_bpe, tmp_path):
     model = tmp_path / "m"
     shutil.copytree(straight, model)
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, "--resume"]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume"]) == 0
     assert load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"] == STEPS
     assert_same_weights(straight, model)
     assert logged_steps(model) == logged_steps(straight)
@@ -144,7 +146,7 @@ def test_sigkill_during_writes_then_resume_is_exact(straight, tiny_bpe, tmp_path
     model = tmp_path / "m"
     ckpts = model / "checkpoints"
     for round_, resume in enumerate(([], ["--resume"])):
-        proc = popen(["train", "--data", tiny_bpe, "-o", model, *RUN, *resume],
+        proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, *resume],
                      env={"DEPNMT_CHECKPOINT_WRITE_DELAY": "0.4"})
         try:
             wait_for(lambda: (ckpts / "last.pt").exists() and leftovers(model)
@@ -153,15 +155,16 @@ def test_sigkill_during_writes_then_resume_is_exact(straight, tiny_bpe, tmp_path
             proc.send_signal(signal.SIGKILL)
             proc.wait()
         assert leftovers(model), "the kill should have interrupted a write"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, "--resume"]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume"]) == 0
     assert_same_weights(straight, model)
     assert logged_steps(model) == logged_steps(straight)
     assert not leftovers(model)
 
 
-def test_sigterm_saves_the_current_update_then_resume_is_exact(straight, tiny_bpe, tmp_path):
+def test_sigterm_saves_the_current_update_then_resume_is_exact(straight, tiny_bpe, tmp_path,
+                                                               capsys):
     model = tmp_path / "m"
-    proc = popen(["train", "--data", tiny_bpe, "-o", model, *RUN, "--save-every", "0"])
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, "--save-every", "0"])
     wait_for(lambda: (model / "metrics.jsonl").exists()
              and any(m["event"] == "train" for m in metrics(model)))
     proc.send_signal(signal.SIGTERM)
@@ -174,19 +177,22 @@ def test_sigterm_saves_the_current_update_then_resume_is_exact(straight, tiny_bp
     assert f"stopped by SIGTERM after update {step}: saved {model / 'checkpoints' / 'last.pt'}" \
         in err
     assert not (model / "manifest.json").exists()     # the stage is not finished
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, "--resume"]) == 0
+    suggested = re.search(r"continue with `depnmt (train [^`]+)`", err).group(1)
+    capsys.readouterr()
+    assert run_cli(shlex.split(suggested)) == 0       # the command the message suggests
+    assert "is deprecated" not in capsys.readouterr().err
     assert_same_weights(straight, model)
     assert logged_steps(model) == logged_steps(straight)
 
 
 def test_second_training_on_a_model_dir_is_refused(tiny_bpe, tmp_path):
     model = tmp_path / "m"
-    proc = popen(["train", "--data", tiny_bpe, "-o", model, *RUN, "--max-steps", "100000"])
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, "--max-steps", "100000"])
     try:
         wait_for(lambda: (model / "checkpoints" / "last.pt").exists())
         for extra in ([], ["--resume"]):
             second = subprocess.run(
-                [sys.executable, "-m", "depnmt.cli", "train", "--data", str(tiny_bpe), "-o",
+                [sys.executable, "-m", "depnmt.cli", "train", "-i", str(tiny_bpe), "-o",
                  str(model), *RUN, *extra], capture_output=True, text=True,
                 env={**os.environ, "DEPNMT_NO_PROGRESS": "1"})
             assert second.returncode == 2
@@ -195,7 +201,7 @@ def test_second_training_on_a_model_dir_is_refused(tiny_bpe, tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     # the lock dies with its process
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, "--resume", "--max-steps", "1"]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume", "--max-steps", "1"]) == 0
 
 
 @pytest.mark.skipif(not torch.distributed.is_available()
@@ -208,7 +214,7 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_update(tiny_bpe, tm
     model = tmp_path / "m"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "depnmt.cli",
-           "train", "--data", str(tiny_bpe), "-o", str(model), *RUN, "--save-every", "0",
+           "train", "-i", str(tiny_bpe), "-o", str(model), *RUN, "--save-every", "0",
            "--valid-every", "0", "--max-steps", "100000", "--device", "cpu"]
     proc = subprocess.Popen(cmd, env={**os.environ, "DEPNMT_NO_PROGRESS": "1",
                                       "OMP_NUM_THREADS": "1"},

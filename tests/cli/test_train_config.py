@@ -27,7 +27,7 @@ def write_yaml(path: Path, data: dict) -> Path:
     return path
 
 
-REL = ["--scheme", "Transformer_rel", "--rel-k", "3", "--dropout", "0.2", "--valid-every", "0",
+REL = ["--scheme", "abs+rel", "--rel-k", "3", "--dropout", "0.2", "--valid-every", "0",
        "--max-tokens", "150"]
 
 
@@ -35,13 +35,13 @@ def test_train_yaml_trains_the_same_model_again(tiny_bpe, tmp_path):
     """A run with flags writes train.yaml; `--config that -o other` gives the same model and
     scheme settings and, with the same seed, the same losses."""
     first, second = tmp_path / "first", tmp_path / "second"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", first, *TINY_MODEL, *REL,
+    assert run_cli(["train", "-i", tiny_bpe, "-o", first, *TINY_MODEL, *REL,
                     "--max-steps", "4", "--seed", "7"]) == 0
     saved = yaml.safe_load((first / "train.yaml").read_text())
     assert saved["rel-k"] == 3 and saved["max-tokens"] == 150 and saved["seed"] == 7
     assert saved["encoder-layers"] == saved["decoder-layers"] == 1 and "layers" not in saved
-    assert saved["model-dir"] == str(first.resolve()) and "resume" not in saved
-    assert "gps-layers" not in saved          # an option of a scheme the run does not use
+    assert saved["output"] == str(first.resolve()) and "resume" not in saved
+    assert "gps-layer" not in saved           # an option of a scheme the run does not use
     assert run_cli(["train", "--config", first / "train.yaml", "-o", second]) == 0
     a, b = config(first), config(second)
     for section in ("model", "training", "search", "parser", "subwords", "tokenizers"):
@@ -63,7 +63,7 @@ def test_command_line_wins_over_the_file(tiny_bpe, tmp_path):
 
 
 def test_unknown_key_names_the_file_and_a_close_match(tiny_bpe, tmp_path, capsys):
-    cfg = write_yaml(tmp_path / "run.yaml", {"data": str(tiny_bpe), "max-token": 100})
+    cfg = write_yaml(tmp_path / "run.yaml", {"input": str(tiny_bpe), "max-token": 100})
     assert run_cli(["train", "--config", cfg, "-o", tmp_path / "m"]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {cfg}: unknown option 'max-token' (did you mean 'max-tokens'?)\n"
@@ -92,7 +92,7 @@ def test_config_with_resume(tiny_bpe, tmp_path):
     the file's values count as given (a larger max-steps), a flag beats the file; train.yaml
     then records the resumed run's settings."""
     model = tmp_path / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, *REL,
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, *REL,
                     "--max-steps", "2"]) == 0
     cfg = write_yaml(tmp_path / "more.yaml", {"data": str(tiny_bpe), "max-steps": 3,
                                               "save-every": 5})

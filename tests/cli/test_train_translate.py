@@ -72,7 +72,7 @@ def test_resume_continues_exactly(tiny_bpe, tmp_path, precision):
     """6 updates in one go == 3 updates, stop, --resume to 6 (data order, RNG, optimizer), in
     fp32 and in bf16 autocast (which runs, emulated, on any CPU); the precision is recorded."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    common = ["--data", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
+    common = ["-i", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
               "--precision", precision]
     assert run_cli(["train", *common, "-o", straight, "--max-steps", "6"]) == 0
     assert run_cli(["train", *common, "-o", split, "--max-steps", "3"]) == 0
@@ -87,14 +87,14 @@ def test_resume_continues_exactly(tiny_bpe, tmp_path, precision):
 
 
 def test_resume_takes_the_saved_flags(tiny_bpe, tmp_path):
-    """`--resume` with only --data/-o/--max-steps continues a run configured with non-default
+    """`--resume` with only -i/-o/--max-steps continues a run configured with non-default
     architecture, scheme, scheme options and training flags, exactly."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    common = ["--data", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
-              "--scheme", "Transformer_rel", "--rel-k", "3", "--dropout", "0.2"]
+    common = ["-i", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
+              "--scheme", "abs+rel", "--rel-k", "3", "--dropout", "0.2"]
     assert run_cli(["train", *common, "-o", straight, "--max-steps", "6"]) == 0
     assert run_cli(["train", *common, "-o", split, "--max-steps", "3"]) == 0
-    assert run_cli(["train", "--data", tiny_bpe, "-o", split, "--resume", "--max-steps", "6"]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", split, "--resume", "--max-steps", "6"]) == 0
     a, b = final_weights(straight), final_weights(split)
     assert a.keys() == b.keys()
     for name in a:
@@ -115,7 +115,7 @@ def wait_for(predicate, timeout: float = 90.0) -> None:
 
 def test_sigkill_mid_run_then_resume(tiny_bpe, tmp_path):
     model = tmp_path / "m"
-    proc = popen(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "2",
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "2",
                   "--valid-every", "0", "--max-steps", "100000", "--max-tokens", "150"])
     last = model / "checkpoints" / "last.pt"
     try:
@@ -125,7 +125,7 @@ def test_sigkill_mid_run_then_resume(tiny_bpe, tmp_path):
         proc.wait()
     killed_at = load_checkpoint(last)["progress"]["step"]
     target = killed_at + 3
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
                     "--valid-every", "0", "--max-steps", target, "--max-tokens", "150"]) == 0
     state = load_checkpoint(last)
     assert state["progress"]["step"] == target
@@ -136,7 +136,7 @@ def test_sigkill_mid_run_then_resume(tiny_bpe, tmp_path):
 def test_sigkill_during_checkpoint_write_keeps_last_good(tiny_bpe, tmp_path):
     model = tmp_path / "m"
     ckpts = model / "checkpoints"
-    proc = popen(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "1",
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "1",
                   "--valid-every", "0", "--max-steps", "100000", "--max-tokens", "150"],
                  env={"DEPNMT_CHECKPOINT_WRITE_DELAY": "1.0"})
     try:
@@ -151,7 +151,7 @@ def test_sigkill_during_checkpoint_write_keeps_last_good(tiny_bpe, tmp_path):
     assert partial, "the kill should have interrupted a write"
     state = load_checkpoint(ckpts / "last.pt")
     assert state["progress"]["step"] >= 1
-    assert run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
                     "--valid-every", "0", "--max-steps", state["progress"]["step"] + 1,
                     "--max-tokens", "150"]) == 0
 
@@ -160,7 +160,7 @@ def test_checkpoint_of_another_scheme_is_refused(tiny_model, tiny_bpe, tmp_path,
     model = tmp_path / "copy"
     import shutil
     shutil.copytree(tiny_model, model)
-    status = run_cli(["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--scheme", "none",
+    status = run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--scheme", "noabs",
                       "--resume", "--max-steps", "20"])
     err = capsys.readouterr().err
     assert status == 2
@@ -187,13 +187,13 @@ def test_truncated_checkpoint_is_a_clear_error(tiny_model, tmp_path, capsys):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
 def test_cuda_requested_but_absent(tiny_bpe, tmp_path, capsys):
-    status = run_cli(["train", "--data", tiny_bpe, "-o", tmp_path / "m", "--device", "cuda"])
+    status = run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", "--device", "cuda"])
     err = capsys.readouterr().err
     assert status == 2 and "CUDA is not available" in err and "Traceback" not in err
 
 
 def test_existing_model_dir_needs_resume(tiny_model, tiny_bpe, capsys):
-    assert run_cli(["train", "--data", tiny_bpe, "-o", tiny_model]) == 2
+    assert run_cli(["train", "-i", tiny_bpe, "-o", tiny_model]) == 2
     assert "--resume" in capsys.readouterr().err
 
 
@@ -224,7 +224,7 @@ def test_translate_preparsed_conllu_input(tiny_model, tiny_bpe, tmp_path):
 def test_batch_sentences_sets_the_batches_per_epoch(tiny_bpe, tmp_path, capsys):
     """--batch-sentences 50 with a --max-tokens that never binds: 400 pairs in 8 batches."""
     model = tmp_path / "m"
-    args = ["train", "--data", tiny_bpe, "-o", model, *TINY_MODEL, "--max-tokens", "100000",
+    args = ["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-tokens", "100000",
             "--batch-sentences", "50", "--max-steps", "1", "--valid-every", "1"]
     assert run_cli(args) == 0
     assert "400 pairs, 8 batches/epoch" in capsys.readouterr().err

@@ -15,8 +15,8 @@ def test_treedist_trains_records_its_options_and_translates(tiny_bpe, tmp_path_f
     trees = import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-td"), "parse-td",
                                 ("en",), ["nsubj", "obj"], seed=2)
     model = tmp_path / "m"
-    assert run_cli(["train", "--data", tiny_bpe, "--trees", trees, "-o", model, *TINY_MODEL,
-                    "--max-steps", "2", "--valid-every", "2", "--scheme", "Transformer_treedist",
+    assert run_cli(["train", "-i", tiny_bpe, "--trees", trees, "-o", model, *TINY_MODEL,
+                    "--max-steps", "2", "--valid-every", "2", "--scheme", "abs+treedist",
                     "--treedist-k", "3", "--rel-k", "5"]) == 0
     assert "--rel-k is ignored" in capsys.readouterr().err
     schemes = json.loads((model / "config.json").read_text())["model"]["schemes"]

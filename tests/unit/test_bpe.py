@@ -244,7 +244,7 @@ def test_help_explains_the_stage(capsys):
     except SystemExit as exc:
         assert not exc.code
     text = capsys.readouterr().out
-    assert "PREPARE_DIR" in text and "--vocab-threshold" in text and "Examples" in text
+    assert "PREPARE_DIR" in text and "--vocab-threshold" in text and "Writes into OUT_DIR" in text
 
 
 # -- real data (one small check) ---------------------------------------------------------------

@@ -25,7 +25,7 @@ load_builtin_schemes()
 # Options every case is built with: DBSA's layer inside the tiny model, a factor size that fits.
 BASE = {"dbsa_enc_layer": 2, "dbsa_dec_layer": 2, "factor_dim": 2}
 # Values of options that are no click.Choice but change the parameters a scheme builds.
-EXTRA_VALUES = {"dbsa_heads": (2,), "gps_layers": ("all",), "gps_dim": (8,),
+EXTRA_VALUES = {"dbsa_heads": (2,), "gps_layer": ("all",), "gps_dim": (8,),
                 "factors": ("subword", "label,pos,dir,subword"), "rel_k": (0,)}
 
 

@@ -97,11 +97,11 @@ def test_label_vocabulary_is_learned_from_training_trees_most_frequent_first():
 
 
 def test_layer_lists():
-    assert parse_layers("0", 6) == [0]
+    assert parse_layers("1", 6) == [0]                 # counted from 1; 0-based inside
     assert parse_layers("all", 3) == [0, 1, 2]
-    assert parse_layers("2,0", 3) == [0, 2]
-    for bad in ("3", "x", "-1"):
-        with pytest.raises(DepnmtError, match="0-based|numbered"):
+    assert parse_layers("3,1", 3) == [0, 2]
+    for bad in ("4", "0", "x", "-1"):
+        with pytest.raises(DepnmtError, match="from 1|numbered"):
             parse_layers(bad, 3)
 
 
@@ -283,8 +283,8 @@ def random_example(index: int, n_words: int, rng: random.Random, two_sentences: 
 
 def tiny(spec: str, **options) -> TransformerNMT:
     torch.manual_seed(0)
-    opts = {"gps_labels": LABELS[:4] + ["root", "parataxis"], "gps_layers": "all",
-            "pascal_layers": "all", "pascal_heads": 1, "pascal_sigma": 1.5,
+    opts = {"gps_labels": LABELS[:4] + ["root", "parataxis"], "gps_layer": "all",
+            "pascal_layer": "all", "pascal_heads": 1, "pascal_sigma": 1.5,
             "structural_k": K, "subword_tree": "inherit", **options}
     cfg = ModelConfig(40, 50, d_model=16, n_heads=2, d_ff=32, encoder_layers=2,
                       decoder_layers=1, dropout=0.0, schemes=scheme_entries(resolve(spec), opts))
@@ -315,7 +315,7 @@ def test_batched_encoder_equals_the_literal_formulas(spec):
 
 
 def test_gps_bottom_layer_only_leaves_the_other_layers_alone():
-    model = tiny("abs+gps", gps_layers="0")
+    model = tiny("abs+gps", gps_layer="1")
     rng = random.Random(4)
     batch = batch_of(model, [random_example(0, 5, rng)])
     gps = model.schemes.parts[1]
@@ -423,7 +423,7 @@ def test_padding_and_batch_company_do_not_change_a_sentence():
 def test_pascal_scales_the_last_heads_of_every_sentence_with_its_own_parents():
     """Per sentence b and head h: heads H − n … H − 1 carry N(j | p_i) of sentence b, the
     others 1 — unlike a slice of a folded batch×heads axis, which picks whole sentences."""
-    model = tiny("pascal", pascal_heads=1, pascal_layers="0")
+    model = tiny("pascal", pascal_heads=1, pascal_layer="1")
     rng = random.Random(5)
     examples = [random_example(i, n, rng) for i, n in enumerate([4, 6, 5, 3])]
     batch = batch_of(model, examples)
@@ -461,7 +461,7 @@ def test_pascal_heads_must_fit_the_model():
                        ({"pascal_layer_heads": "1,3"}, "exceed")):
         with pytest.raises(DepnmtError, match=match):
             for scheme in build_schemes(scheme_entries(["pascal"],
-                                                       {"pascal_layers": "all", **bad})):
+                                                       {"pascal_layer": "all", **bad})):
                 scheme.check(ModelConfig(10, 10, d_model=8, n_heads=2, encoder_layers=2).dims)
 
 
@@ -477,7 +477,7 @@ def test_pascal_uniform_window_is_the_references_unipdf():
     Tree: w0 <- w1 (root) -> w2, w3 <- w2; no BPE: parents p = (1, 1, 1, 2), EOS (4) itself."""
     tree = Sentence(["w0", "w1", "w2", "w3"], [2, 0, 2, 3], ["det", "root", "obj", "amod"])
     ex = Example(0, [5, 6, 7, 8, EOS], [], ["w0", "w1", "w2", "w3"], src_tree=tree)
-    model = tiny("pascal", pascal_layers="0", pascal_weighting="uniform", pascal_window=1.0)
+    model = tiny("pascal", pascal_layer="1", pascal_weighting="uniform", pascal_window=1.0)
     scale = pascal_scales(model, ex, 0)
     window = torch.tensor([[1, 1, 1, 0, 0],       # p = 1: j in {0, 1, 2} (|j − 1| < 2)
                            [1, 1, 1, 0, 0],
@@ -486,7 +486,7 @@ def test_pascal_uniform_window_is_the_references_unipdf():
                            [0, 0, 0, 1, 1]],      # EOS, p = 4: j in {3, 4}
                           dtype=torch.float32)
     assert torch.equal(scale[1], window) and (scale[0] == 1).all()
-    wide = pascal_scales(tiny("pascal", pascal_layers="0", pascal_weighting="uniform",
+    wide = pascal_scales(tiny("pascal", pascal_layer="1", pascal_weighting="uniform",
                               pascal_window=0.0), ex, 0)
     assert torch.equal(wide[1], torch.eye(5)[[1, 1, 1, 2, 4]])      # w = 0: the parent alone
 
@@ -495,12 +495,12 @@ def test_pascal_per_layer_head_counts():
     """--pascal-layer-heads 2,0: both heads of layer 0 scaled, layer 1 left alone (the
     reference's --encoder-pascal-heads 2 0); the default (one count) is unchanged."""
     ex = random_example(0, 5, random.Random(3))
-    model = tiny("pascal", pascal_layers="all", pascal_layer_heads="2,0")
+    model = tiny("pascal", pascal_layer="all", pascal_layer_heads="2,0")
     scale = pascal_scales(model, ex, 0)
     assert (scale != 1).any(dim=(1, 2)).tolist() == [True, True]
     assert pascal_scales(model, ex, 1) is None
-    base = tiny("pascal", pascal_layers="all")                          # pascal_heads 1
-    one = tiny("pascal", pascal_layers="all", pascal_layer_heads="1,1")
+    base = tiny("pascal", pascal_layer="all")                          # pascal_heads 1
+    one = tiny("pascal", pascal_layer="all", pascal_layer_heads="1,1")
     for layer in (0, 1):
         assert torch.equal(pascal_scales(base, ex, layer), pascal_scales(one, ex, layer))
         assert (pascal_scales(base, ex, layer)[0] == 1).all()
@@ -571,7 +571,7 @@ def literal_awsl(model, examples, layer: int) -> tuple[float, float]:
 
 
 def test_awsl_equals_eq7_written_out():
-    model = tiny("abs+gps", gps_layers="0")
+    model = tiny("abs+gps", gps_layer="1")
     rng = random.Random(0)
     examples = [random_example(i, n, rng, two_sentences=i == 2) for i, n in enumerate([5, 8, 6])]
     add_features(examples, model.schemes.schemes)
@@ -598,7 +598,7 @@ def test_pair_weights_ignore_padding_and_eos():
 def test_awsl_needs_a_gps_model_and_writes_table_and_plot(tmp_path):
     with pytest.raises(DepnmtError, match="needs a GPS model"):
         awsl(tiny("abs+pascal"), [])
-    model = tiny("abs+gps", gps_layers="all")
+    model = tiny("abs+gps", gps_layer="all")
     example = random_example(0, 4, random.Random(1))
     add_features([example], model.schemes.schemes)
     with torch.no_grad():
@@ -636,14 +636,14 @@ def test_inspect_path_prints_each_tokens_root_path(tmp_path):
     from click.testing import CliRunner
 
     from depnmt.cli import cli
-    result = CliRunner().invoke(cli, ["inspect", "--scheme", "path"], input=FIG1_CONLLU)
+    result = CliRunner().invoke(cli, ["inspect", "--scheme", "abs+gps"], input=FIG1_CONLLU)
     assert result.exit_code == 0, result.output
     assert result.output == ("Tom\troot>nsubj\nand\troot>nsubj>conj>cc\nJohn\troot>nsubj>conj\n"
                              "go\troot\nto\troot>obl>case\nschool\troot>obl\n"
                              "together\troot>advmod\n\nA\troot\nb\troot>obj\nC\troot\n")
     codes = tmp_path / "codes"
     codes.write_text("#version: 0.2\ns c\nsc h\n")
-    result = CliRunner().invoke(cli, ["inspect", "--scheme", "path", "--bpe-codes", codes],
+    result = CliRunner().invoke(cli, ["inspect", "--scheme", "abs+gps", "--bpe-codes", codes],
                                 input=FIG1_CONLLU.split("\n\n")[0] + "\n\n")
     assert result.exit_code == 0, result.output
     assert "\nsch@@\troot>obl\no@@\troot>obl\no@@\troot>obl\nl\troot>obl\n" in result.output

@@ -56,28 +56,28 @@ def as_tsv(table: str) -> str:
 
 
 def test_dep_prints_omote_table_1():
-    assert inspect("--scheme", "dep") == as_tsv(OMOTE_TABLE_1)
+    assert inspect("--scheme", "abs+dep") == as_tsv(OMOTE_TABLE_1)
 
 
 def test_deplabel_prints_the_japanese_papers_table_1():
-    assert inspect("--scheme", "deplabel") == as_tsv(JA_TABLE_1)
+    assert inspect("--scheme", "abs+deplabel") == as_tsv(JA_TABLE_1)
 
 
 def test_rel_prints_j_minus_i_and_clip_applies():
-    rows = inspect("--scheme", "rel", "--clip", "2").splitlines()
+    rows = inspect("--scheme", "abs+rel", "--clip", "2").splitlines()
     assert rows[1].split("\t") == ["My", "0", "1", "2", "2", "2", "2", "2"]
     assert rows[7].split("\t")[1] == "-2"
 
 
 def test_clip_on_tree_schemes():
-    dep = inspect("--scheme", "dep", "--clip", "1").splitlines()
+    dep = inspect("--scheme", "abs+dep", "--clip", "1").splitlines()
     assert dep[1].split("\t")[3] == "-1"                           # My -> bought: -2 clipped
-    deplabel = inspect("--scheme", "deplabel", "--clip", "1").splitlines()
+    deplabel = inspect("--scheme", "abs+deplabel", "--clip", "1").splitlines()
     assert deplabel[1].split("\t")[3] == "non_dep"                 # beyond k: the zero vector
 
 
 def test_sentences_are_separated_by_a_blank_line():
-    out = inspect("--scheme", "dep", stdin=CONLLU + CONLLU)
+    out = inspect("--scheme", "abs+dep", stdin=CONLLU + CONLLU)
     assert out == as_tsv(OMOTE_TABLE_1) + "\n" + as_tsv(OMOTE_TABLE_1)
 
 
@@ -85,10 +85,10 @@ def test_bpe_codes_show_the_projected_matrix(tmp_path):
     codes = tmp_path / "codes"
     codes.write_text("#version: 0.2\nb o\nbo u\ng h\ngh t</w>\nf a\nfa t\nfat h\nfath e\n"
                      "fathe r</w>\nM y</w>\nc a\nca r</w>\nr e\nre d</w>\n")
-    chain = inspect("--scheme", "dep", "--bpe-codes", str(codes)).splitlines()
+    chain = inspect("--scheme", "abs+dep", "--bpe-codes", str(codes)).splitlines()
     assert chain[0] == "\tMy\tfather\tbou@@\tght\ta\tred\tcar\t."
     assert chain[1].split("\t") == ["My", "0", "-1", "-1", "-2", "0", "0", "-1", "-1"]
-    inherit = inspect("--scheme", "deplabel", "--bpe-codes", str(codes),
+    inherit = inspect("--scheme", "abs+deplabel", "--bpe-codes", str(codes),
                       "--subword-tree", "inherit").splitlines()
     assert inherit[3].split("\t")[3:5] == ["self", "self"]         # bou@@ with bou@@, ght
 

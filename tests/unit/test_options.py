@@ -102,7 +102,7 @@ def test_nonsense_values_from_the_issue(args, flag, capsys):
 
 
 def test_cross_option_checks(tmp_path, capsys):
-    assert run(["train", "--data", tmp_path, "-o", tmp_path / "m", "--d-model", "30",
+    assert run(["train", "-i", tmp_path, "-o", tmp_path / "m", "--d-model", "30",
                 "--heads", "4"]) == 2
     assert "--d-model 30 is not a multiple of --heads 4" in capsys.readouterr().err
     assert run(["prepare", "--corpus", "multi30k", "-o", tmp_path, "--min-len", "5",

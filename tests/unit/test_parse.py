@@ -321,7 +321,7 @@ def test_the_parse_line_of_depnmt_help_runs(prepare_dir, tmp_path, capsys, en_pa
     """The parse step of the top-level ``depnmt --help`` example works as written (it once
     named a spaCy model that is not installed)."""
     from depnmt.cli import cli
-    line = next(l.split("depnmt ", 1)[1] for l in cli.help.splitlines()
+    line = next(l.split("depnmt ", 1)[1] for l in cli.epilog.splitlines()
                 if l.strip().startswith("depnmt parse"))
     args = [{"work/prepare": str(prepare_dir), "work/parse": str(tmp_path / "parse")}.get(w, w)
             for w in line.split()]

@@ -49,7 +49,7 @@ def test_depnmt_command_is_the_same_model():
     args = peer.depnmt_train_args(peer.Settings(), "rel", Path("bpe"), Path("m"), 25, 5)
     flags = dict(zip(args[1::2], args[2::2]))
     assert args[0] == "train" and "--share-all-embeddings" in args
-    assert flags["--scheme"] == "Transformer_rel"
+    assert flags["--scheme"] == "abs+rel"
     for flag, value in {"--layers": "3", "--d-model": "256", "--heads": "4", "--d-ff": "1024",
                         "--dropout": "0.1", "--max-tokens": "4096", "--max-steps": "25",
                         "--log-every": "5", "--label-smoothing": "0.1"}.items():

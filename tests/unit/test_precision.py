@@ -192,5 +192,5 @@ def test_train_bounds_the_onednn_cache_before_it_builds_a_model(monkeypatch, tmp
     from depnmt.device import ONEDNN_CACHE_VAR
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
     with pytest.raises(SystemExit):
-        main(["train", "--data", str(tmp_path), "-o", str(tmp_path / "m")])
+        main(["train", "-i", str(tmp_path), "-o", str(tmp_path / "m")])
     assert os.environ.get(ONEDNN_CACHE_VAR) == "64"

@@ -49,7 +49,7 @@ class SinusoidalPE(SchemeModule):
 @register
 class Absolute(Scheme):
     name = "abs"
-    help = "sinusoidal absolute positions (Transformer_abs)"
+    help = "sinusoidal absolute positions (Vaswani et al. 2017)"
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return SinusoidalPE(dims.d_model)

@@ -36,9 +36,12 @@ the source side and BOS on the target side (causally masked there). EOS (source)
 
 **Subwords (Fig. 4).** The word tree is projected by the chain rule of :mod:`depnmt.trees`:
 every non-final piece of a word points to the next piece, the final piece takes the word's head,
-landing on the head word's ``first`` piece (``--dbsa-chain-head``, default ``first`` as in the
-plugin's ``scripts/bpe_dependency.py``) or ``last`` piece; the root's final piece points to
-itself. Without BPE (``depnmt bpe --mode word``, Table 3 "w/o BPE") this is the word tree.
+landing on the head word's ``last`` piece (``--dbsa-chain-head``, default ``last``, as for every
+tree scheme's ``--chain-head``: in the projected tree a word is its last piece, the one that
+carries the word's own arc) or ``first`` piece (the plugin's ``scripts/bpe_dependency.py``, and
+depnmt 0.1.0's default, which the 0.1.0 spellings of the DBSA schemes keep); the root's final
+piece points to itself. Without BPE (``depnmt bpe --mode word``, Table 3 "w/o BPE") this is the
+word tree.
 A source truncated to ``--max-len`` keeps the arcs inside the kept part; arcs leaving it get no
 loss.
 
@@ -93,8 +96,8 @@ SCORERS = ("biaffine", "deep")
 
 @dataclass
 class DBSAOptions:
-    dbsa_chain_head: str = option("first", "DBSA on BPE (Fig. 4): a word's arc lands on the head "
-                                  "word's first or last piece (first: the plugin's "
+    dbsa_chain_head: str = option("last", "DBSA on BPE (Fig. 4): a word's arc lands on the head "
+                                  "word's last or first piece (first: the plugin's "
                                   "bpe_dependency.py)", click.Choice(CHAIN_HEADS))
     dbsa_scorer: str = option("biaffine", "parse head's scores: biaffine (DBSA, Eq. 14) or deep "
                               "(LISA as the PASCAL fork implements it: leaky-ReLU projections, "

@@ -21,9 +21,10 @@ layer; the label embeddings and the LSTM are shared by all layers (s_i is one em
 
 **Rules** (where the paper is silent):
 
-* *Layers* — ``--gps-layers`` lists 0-based encoder layers as the paper's Table 3 numbers them
-  (0 = the bottom layer, the paper's best and our default), ``all`` for every layer, or e.g.
-  ``0,1,2``.
+* *Layers* — ``--gps-layer`` lists encoder layers counted from 1 (1 = the bottom layer, the
+  paper's best and our default; the paper's Table 3 counts from 0, so its layer 0 is our 1),
+  ``all`` for every layer, or e.g. ``1,2,3``. The 0.1.0 option ``--gps-layers`` (0-based) still
+  works, with a warning, and a model saved with ``gps_layers`` loads as it was.
 * *Label vocabulary* — built from the training trees when ``train`` loads them
   (:meth:`GPS.learn_options`) and stored as ``gps_labels`` in the model config's scheme options
   (``config.json``), so translate maps a new sentence's labels the same way. Id 0 is padding (no
@@ -194,9 +195,9 @@ class GPSModule(SchemeModule):
 
 @dataclass
 class GPSOptions:
-    gps_layers: str = option("0", "gps: encoder layers with the syntax term, 0-based as in the "
-                             "GPS paper's Table 3 (0 = bottom): e.g. 0, 0,1,2 or all",
-                             callback=check_layer_list)
+    gps_layer: str = option("1", "gps: encoder layers with the syntax term, counted from 1 "
+                            "(1 = bottom; the GPS paper's Table 3 layer 0): e.g. 1, 1,2,3 or all",
+                            callback=check_layer_list)
     gps_dim: int | None = option(None, "gps: size of the label embeddings and of the path LSTM "
                                  "[default: d_model]", click.IntRange(min=1))
     gps_dropout: float = option(0.0, "gps: dropout of the path encoder, on the label embeddings "
@@ -251,10 +252,10 @@ class GPS(Scheme):
         return {**feats, "gps_unique": unique, "gps_inverse": inverse}
 
     def check(self, dims: ModelDims) -> None:
-        parse_layers(self.option("gps_layers"), dims.encoder_layers, "--gps-layers")
+        parse_layers(self.option("gps_layer"), dims.encoder_layers, "--gps-layer")
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return GPSModule(dims, len(self.labels()) + len(SPECIAL_LABELS),
                          self.option("gps_dim") or dims.d_model,
-                         parse_layers(self.option("gps_layers"), dims.encoder_layers),
+                         parse_layers(self.option("gps_layer"), dims.encoder_layers),
                          self.option("gps_dropout"))

@@ -32,12 +32,13 @@ against a loop over sentences).
   reference parses each sentence separately).
 * *Parent ignoring* (``--pascal-parent-ignoring q``, training only, default 0 as in the
   reference's scripts): each (sentence, head, token) row is left unscaled with probability q.
-* Layers are 0-based (``--pascal-layers 0`` = the bottom layer, the paper's and the reference's
-  setting; ``all`` or e.g. ``0,1``); ``--pascal-heads`` defaults to all heads (the reference's
+* Layers are counted from 1 (``--pascal-layer 1`` = the bottom layer, the paper's and the
+  reference's setting; ``all`` or e.g. ``1,2``; the 0.1.0 option ``--pascal-layers`` counted
+  from 0 and still works, with a warning); ``--pascal-heads`` defaults to all heads (the reference's
   NC11 script uses 8 of 8 heads of the first layer; its WMT16 script 5 of 8).
   ``--pascal-layer-heads 8,4`` gives one count per chosen layer instead (lowest layer first; 0
   leaves a layer unscaled), as the reference's ``--encoder-pascal-heads`` list of one count per
-  encoder layer (``pascal_transformer.py``): its ``8 0 0 0 0 0`` is ``--pascal-layers 0``.
+  encoder layer (``pascal_transformer.py``): its ``8 0 0 0 0 0`` is ``--pascal-layer 1``.
 * *Weighting* (``--pascal-weighting``, the reference's ``--pascal-weight-fn``): ``normal`` is
   the Gaussian above (``normpdf``); ``uniform`` is the reference's window ``unipdf``,
   ``U_tj = 1[|j − p_t| < w + 1]`` with ``w = --pascal-window`` (its ``--pascal-weight-param``),
@@ -78,8 +79,9 @@ def check_head_list(ctx: click.Context, param: click.Parameter, value: Any) -> A
 
 @dataclass
 class PascalOptions:
-    pascal_layers: str = option("0", "pascal: 0-based encoder layers with parent-scaled heads "
-                                "(0 = bottom), e.g. 0, 0,1 or all", callback=check_layer_list)
+    pascal_layer: str = option("1", "pascal: encoder layers with parent-scaled heads, counted "
+                               "from 1 (1 = bottom), e.g. 1, 1,2 or all",
+                               callback=check_layer_list)
     pascal_heads: int | None = option(None, "pascal: parent-scaled heads per chosen layer (the "
                                       "last N heads) [default: all heads]",
                                       click.IntRange(min=1))
@@ -180,7 +182,7 @@ class Pascal(Scheme):
     def layer_heads(self, dims: ModelDims) -> dict[int, int]:
         """Chosen encoder layer -> its number of parent-scaled heads (a DepnmtError when the
         counts do not fit the layers or the heads)."""
-        layers = parse_layers(self.option("pascal_layers"), dims.encoder_layers, "--pascal-layers")
+        layers = parse_layers(self.option("pascal_layer"), dims.encoder_layers, "--pascal-layer")
         listed = self.option("pascal_layer_heads")
         if listed is None:
             counts = [self.option("pascal_heads") or dims.n_heads] * len(layers)
@@ -188,8 +190,8 @@ class Pascal(Scheme):
             counts = [int(part) for part in str(listed).split(",")]
             if len(counts) != len(layers):
                 raise DepnmtError(f"--pascal-layer-heads {listed}: {len(counts)} counts for the "
-                                  f"{len(layers)} layer(s) of --pascal-layers "
-                                  f"{self.option('pascal_layers')}")
+                                  f"{len(layers)} layer(s) of --pascal-layer "
+                                  f"{self.option('pascal_layer')}")
         for n in counts:
             if n > dims.n_heads:
                 raise DepnmtError(f"pascal: {n} parent-scaled heads exceed the {dims.n_heads} "

@@ -20,7 +20,7 @@
 "Alone or with the sequential positions": the sequential encodings are the separate components
 ``abs`` (Vaswani et al.) and ``rel`` (Shaw et al.); listed together their terms are summed
 (``abs+structural`` adds PE(pos) + PE(depth) to the embeddings; ``rel+structural`` adds both
-relative terms, like ``dep+rel``). The preset ``Transformer_structural`` is ``abs+structural``.
+relative terms, like ``dep+rel``). The 0.1.0 preset ``Transformer_structural`` is ``abs+structural``.
 
 **Rules.** Trees reach subwords by ``--subword-tree`` / ``--chain-head`` (as ``dep``;
 :func:`depnmt.trees.project_tree`). Several sentences on one line are separate trees (the parse

@@ -1,0 +1,193 @@
+"""Decoding speed and BLEU of depnmt against CTranslate2 on the same model, interleaved.
+
+One command: depnmt's own beam search (``--precision fp32`` and ``auto``) and the model's
+CTranslate2 export (``float32`` and ``int8``; made with ``depnmt export`` unless ``--ct2`` names
+one) translate the same raw lines with the same search settings, batches and threads. Reported,
+each the median over ``--rounds`` rounds that alternate the systems (A B C D, B C D A, ...), so
+that a change of the machine's load hits every system alike:
+
+* start-up: the wall time of ``depnmt translate < /dev/null`` (a fresh process: imports, model
+  load; ``--ct2`` for the exports);
+* steady state: sentences/s of ``translate_lines`` in one process once the model is loaded
+  and warm (tokenizer, BPE, search, detokenizer: the same depnmt code around both decoders);
+* BLEU of the outputs against ``--ref`` (sacrebleu, 13a);
+* each ``--scheme-model`` (a tree scheme's model folder): decoding speed of pre-parsed input
+  (features computed before timing) as a ratio to the abs model's in the same rounds.
+
+The load average and the CPU's vector flags are printed with the numbers.
+
+    python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \\
+        -r work/multi30k-en-de/prepare/test.raw.de --threads 2 --rounds 3
+    python bench/decode.py -m MODEL -i SRC --tiny       # a few lines, one round (a smoke test)
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> str:
+    """The vector flags of /proc/cpuinfo that decide the kernels (bf16, int8)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    line = next((l for l in text.splitlines() if l.startswith("flags")), "")
+    have = set(line.split())
+    return " ".join(f for f in FLAGS if f in have) or "none of " + " ".join(FLAGS)
+
+
+def startup_seconds(args: list[str], threads: int) -> float:
+    """Wall time of ``depnmt translate ARGS < /dev/null`` in a fresh process."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "DEPNMT_NO_PROGRESS": "1"}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "depnmt.cli", "translate", *args],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise click.ClickException(f"depnmt translate {' '.join(args)}: {done.stderr.strip()}")
+    return seconds
+
+
+def bleu(hyps: list[str], refs: list[str] | None) -> str:
+    if refs is None:
+        return "-"
+    import sacrebleu
+    return f"{sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}"
+
+
+class System:
+    """One decoder under test: how to start it (``translate`` flags) and, once loaded, a
+    function that translates the lines (timed in steady state)."""
+
+    def __init__(self, name: str, startup_args: list[str], load):
+        self.name, self.startup_args, self.load = name, startup_args, load
+        self.startups: list[float] = []
+        self.speeds: list[float] = []
+        self.output: list[str] | None = None
+
+
+def depnmt_system(model: Path, precision: str, search: dict) -> System:
+    def load():
+        from depnmt.translate import Translator
+        tr = Translator.from_model_dir(model, None, "cpu", precision, **search)
+        return lambda lines: list(tr.translate_lines(lines))
+    return System(f"depnmt {precision}", ["-m", str(model), "--precision", precision,
+                                          "--device", "cpu"], load)
+
+
+def ct2_system(export: Path, compute_type: str, search: dict, threads: int) -> System:
+    def load():
+        from depnmt.ct2translate import CT2Translator
+        tr = CT2Translator.from_dir(export, "cpu", threads, compute_type=compute_type, **search)
+        return lambda lines: list(tr.translate_lines(lines))
+    return System(f"CTranslate2 {compute_type}", ["--ct2", str(export), "--device", "cpu",
+                                                 "--threads", str(threads)], load)
+
+
+def examples_system(model: Path, lines: list[str], search: dict) -> System:
+    """Decoding only (examples prepared, parsed included, before timing): for scheme ratios."""
+    def load():
+        from depnmt.translate import Translator
+        tr = Translator.from_model_dir(model, None, "cpu", "auto", **search)
+        words = [w for w in (tr.src_tokenizer.tokenize(l) for l in lines) if w]
+        examples = tr.examples(words)
+        return lambda _: tr.translate_examples(examples)
+    return System(f"{model} (decoding)", [], load)
+
+
+def rotated(items: list, r: int) -> list:
+    return items[r % len(items):] + items[:r % len(items)]
+
+
+def run_rounds(systems: list[System], lines: list[str], rounds: int, threads: int) -> None:
+    """Load every system once (warm-up included), then time them in rotated order each round."""
+    runners = {}
+    for s in systems:
+        runners[id(s)] = s.load()
+        runners[id(s)](lines[:8])                       # warm-up: allocators, kernels
+    for r in range(rounds):
+        for s in rotated(systems, r):
+            if s.startup_args:
+                s.startups.append(startup_seconds(s.startup_args, threads))
+            start = time.perf_counter()
+            out = runners[id(s)](lines)
+            s.speeds.append(len(lines) / (time.perf_counter() - start))
+            s.output = s.output or [str(o) for o in out]
+
+
+def export_model(model: Path, out: Path) -> Path:
+    done = subprocess.run([sys.executable, "-m", "depnmt.cli", "export", "-m", str(model),
+                           "-o", str(out)], capture_output=True, text=True)
+    if done.returncode:
+        raise click.ClickException(f"depnmt export: {done.stderr.strip()}")
+    return out
+
+
+@click.command()
+@click.option("-m", "--model", "model_dir", type=click.Path(path_type=Path, file_okay=False),
+              required=True, help="the abs model folder")
+@click.option("--ct2", "ct2_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="its CTranslate2 export [default: made with depnmt export in a temp folder]")
+@click.option("-i", "--input", "input_path", type=click.Path(path_type=Path, dir_okay=False),
+              required=True, help="raw source lines")
+@click.option("-r", "--ref", "ref_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="raw references (BLEU); without: no BLEU")
+@click.option("--scheme-model", "scheme_models", multiple=True,
+              type=click.Path(path_type=Path, file_okay=False),
+              help="a tree scheme's model folder (repeatable): speed as a ratio to abs")
+@click.option("--lines", type=int, default=300, show_default=True)
+@click.option("--rounds", type=int, default=3, show_default=True)
+@click.option("--threads", type=int, default=2, show_default=True,
+              help="torch threads = CTranslate2 intra_threads")
+@click.option("--beam", type=int, default=4, show_default=True)
+@click.option("--tiny", is_flag=True, help="8 lines, one round: a smoke test of the bench")
+def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, lines, rounds, threads, beam,
+         tiny):
+    import torch
+    if tiny:
+        lines, rounds = 8, 1
+    torch.set_num_threads(threads)
+    # CTranslate2 cannot force EOS at the length limit: both cut there (same outputs)
+    search = dict(beam=beam, at_limit="cut")
+    src = input_path.read_text(encoding="utf-8").splitlines()[:lines]
+    refs = ref_path.read_text(encoding="utf-8").splitlines()[:lines] if ref_path else None
+    with tempfile.TemporaryDirectory() as tmp:
+        export = ct2_dir or export_model(model_dir, Path(tmp) / "ct2")
+        systems = [depnmt_system(model_dir, "fp32", search),
+                   depnmt_system(model_dir, "auto", search),
+                   ct2_system(export, "float32", search, threads),
+                   ct2_system(export, "int8", search, threads)]
+        schemes = [examples_system(m, src, search) for m in (model_dir, *scheme_models)]
+        run_rounds(systems + (schemes if scheme_models else []), src, rounds, threads)
+    click.echo(f"{len(src)} lines, beam {beam}, {threads} threads, {rounds} rounds; load "
+               f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU flags: "
+               f"{cpu_flags()}; depnmt int8: not built")
+    base = statistics.median(systems[2].speeds)
+    click.echo("| system | start-up s | steady sentences/s | × CTranslate2 float32 | BLEU |")
+    click.echo("|---|---|---|---|---|")
+    for s in systems:
+        speed = statistics.median(s.speeds)
+        click.echo(f"| {s.name} | {statistics.median(s.startups):.2f} | {speed:.1f} | "
+                   f"{speed / base:.2f} | {bleu(s.output, refs)} |")
+    if scheme_models:
+        abs_speed = statistics.median(schemes[0].speeds)
+        click.echo("| scheme model | decoding sentences/s | × abs |")
+        click.echo("|---|---|---|")
+        for s in schemes:
+            speed = statistics.median(s.speeds)
+            click.echo(f"| {s.name} | {speed:.1f} | {speed / abs_speed:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
