@@ -110,6 +110,22 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+# torch >= 2.4 asks autocast per device type; torch 2.3 has functions for the CPU and the GPU
+PER_DEVICE_AUTOCAST = hasattr(torch, "get_autocast_dtype")
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast computes in on ``device_type`` ("cpu", "cuda") here, None when it is
+    off. torch < 2.4 has no per-device ``torch.is_autocast_enabled(device_type)``: there the CPU
+    and the GPU have functions of their own."""
+    if PER_DEVICE_AUTOCAST:
+        on = torch.is_autocast_enabled(device_type)
+        return torch.get_autocast_dtype(device_type) if on else None
+    if device_type == "cpu":
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+
+
 def grad_scaler(device: torch.device, dtype: torch.dtype | None) -> torch.amp.GradScaler:
     """Loss scaling is needed only for float16."""
     return torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)

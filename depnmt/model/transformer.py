@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..device import autocast_dtype
 from ..vocab import PAD
 from .attention import KeyValues, MultiHeadAttention
 from .dropout import Dropout
@@ -231,8 +232,7 @@ class TransformerNMT(nn.Module):
         kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         if dtype is None:
             return DecoderState(kv, src_mask)
-        device = memory.device.type
-        weights = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        weights = autocast_dtype(memory.device.type)
         fused = [layer.self_attn.fused_qkv(weights) for layer in self.decoder]
         return DecoderState(kv, src_mask, dtype, fused)
 

@@ -194,3 +194,22 @@ def test_train_bounds_the_onednn_cache_before_it_builds_a_model(monkeypatch, tmp
     with pytest.raises(SystemExit):
         main(["train", "-i", str(tmp_path), "-o", str(tmp_path / "m")])
     assert os.environ.get(ONEDNN_CACHE_VAR) == "64"
+
+
+@pytest.mark.parametrize("old_torch", [False, True])
+def test_autocast_dtype_reads_the_cpu_autocast_on_every_torch(old_torch, monkeypatch):
+    """``device.autocast_dtype`` (the decoder's fused QKV weights follow it) on torch >= 2.4 and,
+    with the per-device functions hidden, the way torch 2.3 answers."""
+    import warnings
+
+    from depnmt import device
+    from depnmt.device import autocast_dtype
+    if old_torch:
+        monkeypatch.setattr(device, "PER_DEVICE_AUTOCAST", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)   # torch >= 2.4 deprecates the old calls
+        assert autocast_dtype("cpu") is None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert autocast_dtype("cpu") == torch.bfloat16
+            assert autocast_dtype("cuda") is None
+        assert autocast_dtype("cpu") is None
