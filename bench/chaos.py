@@ -126,7 +126,9 @@ def snapshot(folder: Path) -> dict | None:
 def observe(folder: Path) -> dict[str, bytes] | None | str:
     """The files of ``folder`` (flat) read through one open handle of it, so that a rename
     during the read cannot mix two folders: ``{name: normalized content}``; None when there is
-    no folder; "gone" when its files were being deleted while read."""
+    no folder; "gone" when the folder read was renamed away from ``folder`` (a writer replacing
+    it, then deleting its files) before the read ended — what such a handle lists is no longer
+    the stage's output, and may be empty or a part of it."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
@@ -136,11 +138,22 @@ def observe(folder: Path) -> dict[str, bytes] | None | str:
         for name in os.listdir(fd):
             with os.fdopen(os.open(name, os.O_RDONLY, dir_fd=fd), "rb") as fh:
                 files[name] = normalize(name, fh.read())
+        if not same_inode(fd, folder):
+            return "gone"
     except FileNotFoundError:
         return "gone"
     finally:
         os.close(fd)
     return files
+
+
+def same_inode(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file that ``fd`` has open."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def leftovers(out: Path) -> list[str]:

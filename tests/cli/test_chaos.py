@@ -74,3 +74,26 @@ def test_timing_fields_are_all_that_is_ignored():
     assert norm("metrics.jsonl", log) == norm("metrics.jsonl", log.replace(b"1.0", b"9.5")
                                               .replace(b"3.2", b"0.1"))
     assert norm("metrics.jsonl", log) != norm("metrics.jsonl", log.replace(b"6.4", b"6.5"))
+
+
+def test_observe_calls_a_folder_replaced_while_read_gone(tmp_path, monkeypatch):
+    """A writer that renames the folder away and deletes its files while a reader lists it
+    leaves the reader's handle on an emptied folder: not the stage's output (an empty or
+    partial listing would look like a mixed folder), so ``observe`` says "gone"."""
+    import os
+    import shutil
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.txt").write_text("a\n")
+    assert chaos.observe(out) == {"a.txt": b"a\n"}
+    listdir = os.listdir
+
+    def replaced_meanwhile(fd):
+        os.rename(out, tmp_path / ".out.old")
+        shutil.rmtree(tmp_path / ".out.old")
+        (tmp_path / "new").mkdir()
+        os.rename(tmp_path / "new", out)
+        return listdir(fd)
+
+    monkeypatch.setattr(chaos.os, "listdir", replaced_meanwhile)
+    assert chaos.observe(out) == "gone"
