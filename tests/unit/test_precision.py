@@ -207,7 +207,7 @@ def test_autocast_dtype_reads_the_cpu_autocast_on_every_torch(old_torch, monkeyp
     if old_torch:
         monkeypatch.setattr(device, "PER_DEVICE_AUTOCAST", False)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)   # torch >= 2.4 deprecates the old calls
+        warnings.simplefilter("ignore", DeprecationWarning)   # torch >= 2.4: the old calls
         assert autocast_dtype("cpu") is None
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert autocast_dtype("cpu") == torch.bfloat16
