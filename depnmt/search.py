@@ -73,7 +73,7 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
                   cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
     """Arg-max decoding; returns token ids (no BOS/EOS) per sentence of ``src [B, S]`` (the
     encoder's extras, e.g. parse scores, go to ``extras`` when given)."""
-    seqs, _, _ = _greedy_steps(model, src, src_feats, cfg, extras)
+    seqs, _, _ = _greedy_steps(model, src, src_feats, cfg, extras, score=False)
     return _greedy_tokens(seqs.tolist())
 
 
@@ -89,11 +89,13 @@ def greedy_nbest(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor
 
 
 def _greedy_steps(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
-                  cfg: SearchConfig, extras: Extras | None) -> tuple[Tensor, Tensor, Tensor]:
+                  cfg: SearchConfig, extras: Extras | None,
+                  score: bool = True) -> tuple[Tensor, Tensor, Tensor]:
     """Greedy decoding of ``src [B, S]``: the tokens ``[B, T]`` (EOS, then PAD), the sum of
     their log-probabilities ``[B]`` and how many were scored ``[B]`` (the EOS forced at the
     length limit is scored with ``at_limit`` eos, not with cut: as in :func:`beam_search`).
-    One host read a step (whether every sentence has ended)."""
+    One host read a step (whether every sentence has ended). Without ``score`` the sums stay
+    0 (no log-softmax over the vocabulary: plain greedy output needs none)."""
     memory, src_mask = model.encode(src, src_feats, extras)
     state = model.start_state(memory, src_mask, decoding_dtype(memory))
     b = src.shape[0]
@@ -110,10 +112,11 @@ def _greedy_steps(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
         nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
         forced = ~done & (step + 1 >= limit)
         nxt = torch.where(forced, torch.full_like(nxt, EOS), nxt)
-        counts = ~done & (~forced | score_forced)
-        token_lp = torch.log_softmax(logits.float(), -1).gather(1, nxt[:, None]).squeeze(1)
-        logprob += torch.where(counts, token_lp, 0.0)
-        scored += counts.long()
+        if score:
+            counts = ~done & (~forced | score_forced)
+            token_lp = torch.log_softmax(logits.float(), -1).gather(1, nxt[:, None]).squeeze(1)
+            logprob += torch.where(counts, token_lp, 0.0)
+            scored += counts.long()
         out.append(nxt)
         done |= nxt == EOS
         tokens = nxt.unsqueeze(1)

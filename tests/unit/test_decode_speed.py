@@ -10,7 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 from depnmt.device import autocast
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, cached, decoding_dtype
-from depnmt.search import SearchConfig, beam_search
+from depnmt.search import SearchConfig, beam_search, greedy_search, greedy_nbest
 from depnmt.vocab import EOS, PAD
 
 VOCAB = 40
@@ -97,3 +97,15 @@ def test_fused_qkv_steps_give_the_logits_of_three_projections():
                 step = tgt[:, i:i + 1]
                 assert torch.equal(model.decode(step, fused, incremental=True),
                                    model.decode(step, three, incremental=True))
+
+
+def test_plain_greedy_runs_no_log_softmax_but_its_nbest_does():
+    """Greedy output needs only the arg-max: no ``[B, V]`` log-softmax a step (it was computed
+    for the n-best score even when nobody asked); ``greedy_nbest`` still scores."""
+    model, src = tiny_model(), sources()
+    cfg = SearchConfig(beam=1, max_len_a=1.0, max_len_b=4)
+    with torch.no_grad():
+        plain = ops(lambda: greedy_search(model, src, {}, cfg))
+        scored = ops(lambda: greedy_nbest(model, src, {}, cfg))
+    assert not [name for name, _ in plain if "log_softmax" in name]
+    assert [name for name, _ in scored if "log_softmax" in name]
