@@ -120,3 +120,21 @@ def test_each_scheme_is_chosen_by_todays_name(monkeypatch):
         spelled = check.scheme_flags(name, 2)[1]
         assert registry.parse_name(spelled).components == [name], spelled
     assert not warned
+
+
+def test_gradient_error_floors_gradients_that_are_zero_but_for_rounding():
+    """A key projection's bias has a gradient of ~1e-9 of the whole (zero in exact arithmetic):
+    two devices' rounding noise there is no error (a GPU's first run failed every scheme on
+    the plain relative error, 2.4), while a 1 % error in a real gradient still fails."""
+    check = load_check()
+    torch.manual_seed(0)
+    ref = {"w": torch.randn(64, 64), "k_proj.bias": torch.randn(64) * 1e-9,
+           "small": torch.randn(8) * 1e-2}
+    noise = {"w": ref["w"] * (1 + 1e-7), "k_proj.bias": torch.randn(64) * 1e-9,
+             "small": ref["small"].clone()}
+    errors = check.gradient_errors(ref, noise)
+    assert max(errors.values()) < check.GRAD_TOL
+    assert torch.dist(noise["k_proj.bias"], ref["k_proj.bias"]) / ref["k_proj.bias"].norm() > 0.5
+    wrong = {**noise, "small": ref["small"] * 1.01}
+    assert check.gradient_errors(ref, wrong)["small"] > check.GRAD_TOL
+    assert "missing" not in check.gradient_errors(ref, {**noise, "missing": None})
