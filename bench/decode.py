@@ -12,12 +12,21 @@ that a change of the machine's load hits every system alike:
   and warm (tokenizer, BPE, search, detokenizer: the same depnmt code around both decoders);
 * BLEU of the outputs against ``--ref`` (sacrebleu, 13a);
 * each ``--scheme-model`` (a tree scheme's model folder): decoding speed of pre-parsed input
-  (features computed before timing) as a ratio to the abs model's in the same rounds.
+  (features computed before timing) as a ratio to the abs model's in the same rounds;
+* each ``--scheme`` NAME with ``--trees`` (the input's CoNLL-U, e.g. ``parse``'s
+  ``test.en.conllu``): the abs model's weights grafted into a model of scheme NAME (its own
+  parameters initialised with seed 1, :func:`grafted_model`), decoding the trees' words, as a
+  ratio to the abs model decoding the same words. The work per step is the trained scheme's
+  (same shapes, same code); only the outputs, and so their lengths, can differ from a trained
+  model's, which is why each row also gives the mean output length against abs.
 
 The load average and the CPU's vector flags are printed with the numbers.
 
     python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \\
         -r work/multi30k-en-de/prepare/test.raw.de --threads 2 --rounds 3
+    python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \
+        --trees work/multi30k-en-de/parse/test.en.conllu --scheme abs+rel --scheme abs+dbsa-enc \
+        --scheme-option dbsa_enc_layer=2
     python bench/decode.py -m MODEL -i SRC --tiny       # a few lines, one round (a smoke test)
 """
 
@@ -106,6 +115,75 @@ def examples_system(model: Path, lines: list[str], search: dict) -> System:
     return System(f"{model} (decoding)", [], load)
 
 
+def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
+    """The abs model of ``model_dir`` as a model of ``scheme`` (e.g. ``abs+dep+rel``): every
+    weight of the abs model copied, the scheme's own parameters initialised with seed 1, its
+    ``options`` (``train``'s, e.g. ``{"dbsa_enc_layer": 2}``) set and the others learned from
+    ``examples`` (with trees) as training would. Returns the model and its
+    :class:`~depnmt.model.transformer.ModelConfig`."""
+    import torch
+    from depnmt.checkpoint import load_checkpoint
+    from depnmt.errors import DepnmtError
+    from depnmt.model.schemes.registry import learn_options, parse_name, scheme_entries
+    from depnmt.model.transformer import ModelConfig, TransformerNMT
+    from depnmt.modeldir import default_checkpoint, read_config
+    base = ModelConfig.from_dict(read_config(model_dir)["model"])
+    if base.scheme_names != ["abs"]:
+        raise click.ClickException(f"{model_dir}: --scheme grafts an abs model's weights; this "
+                                   f"one is {'+'.join(base.scheme_names)}")
+    name = parse_name(scheme)
+    entries = learn_options(scheme_entries(name.components, {**options, **name.options}),
+                            examples)
+    cfg = ModelConfig(**{**base.to_dict(), "schemes": entries})
+    torch.manual_seed(1)
+    try:
+        model = TransformerNMT(cfg)
+    except DepnmtError as exc:
+        raise click.ClickException(f"--scheme {scheme}: {exc} (set it with --scheme-option)")
+    state = load_checkpoint(default_checkpoint(model_dir))["model"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected:
+        raise click.ClickException(f"{scheme}: the abs weights {unexpected[:3]} have no place")
+    return model, cfg
+
+
+def grafted_system(model_dir: Path, scheme: str, trees: list, search: dict,
+                   options: dict) -> System:
+    """Decoding only of ``trees``' words by the abs model grafted into ``scheme`` (``abs``:
+    the model itself), features computed before timing."""
+    def load():
+        from depnmt.translate import Translator
+        base = Translator.from_model_dir(model_dir, None, "cpu", "auto", **search)
+        words = [t.words for t in trees]
+        if scheme == "abs":
+            tr = base
+        else:
+            model, _ = grafted_model(model_dir, scheme, base.examples(words, list(trees)),
+                                     options)
+            tr = Translator(model, base.config, base.src_vocab, base.tgt_vocab, base.segmenter,
+                            base.device, base.search_cfg, amp=base.amp)
+        examples = tr.examples(words, list(trees))
+        return lambda _: tr.translate_examples(examples)
+    return System(f"{scheme} (grafted)", [], load)
+
+
+def option_value(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` of ``--scheme-option``: VALUE as JSON where it parses (numbers, booleans),
+    else the string."""
+    import json
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"{text!r} is not KEY=VALUE", param_hint="--scheme-option")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
+def mean_words(texts: list[str]) -> float:
+    return statistics.mean(len(t.split()) for t in texts) if texts else 0.0
+
+
 def rotated(items: list, r: int) -> list:
     return items[r % len(items):] + items[:r % len(items)]
 
@@ -146,15 +224,24 @@ def export_model(model: Path, out: Path) -> Path:
 @click.option("--scheme-model", "scheme_models", multiple=True,
               type=click.Path(path_type=Path, file_okay=False),
               help="a tree scheme's model folder (repeatable): speed as a ratio to abs")
+@click.option("--scheme", "grafts", multiple=True, metavar="NAME",
+              help="a scheme (repeatable) to graft the abs model's weights into: its decoding "
+                   "speed as a ratio to abs on --trees' words")
+@click.option("--scheme-option", "scheme_options", multiple=True, metavar="KEY=VALUE",
+              help="a train option of the grafted schemes (repeatable), e.g. dbsa_enc_layer=2")
+@click.option("--trees", "trees_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="CoNLL-U trees of the input's sentences (for --scheme)")
 @click.option("--lines", type=int, default=300, show_default=True)
 @click.option("--rounds", type=int, default=3, show_default=True)
 @click.option("--threads", type=int, default=2, show_default=True,
               help="torch threads = CTranslate2 intra_threads")
 @click.option("--beam", type=int, default=4, show_default=True)
 @click.option("--tiny", is_flag=True, help="8 lines, one round: a smoke test of the bench")
-def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, lines, rounds, threads, beam,
-         tiny):
+def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme_options,
+         trees_path, lines, rounds, threads, beam, tiny):
     import torch
+    if grafts and trees_path is None:
+        raise click.UsageError("--scheme needs --trees (the input's CoNLL-U)")
     if tiny:
         lines, rounds = 8, 1
     torch.set_num_threads(threads)
@@ -169,7 +256,14 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, lines, rounds,
                    ct2_system(export, "float32", search, threads),
                    ct2_system(export, "int8", search, threads)]
         schemes = [examples_system(m, src, search) for m in (model_dir, *scheme_models)]
-        run_rounds(systems + (schemes if scheme_models else []), src, rounds, threads)
+        grafted = []
+        if grafts:
+            from depnmt.parse import read_conllu
+            trees = list(read_conllu(trees_path))[:lines]
+            options = dict(option_value(o) for o in scheme_options)
+            grafted = [grafted_system(model_dir, g, trees, search, options)
+                       for g in ("abs", *grafts)]
+        run_rounds(systems + (schemes if scheme_models else []) + grafted, src, rounds, threads)
     click.echo(f"{len(src)} lines, beam {beam}, {threads} threads, {rounds} rounds; load "
                f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU flags: "
                f"{cpu_flags()}; depnmt int8: not built")
@@ -187,6 +281,16 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, lines, rounds,
         for s in schemes:
             speed = statistics.median(s.speeds)
             click.echo(f"| {s.name} | {speed:.1f} | {speed / abs_speed:.2f} |")
+    if grafted:
+        abs_speed = statistics.median(grafted[0].speeds)
+        abs_len = mean_words(grafted[0].output)
+        click.echo("| scheme (abs weights grafted) | decoding sentences/s | × abs | "
+                   "mean output words × abs |")
+        click.echo("|---|---|---|---|")
+        for s in grafted:
+            speed = statistics.median(s.speeds)
+            click.echo(f"| {s.name} | {speed:.1f} | {speed / abs_speed:.2f} | "
+                       f"{mean_words(s.output) / abs_len:.2f} |")
 
 
 if __name__ == "__main__":

@@ -161,13 +161,14 @@ class MosesTokenizer(Tokenizer):
         if not lang:
             raise DepnmtError("the moses tokenizer needs a language (config key 'lang')")
         super().__init__(lang, **kwargs)
-        self._norm, self._tok, self._detok = _moses_tools(lang)
+        # sacremoses is imported, and its tools built, at the first line (about 0.3 s of
+        # compiling regular expressions): a translator that is given no input never pays it
 
     def _normalise_extra(self, text: str) -> str:
-        return self._norm.normalize(text)
+        return _moses_tools(self.lang)[0].normalize(text)
 
     def _split(self, text: str) -> list[str]:
-        return self._tok.tokenize(text, escape=False)
+        return _moses_tools(self.lang)[1].tokenize(text, escape=False)
 
     def detokenize(self, tokens: list[str]) -> str:
         return moses_detokenize(self.lang, tokens)

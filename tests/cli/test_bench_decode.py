@@ -1,6 +1,7 @@
 """``bench/decode.py --tiny``: one command reports depnmt's decoding (fp32, auto) against
 CTranslate2 (float32, int8) on the same model: start-up and steady state apart, BLEU, and the
-scheme models' speed as a ratio to abs."""
+scheme models' speed as a ratio to abs (trained scheme models, or the abs weights grafted into a
+scheme)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
     result = CliRunner().invoke(bench.main, [
         "-m", str(tiny_model), "-i", str(prepared / "test.raw.en"),
         "-r", str(prepared / "test.raw.de"), "--threads", "1", "--tiny",
-        "--scheme-model", str(tiny_model)])
+        "--scheme-model", str(tiny_model), "--scheme", "abs+dep+rel",
+        "--trees", str(random_trees(prepared, tmp_path / "test.en.conllu"))])
     assert result.exit_code == 0, result.output
     out = result.output
     assert re.search(r"8 lines, beam 4, 1 threads, 1 rounds; load average [\d.]+ ", out)
@@ -33,3 +35,40 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
     assert all(float(start) > 0 and float(speed) > 0 for start, speed, _, _ in rows.values())
     schemes = re.findall(r"^\| (.+) \(decoding\) \| ([\d.]+) \| ([\d.]+) \|$", out, re.M)
     assert len(schemes) == 2 and schemes[0][2] == "1.00"        # abs, then the scheme model
+    grafted = re.findall(r"^\| (.+) \(grafted\) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",
+                         out, re.M)
+    assert [g[0] for g in grafted] == ["abs", "abs+dep+rel"] and grafted[0][2] == "1.00", out
+
+
+
+def random_trees(prepared, out, lines: int = 8):
+    """Random trees over the first ``lines`` tokenized test sentences, written to ``out``."""
+    import random
+
+    from depnmt.parse import Sentence, write_conllu
+    from depnmt.trees import random_heads
+    rng = random.Random(3)
+    words = [l.split() for l in (prepared / "test.en").read_text(encoding="utf-8").splitlines()]
+    write_conllu(out, [Sentence(w, random_heads(len(w), rng), ["dep"] * len(w))
+                       for w in words[:lines]])
+    return out
+
+
+def test_grafted_model_keeps_every_abs_weight(tiny_model, tiny_bpe, tmp_path):
+    """``--scheme NAME``: the abs weights in a model of NAME, each in its place, the scheme's
+    own parameters new; without ``--trees`` a usage error before anything is loaded."""
+    import torch
+
+    from depnmt.checkpoint import load_checkpoint
+    from depnmt.modeldir import default_checkpoint
+    bench = load_script("decode")
+    model, cfg = bench.grafted_model(tiny_model, "abs+dep+rel", [], {})
+    assert [e["name"] for e in cfg.schemes] == ["abs", "dep", "rel"]
+    state = load_checkpoint(default_checkpoint(tiny_model))["model"]
+    own = model.state_dict()
+    assert all(torch.equal(own[k], v) for k, v in state.items())
+    assert set(own) - set(state)                                # the scheme's parameters
+    prepared = tiny_bpe.parent / "prepare"
+    no_trees = CliRunner().invoke(bench.main, ["-m", str(tiny_model), "-i",
+                                               str(prepared / "test.raw.en"), "--scheme", "abs+rel"])
+    assert no_trees.exit_code == 2 and "--scheme needs --trees" in no_trees.output
