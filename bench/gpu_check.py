@@ -262,13 +262,13 @@ def gradient_errors(ref: dict, grads: dict) -> dict[str, float]:
 def check_parity(plan: Plan, data: Path) -> None:
     """Every scheme: the same model and batch on the CPU and ``plan.device`` in fp32."""
     from depnmt.data import add_features, collate
-    from depnmt.model.schemes.registry import learn_options, resolve, scheme_entries
+    from depnmt.model.schemes.registry import learn_options, scheme_entries
     from depnmt.model.transformer import ModelConfig, TransformerNMT
     examples, n_src, n_tgt = parity_examples(data, plan.parity_pairs)
     for name in scheme_names():
-        try:
-            entries = learn_options(scheme_entries(resolve(name),
-                                                   layer_overrides(name, plan.layers)), examples)
+        try:     # the registered component alone (its name is no scheme name to parse)
+            entries = learn_options(scheme_entries([name], layer_overrides(name, plan.layers)),
+                                    examples)
             cfg = ModelConfig(n_src, n_tgt, d_model=plan.d_model, n_heads=plan.heads,
                               d_ff=plan.d_ff, encoder_layers=plan.layers,
                               decoder_layers=plan.layers, dropout=0.0, attention_dropout=0.0,
