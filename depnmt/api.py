@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 if TYPE_CHECKING:
     from .translate import Translation
 
-SEARCH_OPTIONS = ("beam", "alpha", "max_len_a", "max_len_b", "at_limit")
+SEARCH_OPTIONS = ("beam", "alpha", "max_len_a", "max_len_b", "at_limit", "length_penalty")
 
 
 def train_model(config: dict[str, Any] | str | Path) -> Path:
@@ -89,7 +89,7 @@ class Translator:
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
         ``max_tokens`` and ``batch_size`` bound a batch; ``search``: the default search
         options of :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``,
-        ``at_limit``; default: the model's)."""
+        ``at_limit``, ``length_penalty``; default: the model's)."""
         from .modeldir import named_checkpoint
         from .translate import Translator as ModelTranslator
         model_dir = Path(model_dir)
@@ -109,7 +109,8 @@ class Translator:
         """One translation (raw text) per sentence (raw text) of ``sentences``, in order; an
         empty sentence gives ``""``. ``search`` overrides the defaults of :meth:`load` for
         this call only: ``beam`` (1 = greedy), ``alpha``, ``max_len_a``, ``max_len_b``,
-        ``at_limit`` (``eos`` or ``cut``). Not for concurrent calls on one Translator.
+        ``at_limit`` (``eos`` or ``cut``), ``length_penalty`` (``gnmt`` or ``power``). Not for
+        concurrent calls on one Translator.
 
         ``nbest`` (1 to the beam size): instead of a text, each sentence gives a list of its
         ``nbest`` best hypotheses, best first, each a :class:`~depnmt.translate.Translation`

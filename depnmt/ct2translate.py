@@ -10,11 +10,14 @@ allows: end of sentence allowed from the first step (``min_decoding_length=0``);
 output limited to its own ``L − 1 = ceil(a·|x| + b) − 1`` tokens (CTranslate2 takes one
 ``max_decoding_length`` per call, so a batch is decoded in groups of equal limit; at the limit
 CTranslate2 ends the beam's best continuations as they are — it cannot force EOS, so depnmt's
-default ``--at-limit eos`` has no CTranslate2 equivalent); the length penalty counts the tokens
-scored, EOS included, as depnmt does (``return_end_token=True``; without it CTranslate2 leaves
-EOS out of |Y|). Greedy search gives depnmt's tokens (EOS forced or not, the tokens before it
-are the same). What still differs in beam search: CTranslate2 divides by |Y|^α where depnmt uses
-the GNMT penalty ((5 + |Y|) / 6)^α (the same ranking for α = 0).
+default ``--at-limit eos`` has no CTranslate2 equivalent); its length penalty is log p / |Y|^α,
+depnmt's ``--length-penalty power`` (CTranslate2 4.x ``finalize_hypothesis_score`` in
+src/decoding.cc: ``score /= pow(length, length_penalty)``, length = the hypothesis's tokens,
+EOS included when it has one, also without ``return_end_token``, which only drops EOS from the
+returned tokens; depnmt's default ``gnmt`` penalty has no CTranslate2 equivalent). So the export
+decodes as depnmt's search with ``--length-penalty power --at-limit cut`` (up to float32
+rounding between two nearly equal hypotheses). Greedy search gives depnmt's tokens (EOS forced
+or not, the tokens before it are the same).
 
 ``nbest``: CTranslate2's ``num_hypotheses`` best of the beam with their scores
 (``return_scores``): ``score`` is CTranslate2's ranking score log p / |Y|^α (greedy search
@@ -32,13 +35,25 @@ from .bpe import Segmenter
 from .errors import DepnmtError
 from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
 from .log import warn
-from .search import SearchConfig, check_at_limit
+from .search import SearchConfig, check_at_limit, check_length_penalty, length_penalty
 from .subwords import merge_subwords
 from .translate import (CHUNK_LINES, EMPTY, MAX_TOKENS, Translation, check_batching,
                         length_batches, one_line)
 from .vocab import BOS, EOS, PAD, SPECIALS
 
 DROPPED = {SPECIALS[PAD], SPECIALS[BOS], SPECIALS[EOS]}   # depnmt's Vocab.decode drops these too
+CT2_SEARCH = {"at_limit": "cut", "length_penalty": "power"}   # what CTranslate2's beam search does
+
+
+def check_ct2_search(given: dict) -> None:
+    """A one-line error when the search settings ``given`` ask for what CTranslate2 cannot do:
+    force EOS at the length limit (``at_limit`` eos) or the GNMT length penalty."""
+    if check_at_limit(given.get("at_limit", "cut")) != "cut":
+        raise DepnmtError("--at-limit eos: CTranslate2 cannot force EOS at the length limit; "
+                          "it ends hypotheses there as they are (--at-limit cut)")
+    if check_length_penalty(given.get("length_penalty", "power")) != "power":
+        raise DepnmtError("--length-penalty gnmt: CTranslate2 divides log p by |Y|^alpha only "
+                          "(--length-penalty power)")
 
 
 def read_export(export_dir: Path) -> dict:
@@ -74,9 +89,7 @@ class CT2Translator:
         """Load an export; ``threads`` = CTranslate2's intra_threads (0: its default);
         ``max_tokens``, ``batch_size``: depnmt's batches (``translate.length_batches``)."""
         given = {k: v for k, v in search_overrides.items() if v is not None}
-        if check_at_limit(given.get("at_limit", "cut")) != "cut":
-            raise DepnmtError("--at-limit eos: CTranslate2 cannot force EOS at the length limit; "
-                              "it ends hypotheses there as they are (--at-limit cut)")
+        check_ct2_search(given)
         export_dir = Path(export_dir)
         record = read_export(export_dir)
         ct2 = import_ctranslate2()
@@ -90,7 +103,7 @@ class CT2Translator:
         except (RuntimeError, ValueError) as exc:
             raise DepnmtError(f"{export_dir}: CTranslate2 cannot load this model on {device} "
                               f"({exc})") from None
-        search_cfg = SearchConfig(**{**record.get("search", {}), **given, "at_limit": "cut"})
+        search_cfg = SearchConfig(**{**record.get("search", {}), **given, **CT2_SEARCH})
         return cls(model, record, Segmenter.from_dir(export_dir, "src"), search_cfg, max_tokens,
                    batch_size)
 
@@ -126,8 +139,8 @@ class CT2Translator:
 
     def _scored(self, hyp: list[str], score: float, limit: int) -> tuple[list[str], float, float]:
         """A CTranslate2 hypothesis (EOS included when it ended) as (output subwords, score,
-        log-probability): its score is log p / |Y|^α, |Y| its tokens."""
-        length = len(hyp) ** self.search_cfg.alpha if hyp else 1.0
+        log-probability): its score is log p / |Y|^α, |Y| its tokens (at least 1)."""
+        length = length_penalty(len(hyp), self.search_cfg.alpha, "power")
         return [t for t in hyp if t not in DROPPED][: limit - 1], score, score * length
 
     def translate_words(self, words: Sequence[list[str]], first_line: int = 1,

@@ -289,8 +289,8 @@ out = model.translate_batch([subwords], beam_size={search.get('beam')},
 print(tgt_tok.detokenize(merge_subwords(out)))
 ```
 
-Beam search: CTranslate2 divides a hypothesis's log-probability by |Y|^α, depnmt by the GNMT
-penalty ((5 + |Y|) / 6)^α, and at the length limit CTranslate2 ends hypotheses as they are
-(`depnmt translate --at-limit cut`; depnmt's default forces EOS there), so beam outputs can differ
-on a few lines; greedy outputs are the same.
+Beam search: CTranslate2 divides a hypothesis's log-probability by |Y|^α (depnmt's default: the
+GNMT penalty ((5 + |Y|) / 6)^α) and at the length limit ends hypotheses as they are (depnmt's
+default forces EOS there); `depnmt translate --length-penalty power --at-limit cut` applies both
+of CTranslate2's rules. Greedy outputs are the same.
 """

@@ -46,7 +46,7 @@ MODEL_FIELDS = {"src_vocab_size": int, "tgt_vocab_size": int, "d_model": int, "n
                 "attention_dropout": NUMBER, "tie_decoder_embeddings": bool,
                 "share_all_embeddings": bool, "schemes": list}
 SEARCH_FIELDS = {"beam": int, "alpha": NUMBER, "max_len_a": NUMBER, "max_len_b": int,
-                 "at_limit": str}
+                 "at_limit": str, "length_penalty": str}
 SECTIONS = {  # section -> (its fields and their types, required?)
     "model": (MODEL_FIELDS, True),
     "tokenizers": ({"src": dict, "tgt": dict}, True),

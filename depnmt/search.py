@@ -2,9 +2,17 @@
 
 Beam search keeps ``beam`` live hypotheses per sentence, looks at the best ``2·beam``
 continuations each step (so that finished ones never starve the beam, as in fairseq), finalises
-hypotheses ending in EOS among the top ``beam`` ranks, and ranks finished hypotheses by the GNMT
-length penalty (Wu et al. 2016): ``score / lp(Y)``, ``lp(Y) = ((5 + |Y|) / 6) ** alpha``, |Y| the
-tokens scored (EOS included when the hypothesis has one).
+hypotheses ending in EOS among the top ``beam`` ranks, and ranks finished hypotheses by
+``score / lp(Y)``, |Y| the tokens scored (EOS included when the hypothesis has one), with the
+length penalty ``length_penalty``:
+
+* ``gnmt`` (default; Wu et al. 2016, OpenNMT-py's ``wu``): ``lp(Y) = ((5 + |Y|) / 6) ** alpha``;
+* ``power`` (CTranslate2, fairseq, Marian): ``lp(Y) = |Y| ** alpha``. With ``--at-limit cut``
+  this is the search of ``translate --ct2``.
+
+The two rank alike for alpha = 0. For alpha > 0, one token more multiplies ``power``'s lp by
+((|Y| + 1) / |Y|) ** alpha, more than ``gnmt``'s ((|Y| + 6) / (|Y| + 5)) ** alpha: ``power``
+favours longer hypotheses more.
 A sentence stops when it has ``beam`` finished hypotheses or reaches its maximum length
 ``L = ceil(max_len_a · |x| + max_len_b)`` (EOS included: at most L − 1 output tokens). What
 happens at that length is ``at_limit``:
@@ -39,15 +47,34 @@ from .vocab import BOS, EOS, PAD
 @dataclass
 class SearchConfig:
     beam: int = 4
-    alpha: float = 0.6          # GNMT length penalty; 0 = plain log-probability
+    alpha: float = 0.6          # length penalty exponent; 0 = plain log-probability
     max_len_a: float = 1.5      # max output length = a · source length + b
     max_len_b: int = 10
     at_limit: str = "eos"       # eos (fairseq) or cut (OpenNMT-py, CTranslate2): module docstring
+    length_penalty: str = "gnmt"   # gnmt or power (CTranslate2, fairseq): module docstring
+
+    def __post_init__(self):
+        check_length_penalty(self.length_penalty)
 
 
-def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
-    """GNMT lp(Y) = ((5 + |Y|) / 6) ** alpha."""
+LENGTH_PENALTIES = ("gnmt", "power")
+
+
+def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
+    """lp(Y) for a hypothesis of ``length`` = |Y| scored tokens: ``gnmt`` ((5 + |Y|) / 6) **
+    alpha, ``power`` |Y| ** alpha (|Y| at least 1: an empty one is not divided)."""
+    if form == "power":
+        return max(length, 1) ** alpha
     return ((5.0 + length) / 6.0) ** alpha
+
+
+def check_length_penalty(value: str) -> str:
+    """``value`` when it names a length penalty (:data:`LENGTH_PENALTIES`), else a
+    :class:`DepnmtError`."""
+    if value not in LENGTH_PENALTIES:
+        raise DepnmtError(f"length_penalty {value!r}: expected one of "
+                          f"{', '.join(LENGTH_PENALTIES)}")
+    return value
 
 
 def max_lengths(src: Tensor, cfg: SearchConfig) -> Tensor:
@@ -60,8 +87,9 @@ def max_lengths(src: Tensor, cfg: SearchConfig) -> Tensor:
 class Hypothesis:
     """One entry of an n-best list: ``tokens`` (target ids, no BOS/EOS), ``score`` (the
     length-normalised log-probability ``logprob / lp(|Y|)`` that ranks the hypotheses of a beam,
-    :func:`length_penalty`) and ``logprob`` (the sum of log p over the |Y| tokens scored: the
-    hypothesis and its EOS, or without EOS for one ended as it was at the length limit)."""
+    :func:`length_penalty` of the search's form) and ``logprob`` (the sum of log p over the |Y|
+    tokens scored: the hypothesis and its EOS, or without EOS for one ended as it was at the
+    length limit)."""
 
     tokens: list[int]
     score: float
@@ -84,7 +112,8 @@ def greedy_nbest(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor
     sentence of ``src [B, S]``."""
     seqs, logprob, scored = _greedy_steps(model, src, src_feats, cfg, extras)
     sums = torch.stack([logprob.double(), scored.double()], 1).tolist()
-    return [[Hypothesis(ids, total / length_penalty(int(n), cfg.alpha), total)]
+    return [[Hypothesis(ids, total / length_penalty(int(n), cfg.alpha, cfg.length_penalty),
+                        total)]
             for ids, (total, n) in zip(_greedy_tokens(seqs.tolist()), sums)]
 
 
@@ -277,7 +306,8 @@ def _beam(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor], cfg:
             final |= at_limit[:, None] & (rank < k) & torch.isfinite(cand_scores)
         # |Y| = step + 1 tokens scored: the hypothesis + EOS, or + the cut one's last token
         finished.add(sent, *_best_final(final, cand_scores, cand_beam, cand_tok, seqs, k,
-                                        length_penalty(step + 1, cfg.alpha), nbest))
+                                        length_penalty(step + 1, cfg.alpha,
+                                                       cfg.length_penalty), nbest))
         # the K best continuations that are not EOS stay alive
         order = (rank + is_eos.long() * 4 * k).argsort(dim=1)[:, :k]
         alive_scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -math.inf)

@@ -37,7 +37,8 @@ def command(fmt: str, model_dir: Path, output: Path, checkpoint: Path | None,
     CTranslate2 model, the vocabularies, the BPE codes, the tokenizer settings and search
     defaults (depnmt-export.json) and a README with a Python example: it is usable alone.
     Greedy output equals depnmt's token for token; beam search normalises length by |Y|^alpha
-    (depnmt: the GNMT penalty), so a few lines may differ.
+    and cuts at the length limit: depnmt translate --length-penalty power --at-limit cut does
+    the same (depnmt's defaults: the GNMT penalty, EOS forced at the limit).
     """
     from ..export import export_ctranslate2
     from ..log import info

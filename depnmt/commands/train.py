@@ -12,7 +12,7 @@ from ..model.schemes.registry import (SCHEME_HELP, all_cli_options, declared_opt
                                       resolve, saved_scheme_values, scheme_entries,
                                       scheme_list, scheme_params)
 from ..model.transformer import ModelConfig
-from ..search import SearchConfig
+from ..search import LENGTH_PENALTIES, SearchConfig
 from ..train import TrainOptions
 from .options import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, config_option,
                       config_settings, deprecated_aliases)
@@ -76,7 +76,10 @@ TRAIN = [
 ]
 SEARCH = [
     ("--beam", "beam", POSITIVE, "default beam size of translate (1 = greedy)"),
-    ("--alpha", "alpha", AMOUNT, "default GNMT length penalty alpha of translate"),
+    ("--alpha", "alpha", AMOUNT, "default length penalty exponent alpha of translate"),
+    ("--length-penalty", "length_penalty", click.Choice(LENGTH_PENALTIES),
+     "default length penalty form of translate: gnmt = ((5 + |Y|) / 6)^alpha, power = "
+     "|Y|^alpha (CTranslate2's)"),
 ]
 
 

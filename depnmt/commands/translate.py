@@ -37,17 +37,22 @@ DEFAULT_MODEL_DIR = "model"
               help="write the N best hypotheses of each input line's beam (N at most the beam "
                    "size), best first, one per line: `SENT_ID ||| hypothesis ||| score ||| "
                    "logprob`, SENT_ID the input line's index counted from 0 (as Moses), score "
-                   "the length-normalised log-probability that ranks them (log p / "
-                   "((5 + |Y|) / 6)^alpha; --ct2: CTranslate2's log p / |Y|^alpha), logprob the "
-                   "log-probability, |Y| the target subwords scored (EOS included). An empty "
-                   "line gives one empty hypothesis scored 0; fewer than N only where the length "
-                   "limit leaves fewer", show_default="one translation per line")
+                   "the length-normalised log-probability that ranks them (log p / lp(|Y|), "
+                   "lp of --length-penalty), logprob the log-probability, |Y| the target "
+                   "subwords scored (EOS included). An empty line gives one empty hypothesis "
+                   "scored 0; fewer than N only where the length limit leaves fewer",
+              show_default="one translation per line")
 @click.option("--beam", type=POSITIVE, default=None,
               help="beam size (1 = greedy)", show_default="the model's, set by train --beam")
 @click.option("--alpha", type=AMOUNT, default=None,
-              help="GNMT length penalty: hypotheses are ranked by log p / ((5 + |Y|) / 6)^alpha, "
-                   "|Y| in target subwords (0: plain log-probability)",
+              help="length penalty exponent: hypotheses are ranked by log p / lp(|Y|), lp "
+                   "of --length-penalty, |Y| in target subwords (0: plain log-probability)",
               show_default="the model's, set by train --alpha")
+@click.option("--length-penalty", type=click.Choice(["gnmt", "power"]), default=None,
+              help="form of lp(|Y|), |Y| the target subwords scored (EOS included): gnmt = "
+                   "((5 + |Y|) / 6)^alpha (Wu et al. 2016), power = |Y|^alpha (CTranslate2, "
+                   "fairseq, Marian; what --ct2 always does)",
+              show_default="the model's, else gnmt")
 @click.option("--max-len-a", type=AMOUNT, default=None, metavar="A",
               help="output length limit: a translation has at most ceil(A × source subwords + "
                    "B) − 1 target subwords (the limit counts the end-of-sentence token; source "
@@ -97,10 +102,11 @@ DEFAULT_MODEL_DIR = "model"
                    "prediction, to measure what a perfect parse would give")
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             output_path: Path | None, nbest: int | None, beam: int | None,
-            alpha: float | None, max_len_a: float | None, max_len_b: int | None,
-            at_limit: str | None, max_tokens: int, batch_size: int, device: str, precision: str,
-            ct2_dir: Path | None, threads: int, induced_trees: Path | None,
-            induced_target_trees: Path | None, dbsa_gold_arcs: bool) -> None:
+            alpha: float | None, length_penalty: str | None, max_len_a: float | None,
+            max_len_b: int | None, at_limit: str | None, max_tokens: int, batch_size: int,
+            device: str, precision: str, ct2_dir: Path | None, threads: int,
+            induced_trees: Path | None, induced_target_trees: Path | None,
+            dbsa_gold_arcs: bool) -> None:
     """Translate raw text with a trained model (-m), or with its CTranslate2 export (--ct2).
 
     \b
@@ -114,8 +120,8 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
     from ..modeldir import named_checkpoint
     from ..textio import iter_lines, stdin_lines
 
-    search = dict(beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-                  at_limit=at_limit)
+    search = dict(beam=beam, alpha=alpha, length_penalty=length_penalty,
+                  max_len_a=max_len_a, max_len_b=max_len_b, at_limit=at_limit)
     if ct2_dir is not None:
         if checkpoint or induced_trees or induced_target_trees or input_format != "text":
             raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees, "
