@@ -2,7 +2,8 @@
 
 One command: depnmt's own beam search (``--precision fp32`` and ``auto``) and the model's
 CTranslate2 export (``float32`` and ``int8``; made with ``depnmt export`` unless ``--ct2`` names
-one) translate the same raw lines with the same search settings, batches and threads. Reported,
+one) translate the same raw lines with the same search (CTranslate2's rules: ``--length-penalty
+power --at-limit cut``, under which the outputs are the same), batches and threads. Reported,
 each the median over ``--rounds`` rounds that alternate the systems (A B C D, B C D A, ...), so
 that a change of the machine's load hits every system alike:
 
@@ -245,8 +246,9 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
     if tiny:
         lines, rounds = 8, 1
     torch.set_num_threads(threads)
-    # CTranslate2 cannot force EOS at the length limit: both cut there (same outputs)
-    search = dict(beam=beam, at_limit="cut")
+    # CTranslate2's search rules (|Y|^alpha, hypotheses cut at the length limit) for every
+    # system: depnmt then writes the same lines as the export, and speeds compare like for like
+    search = dict(beam=beam, at_limit="cut", length_penalty="power")
     src = input_path.read_text(encoding="utf-8").splitlines()[:lines]
     refs = ref_path.read_text(encoding="utf-8").splitlines()[:lines] if ref_path else None
     with tempfile.TemporaryDirectory() as tmp:
