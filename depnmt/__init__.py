@@ -10,18 +10,21 @@ cheap)::
 
 __version__ = "0.2.0"
 
-__all__ = ["Translator", "train_model", "__version__"]
+__all__ = ["Translator", "Translation", "train_model", "__version__"]
 _API = ("Translator", "train_model")
 
 
 def __getattr__(name: str):
-    """``depnmt.Translator`` and ``depnmt.train_model`` from :mod:`depnmt.api`, imported on
-    first use."""
+    """``depnmt.Translator`` and ``depnmt.train_model`` from :mod:`depnmt.api`, and
+    ``depnmt.Translation`` (an n-best entry: text, score, logprob), imported on first use."""
     if name in _API:
         from . import api
         return getattr(api, name)
+    if name == "Translation":
+        from .translate import Translation
+        return Translation
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+    return sorted([*globals(), *_API, "Translation"])

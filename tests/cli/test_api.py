@@ -108,6 +108,8 @@ def test_import_stays_cheap():
             "print(sorted(m for m in ('torch', 'click', 'depnmt.translate') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    assert {"Translator", "train_model"} <= set(dir(depnmt))
+    assert {"Translator", "Translation", "train_model"} <= set(dir(depnmt))
+    from depnmt.translate import Translation
+    assert depnmt.Translation is Translation          # the type of an n-best entry
     with pytest.raises(AttributeError):
         depnmt.no_such_thing
