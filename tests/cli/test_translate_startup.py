@@ -3,6 +3,7 @@ torch's import and the model's load, not the tokenizer's or a parser's."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -10,12 +11,13 @@ import pytest
 
 HEAVY = ("sacremoses", "matplotlib", "spacy", "stanza", "sudachipy", "ginza", "ctranslate2")
 DRIVER = """
-import sys
+import json, sys
 from depnmt.cli import cli
 try:
     cli.main(sys.argv[1:], prog_name="depnmt", standalone_mode=False)
 finally:
-    print("IMPORTED", sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+    print("IMPORTED", json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)),
+          file=sys.stderr)
 """
 
 
@@ -25,7 +27,7 @@ def imported(model, stdin: str) -> list[str]:
                            str(model), "--device", "cpu"], input=stdin, capture_output=True,
                           text=True, check=True)
     line = next(l for l in done.stderr.splitlines() if l.startswith("IMPORTED"))
-    return eval(line.split(" ", 1)[1])   # a list literal of names printed by DRIVER
+    return json.loads(line.split(" ", 1)[1])
 
 
 @pytest.mark.parametrize("stdin, expected", [("", []), ("A man is sleeping .\n", ["sacremoses"])])
