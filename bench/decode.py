@@ -5,7 +5,11 @@ CTranslate2 export (``float32`` and ``int8``; made with ``depnmt export`` unless
 one) translate the same raw lines with the same search (CTranslate2's rules: ``--length-penalty
 power --at-limit cut``, under which the outputs are the same), batches and threads. Reported,
 each the median over ``--rounds`` rounds that alternate the systems (A B C D, B C D A, ...), so
-that a change of the machine's load hits every system alike:
+that a change of the machine's load hits every system alike; a ratio to CTranslate2 is the
+median over rounds of the two systems' speed ratio in the same round. Scheme ratios are
+bracketed: each round runs abs, scheme 1, abs, scheme 2, abs, ..., and a scheme's ratio for
+the round is the mean time of the abs runs just before and after it over its own time (the
+median over rounds is reported):
 
 * start-up: the wall time of ``depnmt translate < /dev/null`` (a fresh process: imports, model
   load; ``--ct2`` for the exports);
@@ -16,10 +20,12 @@ that a change of the machine's load hits every system alike:
   (features computed before timing) as a ratio to the abs model's in the same rounds;
 * each ``--scheme`` NAME with ``--trees`` (the input's CoNLL-U, e.g. ``parse``'s
   ``test.en.conllu``): the abs model's weights grafted into a model of scheme NAME (its own
-  parameters initialised with seed 1, :func:`grafted_model`), decoding the trees' words, as a
-  ratio to the abs model decoding the same words. The work per step is the trained scheme's
-  (same shapes, same code); only the outputs, and so their lengths, can differ from a trained
-  model's, which is why each row also gives the mean output length against abs.
+  parameters zero, :func:`grafted_model`), decoding the trees' words, as a ratio to the abs
+  model decoding the same words. The work per step is the trained scheme's (same shapes, same
+  code). Where a zero parameter adds nothing (relative tables, biases, embeddings) the outputs
+  are the abs model's, so both decode the same number of steps; where it does not (a parse
+  head that replaces a head) they differ, which is why each row also gives the mean output
+  length against abs and the share of lines whose output is abs's.
 
 The load average and the CPU's vector flags are printed with the numbers.
 
@@ -40,6 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -59,13 +66,21 @@ def cpu_flags() -> str:
 
 def startup_seconds(args: list[str], threads: int) -> float:
     """Wall time of ``depnmt translate ARGS < /dev/null`` in a fresh process."""
+    return process_seconds(["-m", "depnmt.cli", "translate", *args], threads)
+
+
+TORCH_IMPORT = ["-c", "import torch"]       # the floor of any start-up with torch
+
+
+def process_seconds(args: list[str], threads: int) -> float:
+    """Wall time of ``python ARGS < /dev/null`` in a fresh process."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "DEPNMT_NO_PROGRESS": "1"}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "depnmt.cli", "translate", *args],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, *args], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
     if done.returncode:
-        raise click.ClickException(f"depnmt translate {' '.join(args)}: {done.stderr.strip()}")
+        raise click.ClickException(f"python {' '.join(args)}: {done.stderr.strip()}")
     return seconds
 
 
@@ -84,6 +99,7 @@ class System:
         self.name, self.startup_args, self.load = name, startup_args, load
         self.startups: list[float] = []
         self.speeds: list[float] = []
+        self.ratios: list[float] = []      # to a base system, bracketed (run_bracketed)
         self.output: list[str] | None = None
 
 
@@ -118,7 +134,7 @@ def examples_system(model: Path, lines: list[str], search: dict) -> System:
 
 def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
     """The abs model of ``model_dir`` as a model of ``scheme`` (e.g. ``abs+dep+rel``): every
-    weight of the abs model copied, the scheme's own parameters initialised with seed 1, its
+    weight of the abs model copied, the scheme's own parameters zero (floating-point ones), its
     ``options`` (``train``'s, e.g. ``{"dbsa_enc_layer": 2}``) set and the others learned from
     ``examples`` (with trees) as training would. Returns the model and its
     :class:`~depnmt.model.transformer.ModelConfig`."""
@@ -136,7 +152,6 @@ def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
     entries = learn_options(scheme_entries(name.components, {**options, **name.options}),
                             examples)
     cfg = ModelConfig(**{**base.to_dict(), "schemes": entries})
-    torch.manual_seed(1)
     try:
         model = TransformerNMT(cfg)
     except DepnmtError as exc:
@@ -145,6 +160,11 @@ def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected:
         raise click.ClickException(f"{scheme}: the abs weights {unexpected[:3]} have no place")
+    own = model.state_dict()                 # tensors that share the parameters' storage
+    with torch.no_grad():
+        for name in missing:
+            if own[name].is_floating_point():
+                own[name].zero_()
     return model, cfg
 
 
@@ -181,6 +201,17 @@ def option_value(text: str) -> tuple[str, object]:
         return key.strip(), value
 
 
+def paired_ratio(system: System, base: System) -> float:
+    """The median over rounds of ``system``'s speed / ``base``'s in the same round: a load
+    that changes between rounds moves both."""
+    return statistics.median(a / b for a, b in zip(system.speeds, base.speeds))
+
+
+def bracketed_ratio(system: System) -> float:
+    """The median of ``system``'s ratios to its base (1 for the base itself)."""
+    return statistics.median(system.ratios) if system.ratios else 1.0
+
+
 def mean_words(texts: list[str]) -> float:
     return statistics.mean(len(t.split()) for t in texts) if texts else 0.0
 
@@ -189,20 +220,51 @@ def rotated(items: list, r: int) -> list:
     return items[r % len(items):] + items[:r % len(items)]
 
 
-def run_rounds(systems: list[System], lines: list[str], rounds: int, threads: int) -> None:
-    """Load every system once (warm-up included), then time them in rotated order each round."""
+def load_all(systems: list[System], lines: list[str]) -> dict[int, Callable]:
+    """Each system loaded once and warmed up (allocators, kernels): its runner by ``id``."""
     runners = {}
     for s in systems:
         runners[id(s)] = s.load()
-        runners[id(s)](lines[:8])                       # warm-up: allocators, kernels
+        runners[id(s)](lines[:8])
+    return runners
+
+
+def timed(system: System, runner: Callable, lines: list[str]) -> float:
+    """Seconds ``system`` takes to translate ``lines`` (its speed and first output kept)."""
+    start = time.perf_counter()
+    out = runner(lines)
+    seconds = time.perf_counter() - start
+    system.speeds.append(len(lines) / seconds)
+    system.output = system.output or [str(o) for o in out]
+    return seconds
+
+
+def run_rounds(systems: list[System], runners: dict, lines: list[str], rounds: int,
+               threads: int) -> list[float]:
+    """Time the systems in rotated order each round (start-up first where it has one); returns
+    the seconds of ``python -c "import torch"`` timed at the start of each round."""
+    torch_imports = []
     for r in range(rounds):
+        torch_imports.append(process_seconds(TORCH_IMPORT, threads))
         for s in rotated(systems, r):
             if s.startup_args:
                 s.startups.append(startup_seconds(s.startup_args, threads))
-            start = time.perf_counter()
-            out = runners[id(s)](lines)
-            s.speeds.append(len(lines) / (time.perf_counter() - start))
-            s.output = s.output or [str(o) for o in out]
+            timed(s, runners[id(s)], lines)
+    return torch_imports
+
+
+def run_bracketed(base: System, others: list[System], runners: dict, lines: list[str],
+                  rounds: int) -> None:
+    """Each round ``base``, then every other system (rotated order) each followed by ``base``
+    again: a system's ratio for the round is base's mean time of the runs just before and
+    after it over its own time, so that a load that drifts while they run moves both."""
+    for r in range(rounds):
+        before = timed(base, runners[id(base)], lines)
+        for s in rotated(others, r):
+            own = timed(s, runners[id(s)], lines)
+            after = timed(base, runners[id(base)], lines)
+            s.ratios.append((before + after) / 2 / own)
+            before = after
 
 
 def export_model(model: Path, out: Path) -> Path:
@@ -265,34 +327,38 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
             options = dict(option_value(o) for o in scheme_options)
             grafted = [grafted_system(model_dir, g, trees, search, options)
                        for g in ("abs", *grafts)]
-        run_rounds(systems + (schemes if scheme_models else []) + grafted, src, rounds, threads)
+        runners = load_all(systems + (schemes if scheme_models else []) + grafted, src)
+        torch_imports = run_rounds(systems, runners, src, rounds, threads)
+        for group in (schemes if scheme_models else [], grafted):
+            if group:
+                run_bracketed(group[0], group[1:], runners, src, rounds)
     click.echo(f"{len(src)} lines, beam {beam}, {threads} threads, {rounds} rounds; load "
                f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU flags: "
-               f"{cpu_flags()}; depnmt int8: not built")
-    base = statistics.median(systems[2].speeds)
+               f"{cpu_flags()}; depnmt int8: not built; python -c \"import torch\": "
+               f"{statistics.median(torch_imports):.2f} s")
     click.echo("| system | start-up s | steady sentences/s | × CTranslate2 float32 | BLEU |")
     click.echo("|---|---|---|---|---|")
     for s in systems:
         speed = statistics.median(s.speeds)
         click.echo(f"| {s.name} | {statistics.median(s.startups):.2f} | {speed:.1f} | "
-                   f"{speed / base:.2f} | {bleu(s.output, refs)} |")
+                   f"{paired_ratio(s, systems[2]):.2f} | {bleu(s.output, refs)} |")
     if scheme_models:
-        abs_speed = statistics.median(schemes[0].speeds)
         click.echo("| scheme model | decoding sentences/s | × abs |")
         click.echo("|---|---|---|")
         for s in schemes:
             speed = statistics.median(s.speeds)
-            click.echo(f"| {s.name} | {speed:.1f} | {speed / abs_speed:.2f} |")
+            click.echo(f"| {s.name} | {speed:.1f} | {bracketed_ratio(s):.2f} |")
     if grafted:
-        abs_speed = statistics.median(grafted[0].speeds)
         abs_len = mean_words(grafted[0].output)
         click.echo("| scheme (abs weights grafted) | decoding sentences/s | × abs | "
-                   "mean output words × abs |")
-        click.echo("|---|---|---|---|")
+                   "mean output words × abs | lines as abs | × abs, each round |")
+        click.echo("|---|---|---|---|---|---|")
         for s in grafted:
             speed = statistics.median(s.speeds)
-            click.echo(f"| {s.name} | {speed:.1f} | {speed / abs_speed:.2f} | "
-                       f"{mean_words(s.output) / abs_len:.2f} |")
+            same = sum(a == b for a, b in zip(s.output, grafted[0].output)) / len(s.output)
+            click.echo(f"| {s.name} | {speed:.1f} | {bracketed_ratio(s):.2f} | "
+                       f"{mean_words(s.output) / abs_len:.2f} | {100 * same:.0f} % | "
+                       f"{' '.join(f'{r:.2f}' for r in s.ratios) or '-'} |")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from . import __version__
 from .commands.examples import epilog
 from .commands.helpgroups import HelpGroup, LazyCommandPanel, help_config, rich_command
 from .errors import DepnmtError, reason
+from .heap import own_process
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
 COMMANDS = {
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     stage named more precisely is printed as one ``error: ...`` line, exit status 2. Other
     exceptions are bugs and keep their traceback.
     """
+    if argv is None:        # the console script; a caller passing argv keeps its own gc
+        own_process()
     try:
         cli.main(args=argv, prog_name="depnmt", standalone_mode=False)
     except DepnmtError as exc:

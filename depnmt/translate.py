@@ -89,7 +89,8 @@ class Translator:
         state = load_checkpoint(ckpt_path, expected_model=model_cfg.to_dict())
         dev = resolve_device(device)
         model = TransformerNMT(model_cfg)
-        model.load_state_dict(state["model"])
+        model.load_state_dict(state["model"], assign=True)     # the loaded tensors, not copies
+        model.tie_embeddings()
         search_cfg = SearchConfig(**{**config.get("search", {}),
                                      **{k: v for k, v in search_overrides.items() if v is not None}})
         src_vocab, tgt_vocab = load_vocabs(model_dir)

@@ -117,6 +117,7 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
     --checkpoint avg5 translates with the average `depnmt average -o avg5` wrote.
     """
     from ..errors import DepnmtError
+    from ..heap import startup_objects
     from ..modeldir import named_checkpoint
     from ..textio import iter_lines, stdin_lines
 
@@ -126,19 +127,21 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
         if checkpoint or induced_trees or induced_target_trees or input_format != "text":
             raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees, "
                               "--induced-target-trees or --input-format conllu)")
-        from ..ct2translate import CT2Translator
-        ct2 = CT2Translator.from_dir(ct2_dir, device, threads, max_tokens=max_tokens,
-                                     batch_size=batch_size, **search)
+        with startup_objects():
+            from ..ct2translate import CT2Translator
+            ct2 = CT2Translator.from_dir(ct2_dir, device, threads, max_tokens=max_tokens,
+                                         batch_size=batch_size, **search)
         check_nbest_flag(nbest, ct2.search_cfg.beam, beam)
         lines = iter_lines(input_path) if input_path else stdin_lines()
         with output_writer(output_path) as write:
             write_results(write, ct2.translate_lines(lines, nbest=nbest or 0), nbest)
         return
-    from ..translate import Translator
-
     ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
-    translator = Translator.from_model_dir(model_dir, ckpt, device, precision,
-                                           max_tokens=max_tokens, batch_size=batch_size, **search)
+    with startup_objects():
+        from ..translate import Translator
+        translator = Translator.from_model_dir(model_dir, ckpt, device, precision,
+                                               max_tokens=max_tokens, batch_size=batch_size,
+                                               **search)
     check_nbest_flag(nbest, translator.search_cfg.beam, beam)
     if dbsa_gold_arcs:
         if input_format != "conllu":

@@ -65,8 +65,9 @@ class KeyValues:
         return KeyValues(torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2))
 
     def select(self, index: Tensor) -> "KeyValues":
-        """Rows ``index`` (beam search keeps hypotheses ``index``)."""
-        return KeyValues(self.k[index], self.v[index])
+        """Rows ``index`` (beam search keeps hypotheses ``index``; 1-D): by ``index_select``,
+        4-5x faster on the CPU than indexing with a tensor (``k[index]``)."""
+        return KeyValues(self.k.index_select(0, index), self.v.index_select(0, index))
 
 
 @dataclass
@@ -138,6 +139,28 @@ def _expand_labels(labels: Tensor, batch: int, heads: int) -> Tensor:
         labels = labels.unsqueeze(0)
     tq, tk = labels.shape[-2:]
     return labels.unsqueeze(1).expand(batch, heads, tq, tk)
+
+
+def _key_term(q: Tensor, rel: RelativeTerm) -> Tensor:
+    """``q_i · a^K_{l(i,j)}`` ``[B, H, Tq, Tk]`` of queries ``q [B, H, Tq, d_k]``: the products
+    with every table row, gathered by label; for one query whose labels are every sentence's
+    (``[1, Tk]``: Shaw's relative positions at a decoding step), one product with the rows of
+    its labels ``[Tk, d_k]`` instead (one operation fewer, nothing expanded)."""
+    if q.shape[2] == 1 and rel.labels.dim() == 2:
+        return q @ rel.key_table.index_select(0, rel.labels[0]).t()
+    b, h = q.shape[:2]
+    return (q @ rel.key_table.t()).gather(-1, _expand_labels(rel.labels, b, h))
+
+
+def _value_term(weights: Tensor, rel: RelativeTerm) -> Tensor:
+    """``Σ_j α_ij a^V_{l(i,j)}`` ``[B, H, Tq, d_k]`` of attention weights ``[B, H, Tq, Tk]``: the
+    weights summed per label (scatter), times the table; for one query with every sentence's
+    labels (:func:`_key_term`), the weights times the rows of its labels ``[Tk, d_k]``."""
+    if weights.shape[2] == 1 and rel.labels.dim() == 2:
+        return weights @ rel.value_table.index_select(0, rel.labels[0])
+    b, h, tq, _ = weights.shape
+    bins = weights.new_zeros(b, h, tq, rel.value_table.shape[0])
+    return bins.scatter_add_(-1, _expand_labels(rel.labels, b, h), weights) @ rel.value_table
 
 
 class MultiHeadAttention(nn.Module):
@@ -289,10 +312,9 @@ class MultiHeadAttention(nn.Module):
         scores = q @ k.transpose(-1, -2)                            # (B, H, Tq, Tk)
         if scores.dtype == torch.float16:
             scores = scores.float()
-        index = [(_expand_labels(r.labels, b, h), r) for r in terms.relative]
-        for idx, rel in index:
+        for rel in terms.relative:
             if rel.key_table is not None:                           # e_ij += q_i a^K_ij / √d_k
-                scores = scores + (q @ rel.key_table.t()).gather(-1, idx)
+                scores = scores + _key_term(q, rel)
         if terms.logit_scale is not None:                          # PASCAL: S ⊙ N
             scores = scores * terms.logit_scale
         if terms.logit_bias is not None:
@@ -302,10 +324,9 @@ class MultiHeadAttention(nn.Module):
         weights = torch.softmax(scores, dim=-1, dtype=torch.float32)   # fp32 under autocast too
         weights = dropout(weights, self.dropout, self.training)
         out = weights @ v                                           # (B, H, Tq, d_k)
-        for idx, rel in index:
+        for rel in terms.relative:
             if rel.value_table is not None:                         # z_i += Σ_j α_ij a^V_ij
-                bins = weights.new_zeros(b, h, tq, rel.value_table.shape[0])
-                out = out + bins.scatter_add_(-1, idx, weights) @ rel.value_table
+                out = out + _value_term(weights, rel)
         return out
 
 

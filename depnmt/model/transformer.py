@@ -165,8 +165,9 @@ class DecoderState:
 
     def reorder(self, index: Tensor) -> None:
         """Keep hypotheses ``index`` (rows of every tensor, source side included)."""
-        self.memory_kv = [(k[index], v[index]) for k, v in self.memory_kv]
-        self.src_mask = self.src_mask[index]
+        self.memory_kv = [(k.index_select(0, index), v.index_select(0, index))
+                          for k, v in self.memory_kv]
+        self.src_mask = self.src_mask.index_select(0, index)
         self.reorder_targets(index)
 
     def reorder_targets(self, index: Tensor) -> None:
@@ -195,7 +196,12 @@ class TransformerNMT(nn.Module):
         self.drop = Dropout(cfg.dropout)
         self.output = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
         self._reset_parameters()
-        if cfg.tie_decoder_embeddings or cfg.share_all_embeddings:
+        self.tie_embeddings()
+
+    def tie_embeddings(self) -> None:
+        """Make the output projection the target embedding (one tensor) when the config ties
+        them; again after ``load_state_dict(assign=True)``, which assigns each name its own."""
+        if self.cfg.tie_decoder_embeddings or self.cfg.share_all_embeddings:
             self.output.weight = self.tgt_embed.weight
 
     def _reset_parameters(self) -> None:

@@ -26,6 +26,7 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
     assert result.exit_code == 0, result.output
     out = result.output
     assert re.search(r"8 lines, beam 4, 1 threads, 1 rounds; load average [\d.]+ ", out)
+    assert re.search(r'python -c "import torch": [\d.]+ s', out)
     assert "CPU flags: " in out
     rows = {m[0]: m[1:] for m in re.findall(
         r"^\| ([^|]+?) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", out, re.M)}
@@ -35,9 +36,10 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
     assert all(float(start) > 0 and float(speed) > 0 for start, speed, _, _ in rows.values())
     schemes = re.findall(r"^\| (.+) \(decoding\) \| ([\d.]+) \| ([\d.]+) \|$", out, re.M)
     assert len(schemes) == 2 and schemes[0][2] == "1.00"        # abs, then the scheme model
-    grafted = re.findall(r"^\| (.+) \(grafted\) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",
-                         out, re.M)
+    grafted = re.findall(r"^\| (.+) \(grafted\) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| "
+                         r"(\d+) % \| ([-\d. ]+) \|$", out, re.M)
     assert [g[0] for g in grafted] == ["abs", "abs+dep+rel"] and grafted[0][2] == "1.00", out
+    assert grafted[1][4] == "100"        # zero relative tables: the abs model's outputs
 
 
 
@@ -67,7 +69,8 @@ def test_grafted_model_keeps_every_abs_weight(tiny_model, tiny_bpe, tmp_path):
     state = load_checkpoint(default_checkpoint(tiny_model))["model"]
     own = model.state_dict()
     assert all(torch.equal(own[k], v) for k, v in state.items())
-    assert set(own) - set(state)                                # the scheme's parameters
+    assert set(own) - set(state)                                # the scheme's parameters,
+    assert all(not own[k].any() for k in set(own) - set(state))  # zero
     prepared = tiny_bpe.parent / "prepare"
     no_trees = CliRunner().invoke(bench.main, ["-m", str(tiny_model), "-i",
                                                str(prepared / "test.raw.en"), "--scheme", "abs+rel"])

@@ -17,8 +17,8 @@ from depnmt.errors import DepnmtError
 from depnmt.model.attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
                                     MultiHeadAttention, reference_attention)
 from depnmt.model.schemes import Extras
-from depnmt.model.schemes.dbsa import (PARSE_HEAD, ParseHead, induced_tree, parse_targets,
-                                       uas_counts)
+from depnmt.model.schemes.dbsa import (PARSE_HEAD, ParseHead, ParseKeys, induced_tree,
+                                       parse_targets, uas_counts)
 from depnmt.model.schemes.registry import build_schemes, resolve, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
@@ -224,9 +224,13 @@ def test_decoder_never_looks_ahead():
     assert (parse.exp().triu(1) == 0).all()
 
 
-@pytest.mark.parametrize("heads", [1, 2])
-def test_incremental_decoding_equals_full_recomputation(heads):
-    m = model("dbsa_dec+rel", dbsa_dec_layer=1, dbsa_heads=heads)
+@pytest.mark.parametrize("heads, scorer", [(1, "biaffine"), (2, "biaffine"), (2, "deep")])
+def test_incremental_decoding_equals_full_recomputation(heads, scorer):
+    """Steps read the key terms they cached (Q (K U1^T)^T for (Q U1) K^T, any head count and
+    either scorer): the logits of a full pass up to fp32 rounding."""
+    m = model("dbsa_dec+rel", dbsa_dec_layer=1, dbsa_heads=heads, dbsa_scorer=scorer)
+    with torch.no_grad():                 # the key terms of a nonzero u, so that it counts
+        parts(m)["tgt"].parse.u.normal_()
     src = torch.randint(4, 40, (3, 6))
     src[:, -1] = EOS
     src[0, 3], src[0, 4:] = EOS, PAD
@@ -236,7 +240,14 @@ def test_incremental_decoding_equals_full_recomputation(heads):
     state = m.start_state(memory, mask)
     steps = torch.cat([m.decode(tgt[:, t:t + 1], state, incremental=True) for t in range(6)], 1)
     assert torch.allclose(full, steps, atol=1e-5)
-    assert state.caches[0].heads[PARSE_HEAD].k.shape[1] == 6
+    cache = state.caches[0].heads[PARSE_HEAD]       # key terms of every position, kept
+    assert isinstance(cache, ParseKeys) and cache.v.shape[1] == cache.kt.shape[1] == 6
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):   # a search: weights kept
+        full = m.decode(tgt, m.start_state(memory, mask)).float()
+        state = m.start_state(memory, mask)
+        steps = torch.cat([m.decode(tgt[:, t:t + 1], state, incremental=True)
+                           for t in range(6)], 1).float()
+    assert (full - steps).abs().max() < 0.05 * full.abs().max()
     # beam search reorders the parse head's cache with the others
     assert len(beam_search(m, src, {}, SearchConfig(beam=2, max_len_a=0, max_len_b=3))) == 3
 

@@ -82,7 +82,9 @@ from ...subwords import merge_subwords, word_index, word_spans
 from ...errors import DepnmtError
 from ...parse.conllu import Sentence, sentence_error
 from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
+from ...device import autocast_dtype
 from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues
+from ..derived import Derived
 from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
 from .options import option
 from .registry import register
@@ -238,6 +240,41 @@ class ParseHead(nn.Module):
             nn.init.xavier_uniform_(proj.weight)
         self.u1 = nn.Parameter(nn.init.xavier_uniform_(torch.empty(width, width), gain=2 ** -0.5))
         self.u = nn.Parameter(torch.zeros(width))         # the plugin's init (bias_biaffine = 0)
+        self._derived = Derived()                         # decoding: the stacked projections
+
+    def fused_qkv(self, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
+        """W^Qparse, W^Kparse, W^Vparse stacked ``[3·n·d_k, d]`` with their biases, in ``dtype``
+        (autocast's, so that no step casts them again; None: as they are): a decoding step
+        projects its position by one matrix multiply (kept while the weights are unchanged)."""
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+
+        def build() -> tuple[Tensor, Tensor]:
+            weight = torch.cat([p.weight for p in projs])
+            bias = torch.cat([p.bias for p in projs])
+            return (weight, bias) if dtype is None else (weight.to(dtype), bias.to(dtype))
+        return self._derived.get(("qkv", dtype), [t for p in projs for t in (p.weight, p.bias)],
+                                 build)
+
+    def key_terms(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        """What Eq. 14 (or LISA's scorer) computes of keys ``k [B, Tk, n·d_k]`` alone, in fp32:
+        ``kt [B, Tk, n, n·d_k]`` with ``kt_h = K_h U1[:, h]^T`` (U1's columns of head h), so
+        that head h's ``(Q U1)_h K_h^T = Q kt_h^T``, and the key bias ``K u`` ``[B, Tk, 1]``.
+        A decoding step computes them for its own position only (:class:`ParseKeys`)."""
+        with full_precision(k.device):
+            k = F.leaky_relu(k.float()) if self.deep else k.float()
+            (b, tk, _), n = k.shape, self.n_heads
+            heads = k.view(b, tk, n, self.d_k).unsqueeze(-2)            # [B, Tk, n, 1, d_k]
+            u1 = self.u1.view(-1, n, self.d_k).permute(1, 2, 0)         # [n, d_k, n·d_k]
+            return (heads @ u1).squeeze(-2), (k @ self.u)[..., None]
+
+    def query_log_probs(self, q: Tensor, keys: "ParseKeys", mask: Tensor | None) -> Tensor:
+        """:meth:`head_log_probs` ``[B, n, Tq, Tk]`` of queries ``q [B, Tq, n·d_k]`` from the
+        cached key terms (the same values up to fp32 rounding: ``Q (K U1^T)^T`` for
+        ``(Q U1) K^T``)."""
+        with full_precision(q.device):
+            q = F.leaky_relu(q.float()) if self.deep else q.float() / math.sqrt(self.d_k)
+            scores = q.unsqueeze(1) @ keys.kt.permute(0, 2, 3, 1)               # [B, n, Tq, Tk]
+            return masked_log_softmax(scores + keys.bias[:, None, None, :], mask)
 
     def head_log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         """``log A_h [B, n, Tq, Tk]`` (float32), one distribution per parse head, from
@@ -261,15 +298,71 @@ class ParseHead(nn.Module):
             qw = (q @ self.u1).view(b, tq, self.n_heads, self.d_k).transpose(1, 2)
             kh = k.view(b, tk, self.n_heads, self.d_k).transpose(1, 2)
             scores = qw @ kh.transpose(-1, -2) + bias[:, None]
-        if mask is not None:
-            if mask.dim() == 4:
-                mask = mask[:, 0]
-            scores = scores.masked_fill(~mask.unsqueeze(-3), float("-inf"))
-        return torch.log_softmax(scores, dim=-1)
+        return masked_log_softmax(scores, mask)
 
     def log_probs(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         """``log A_parse [B, Tq, Tk]`` (see :func:`parse_log_probs`)."""
         return parse_log_probs(self.head_log_probs(q, k, mask))
+
+
+def masked_log_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """``log_softmax`` over keys of ``scores [B, n, Tq, Tk]``, -inf where ``mask`` (True = may
+    attend, broadcastable to ``[B, 1, Tq, Tk]``) is False."""
+    if mask is not None:
+        if mask.dim() == 4:
+            mask = mask[:, 0]
+        scores = scores.masked_fill(~mask.unsqueeze(-3), float("-inf"))
+    return torch.log_softmax(scores, dim=-1)
+
+
+@dataclass
+class ParseKeys:
+    """A causal parse head's cache during incremental decoding: per hypothesis (row) and
+    position seen so far its key terms (:meth:`ParseHead.key_terms`), its value and its key
+    bias in one fp32 tensor ``rows [N, Tk, n·n·d_k + n·d_k + 1]``, so that a step computes the
+    terms of its own position only and a beam step reorders one tensor."""
+
+    rows: Tensor
+    n_heads: int
+
+    @classmethod
+    def of(cls, head: ParseHead, keys: KeyValues) -> "ParseKeys":
+        """From the keys/values a full pass (the first step) returned."""
+        return cls(cls.new_rows(head, keys.k, keys.v), head.n_heads)
+
+    @staticmethod
+    def new_rows(head: ParseHead, k: Tensor, v: Tensor) -> Tensor:
+        """``[N, T, ...]`` of positions with keys ``k`` and values ``v`` ``[N, T, n·d_k]``."""
+        kt, bias = head.key_terms(k)
+        return torch.cat([kt.flatten(-2), v.float(), bias], dim=-1)
+
+    def extend(self, head: ParseHead, k: Tensor, v: Tensor) -> "ParseKeys":
+        """These positions followed by new ones (keys ``k``, values ``v`` ``[N, T, n·d_k]``)."""
+        return ParseKeys(torch.cat([self.rows, self.new_rows(head, k, v)], dim=1), self.n_heads)
+
+    def select(self, index: Tensor) -> "ParseKeys":
+        """Rows ``index`` (beam search keeps hypotheses ``index``)."""
+        return ParseKeys(self.rows.index_select(0, index), self.n_heads)
+
+    @property
+    def width(self) -> int:
+        """n·d_k."""
+        return (self.rows.shape[-1] - 1) // (self.n_heads + 1)
+
+    @property
+    def kt(self) -> Tensor:
+        """``[N, Tk, n, n·d_k]``: each head's key terms."""
+        return self.rows[..., :self.n_heads * self.width].unflatten(-1, (self.n_heads, -1))
+
+    @property
+    def v(self) -> Tensor:
+        """``[N, Tk, n·d_k]``: the values."""
+        return self.rows[..., self.n_heads * self.width:-1]
+
+    @property
+    def bias(self) -> Tensor:
+        """``[N, Tk]``: the key bias ``K u``."""
+        return self.rows[..., -1]
 
 
 def parse_log_probs(per_head: Tensor) -> Tensor:
@@ -308,6 +401,8 @@ class DBSAModule(SchemeModule):
         1 + the gold head's position, 0 = none) the plugin's ``gold_dependency``
         (``dbsa/modules/dbsa.py``): every head's weights are 1 on each position's gold head and
         0 elsewhere (positions without one — EOS, padding — get all zeros)."""
+        if past is not None and gold is None:        # a decoding step: key terms cached
+            return self._step(query, mask, past)
         q, k, v = self.parse.q_proj(query), self.parse.k_proj(kv), self.parse.v_proj(kv)
         keys = KeyValues(k, v) if past is None else past.extend(k, v)   # causal heads: cached
         per_head = self.parse.head_log_probs(q, keys.k, mask)                # [B, n, Tq, Tk]
@@ -317,9 +412,27 @@ class DBSAModule(SchemeModule):
         else:
             probs = (F.one_hot((gold - 1).clamp(min=0), keys.k.shape[1])
                      * (gold > 0)[..., None]).unsqueeze(1)                   # [B, 1, Tq, Tk]
-        (b, tk, _), n = keys.v.shape, self.parse.n_heads
-        value = keys.v.view(b, tk, n, self.parse.d_k).transpose(1, 2)        # [B, n, Tk, d_k]
-        return HeadResult(probs.to(value.dtype) @ value, keys, log_probs)
+        return HeadResult(self._mix(probs, keys.v), keys, log_probs)
+
+    def _step(self, new: Tensor, mask: Tensor | None, past: KeyValues | ParseKeys) -> HeadResult:
+        """:meth:`_heads` of a decoding step's new positions ``new [B, T, D]`` given the cache
+        of the earlier ones (the first step's :class:`KeyValues`, then :class:`ParseKeys`):
+        one fused projection, the key terms of the new positions only."""
+        weights = self.parse.fused_qkv(autocast_dtype(new.device.type))
+        q, k, v = F.linear(new, *weights).chunk(3, dim=-1)
+        keys = past if isinstance(past, ParseKeys) else ParseKeys.of(self.parse, past)
+        keys = keys.extend(self.parse, k, v)
+        per_head = self.parse.query_log_probs(q, keys, mask)                 # [B, n, T, Tk]
+        with full_precision(new.device):        # fp32 values: 3.5x faster than autocast's
+            out = self._mix(per_head.exp(), keys.v)                          # bf16 copies
+        return HeadResult(out, keys, parse_log_probs(per_head))
+
+    def _mix(self, probs: Tensor, values: Tensor) -> Tensor:
+        """Eq. 16 of each head: ``probs [B, n|1, Tq, Tk]`` times values ``[B, Tk, n·d_k]`` ->
+        ``[B, n, Tq, d_k]``, in the values' dtype."""
+        (b, tk, _), n = values.shape, self.parse.n_heads
+        value = values.view(b, tk, n, self.parse.d_k).transpose(1, 2)        # [B, n, Tk, d_k]
+        return probs.to(value.dtype) @ value
 
     def _gold(self, extras: Extras, src_feats: dict[str, Tensor], tgt_feats: dict[str, Tensor]):
         """``(log A_parse, gold head, gold word)`` of this side, or None (no scores, no trees)."""

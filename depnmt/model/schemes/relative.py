@@ -46,6 +46,7 @@ from torch import Tensor, nn
 
 from ...trees import LINEAL, NON_DEP, SIB, pair_relations, project_tree, relative_depth
 from ..attention import AttentionTerms, RelativeTerm
+from ..derived import Derived
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .options import SubwordTreeOptions, option
 from .registry import FUSIONS, register
@@ -143,21 +144,14 @@ class RelativeTables(nn.Module):
         super().__init__()
         self.key = _table(layers, rows, d_k, "key" in terms)
         self.value = _table(layers, rows, d_k, "value" in terms)
-        self._frozen: dict[int, tuple] = {}    # without autograd: layer -> (stamp, tables)
+        self._derived = Derived()              # without autograd: kept per layer
 
     def tables(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
         """``(w^K, w^V)`` of ``layer``, each ``[rows, d_k]`` or None (ablated). Without
         autograd (decoding, validation) they are built once per layer and kept while the
         parameters stay the same tensors at the same version: a search asks for them at every
         step of every layer."""
-        if torch.is_grad_enabled():
-            return self._build(layer)
-        stamp = tuple(None if t is None else (t.data_ptr(), t._version, t.dtype)
-                      for t in (self.key, self.value))
-        kept = self._frozen.get(layer)
-        if kept is None or kept[0] != stamp:
-            kept = self._frozen[layer] = (stamp, self._build(layer))
-        return kept[1]
+        return self._derived.get(layer, (self.key, self.value), lambda: self._build(layer))
 
     def _build(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
         return (with_zero_row(None if self.key is None else self.key[layer]),
