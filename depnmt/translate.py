@@ -89,8 +89,7 @@ class Translator:
         state = load_checkpoint(ckpt_path, expected_model=model_cfg.to_dict())
         dev = resolve_device(device)
         model = TransformerNMT(model_cfg)
-        model.load_state_dict(state["model"], assign=True)     # the loaded tensors, not copies
-        model.tie_embeddings()
+        model.assign_state(state["model"])
         search_cfg = SearchConfig(**{**config.get("search", {}),
                                      **{k: v for k, v in search_overrides.items() if v is not None}})
         src_vocab, tgt_vocab = load_vocabs(model_dir)

@@ -200,9 +200,16 @@ class TransformerNMT(nn.Module):
 
     def tie_embeddings(self) -> None:
         """Make the output projection the target embedding (one tensor) when the config ties
-        them; again after ``load_state_dict(assign=True)``, which assigns each name its own."""
+        them."""
         if self.cfg.tie_decoder_embeddings or self.cfg.share_all_embeddings:
             self.output.weight = self.tgt_embed.weight
+
+    def assign_state(self, state: dict[str, Tensor]) -> None:
+        """Take a state dict's tensors as the parameters, without copying them (a loaded
+        checkpoint's), ties made again: ``load_state_dict(assign=True)`` gives each name its
+        own tensor."""
+        self.load_state_dict(state, assign=True)
+        self.tie_embeddings()
 
     def _reset_parameters(self) -> None:
         for name, p in self.named_parameters():

@@ -83,7 +83,7 @@ from ...errors import DepnmtError
 from ...parse.conllu import Sentence, sentence_error
 from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
 from ...device import autocast_dtype
-from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues
+from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues, stacked_linears
 from ..derived import Derived
 from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
 from .options import option
@@ -247,13 +247,8 @@ class ParseHead(nn.Module):
         (autocast's, so that no step casts them again; None: as they are): a decoding step
         projects its position by one matrix multiply (kept while the weights are unchanged)."""
         projs = (self.q_proj, self.k_proj, self.v_proj)
-
-        def build() -> tuple[Tensor, Tensor]:
-            weight = torch.cat([p.weight for p in projs])
-            bias = torch.cat([p.bias for p in projs])
-            return (weight, bias) if dtype is None else (weight.to(dtype), bias.to(dtype))
         return self._derived.get(("qkv", dtype), [t for p in projs for t in (p.weight, p.bias)],
-                                 build)
+                                 lambda: stacked_linears(projs, dtype))
 
     def key_terms(self, k: Tensor) -> tuple[Tensor, Tensor]:
         """What Eq. 14 (or LISA's scorer) computes of keys ``k [B, Tk, n·d_k]`` alone, in fp32:
