@@ -20,12 +20,13 @@ median over rounds is reported):
   (features computed before timing) as a ratio to the abs model's in the same rounds;
 * each ``--scheme`` NAME with ``--trees`` (the input's CoNLL-U, e.g. ``parse``'s
   ``test.en.conllu``): the abs model's weights grafted into a model of scheme NAME (its own
-  parameters zero, :func:`grafted_model`), decoding the trees' words, as a ratio to the abs
-  model decoding the same words. The work per step is the trained scheme's (same shapes, same
-  code). Where a zero parameter adds nothing (relative tables, biases, embeddings) the outputs
-  are the abs model's, so both decode the same number of steps; where it does not (a parse
-  head that replaces a head) they differ, which is why each row also gives the mean output
-  length against abs and the share of lines whose output is abs's.
+  parameters zero, DBSA's parse heads set to compute the heads they replace;
+  :func:`grafted_model`), decoding the trees' words, as a ratio to the abs model decoding the
+  same words. The work per step is the trained scheme's (same shapes, same code). Where the
+  grafted parameters add nothing (relative tables, biases, embeddings, imitating parse heads)
+  the outputs are the abs model's, so both decode the same steps; where they do not (PASCAL's
+  scaled head, ``structural``'s depth encoding) they differ, which is why each row also gives
+  the mean output length against abs and the share of lines whose output is abs's.
 
 The load average and the CPU's vector flags are printed with the numbers.
 
@@ -134,15 +135,18 @@ def examples_system(model: Path, lines: list[str], search: dict) -> System:
 
 def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
     """The abs model of ``model_dir`` as a model of ``scheme`` (e.g. ``abs+dep+rel``): every
-    weight of the abs model copied, the scheme's own parameters zero (floating-point ones), its
-    ``options`` (``train``'s, e.g. ``{"dbsa_enc_layer": 2}``) set and the others learned from
-    ``examples`` (with trees) as training would. Returns the model and its
+    weight of the abs model copied, the scheme's own parameters zero (floating-point ones)
+    except DBSA's bi-affine parse heads, which compute the heads they replace
+    (:meth:`~depnmt.model.schemes.dbsa.DBSAModule.imitate`), its ``options`` (``train``'s,
+    e.g. ``{"dbsa_enc_layer": 2}``) set and the others learned from ``examples`` (with trees)
+    as training would. Returns the model and its
     :class:`~depnmt.model.transformer.ModelConfig`."""
     import torch
     from depnmt.checkpoint import load_checkpoint
     from depnmt.errors import DepnmtError
     from depnmt.model.schemes.registry import learn_options, parse_name, scheme_entries
     from depnmt.model.transformer import ModelConfig, TransformerNMT
+    from depnmt.model.schemes.dbsa import DBSAModule
     from depnmt.modeldir import default_checkpoint, read_config
     base = ModelConfig.from_dict(read_config(model_dir)["model"])
     if base.scheme_names != ["abs"]:
@@ -165,6 +169,10 @@ def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
         for name in missing:
             if own[name].is_floating_point():
                 own[name].zero_()
+    for part in model.schemes.parts:         # parse heads: compute the heads they replace
+        if isinstance(part, DBSAModule) and not part.parse.deep:
+            part.imitate((model.encoder if part.side == "src" else model.decoder)[part.layer]
+                         .self_attn)
     return model, cfg
 
 

@@ -12,11 +12,13 @@ A positional scheme never touches this module's code; it hands over:
   & Okazaki 2020): ``e = (content + relative key terms) / √d_k ⊙ scale + bias``.
 * :class:`HeadOverride` — a head the scheme computes itself (e.g. a parse head, Deguchi et al.
   2019 Eqs. 11–17): its ``[B, Tq, d_k]`` output replaces head ``h`` in the concatenation before
-  ``W^O``, ``W^O [M_1; …; M_override; …; M_H]``. The layer's own head ``h`` is still computed
-  (one head of waste) and discarded, so the fused path stays untouched. The head returns what
-  it computed (:class:`HeadResult`): its output, its keys and values (cached by the decoder
-  during incremental decoding) and scores to report (recorded under the override's ``name`` in
-  the ``scores`` dict the caller passes, e.g. a parse distribution).
+  ``W^O``, ``W^O [M_1; …; M_override; …; M_H]``. The head returns what it computed
+  (:class:`HeadResult`): its output, its keys and values (cached by the decoder during
+  incremental decoding) and scores to report (recorded under the override's ``name`` in the
+  ``scores`` dict the caller passes, e.g. a parse distribution). When the replaced heads are
+  the first or the last ones, the layer attends with its other heads only (slices of its
+  queries, keys and values); otherwise, and over a decoding step's cache (whose slices would
+  be copies), it computes all heads and drops the replaced ones.
 
 Relative terms use the gather/scatter form (see ``../shared/STYLE.md``), never a
 ``[B, Tq, Tk, d_k]`` tensor:
@@ -132,6 +134,27 @@ class AttentionTerms:
             raise ValueError(f"two schemes replace the same attention head ({sorted(heads)})")
         return AttentionTerms([r for t in terms for r in t.relative], bias, overrides, scale)
 
+    def own_heads(self, n_heads: int) -> tuple[int, int]:
+        """The heads ``[lo, hi)`` the layer computes itself: all but the replaced ones when
+        these are the first or the last heads, else all; all when all are replaced, so that
+        the layer's projections still take part in the loss (DDP without
+        ``find_unused_parameters`` expects a gradient for every parameter)."""
+        replaced = sorted(h for o in self.head_overrides for h in o.heads())
+        if (not replaced or len(replaced) == n_heads
+                or replaced != list(range(replaced[0], replaced[0] + len(replaced)))):
+            return 0, n_heads
+        if replaced[0] == 0:
+            return len(replaced), n_heads
+        return (0, replaced[0]) if replaced[-1] == n_heads - 1 else (0, n_heads)
+
+    def of_heads(self, lo: int, hi: int) -> "AttentionTerms":
+        """These terms for heads ``[lo, hi)`` only (per-head biases and scales sliced), no
+        head overrides."""
+        def sliced(t: Tensor | None) -> Tensor | None:
+            return t[:, lo:hi] if t is not None and t.shape[1] > 1 else t
+        return AttentionTerms(self.relative, sliced(self.logit_bias), [],
+                              sliced(self.logit_scale))
+
 
 def _expand_labels(labels: Tensor, batch: int, heads: int) -> Tensor:
     """``[B, Tq, Tk]`` or ``[Tq, Tk]`` -> an expanded (no-copy) ``[B, H, Tq, Tk]`` index view."""
@@ -231,17 +254,30 @@ class MultiHeadAttention(nn.Module):
         if q is None:
             q = self._split(self.q_proj(query))                     # (B, H, Tq, d_k)
         k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
-        if q.dtype == k.dtype:
-            out = self._attend(q, k, v, mask, terms, causal)
-        else:   # a search's fp32 caches under bf16 autocast (on the CPU): attend in fp32,
-            # by the explicit path (1.6x faster than SDPA's for a query or a few there)
-            with torch.autocast(q.device.type, enabled=False):
-                out = self._attend_with_terms(q.to(k.dtype), k, v, mask,
-                                              terms or AttentionTerms([]))
-        for override in terms.head_overrides if terms is not None else ():
-            out = self._override(out, override, query, kv, mask, head_cache, scores)
+        # the replaced heads are not computed, except over a cache: its keys/values are
+        # contiguous over all heads, and slicing some would copy them at every step
+        lo, hi = (0, self.n_heads) if terms is None or cached_kv is not None \
+            else terms.own_heads(self.n_heads)
+        if (lo, hi) != (0, self.n_heads):
+            q, k, v = q[:, lo:hi], k[:, lo:hi], v[:, lo:hi]
+        out = self._attend_any(q, k, v, mask, terms if (lo, hi) == (0, self.n_heads)
+                               else terms.of_heads(lo, hi), causal)   # (B, hi - lo, Tq, d_k)
+        if terms is not None and terms.head_overrides:
+            own = {o.head: self._override(o, query, kv, mask, head_cache, scores)
+                   for o in terms.head_overrides}
+            out = self._with_heads(out, lo, hi, own)
         b, _, tq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_k))
+
+    def _attend_any(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                    terms: AttentionTerms | None, causal: bool) -> Tensor:
+        """:meth:`_attend`, or for keys/values cached in another dtype than the queries' (a
+        search's fp32 caches under bf16 autocast, on the CPU) the explicit path in theirs
+        (1.6x faster than SDPA's for a query or a few there), outside autocast."""
+        if q.dtype == k.dtype:
+            return self._attend(q, k, v, mask, terms, causal)
+        with torch.autocast(q.device.type, enabled=False):
+            return self._attend_with_terms(q.to(k.dtype), k, v, mask, terms or AttentionTerms([]))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                 terms: AttentionTerms | None, causal: bool) -> Tensor:
@@ -268,20 +304,29 @@ class MultiHeadAttention(nn.Module):
         return self._attend_with_terms(q, k, v, mask, terms or AttentionTerms([]))
 
     @staticmethod
-    def _override(out: Tensor, override: HeadOverride, query: Tensor, kv: Tensor,
-                  mask: Tensor | None, head_cache: dict[int, KeyValues] | None,
+    def _override(override: HeadOverride, query: Tensor, kv: Tensor, mask: Tensor | None,
+                  head_cache: dict[int, KeyValues] | None,
                   scores: dict[str, Tensor] | None) -> Tensor:
-        """Deguchi et al. Eq. 17, ``[M_1; …; M_parse; …]``: heads ``h … h + n − 1`` of
-        ``out [B, H, Tq, d_k]`` replaced by the scheme's own heads before W^O."""
-        h, n = override.head, override.count
+        """The scheme's heads ``[B, count, Tq, d_k]`` (its cache and scores recorded)."""
         result = override.compute(query, kv, mask, None if head_cache is None
-                                  else head_cache.get(h))
+                                  else head_cache.get(override.head))
         if head_cache is not None:
-            head_cache[h] = result.kv
+            head_cache[override.head] = result.kv
         if scores is not None and result.scores is not None:
             scores[override.name] = result.scores
-        own = override.own(result).to(out.dtype)
-        return torch.cat([out[:, :h], own, out[:, h + n:]], dim=1)
+        return override.own(result)
+
+    def _with_heads(self, out: Tensor, lo: int, hi: int, own: dict[int, Tensor]) -> Tensor:
+        """Deguchi et al. Eq. 17, ``[M_1; …; M_parse; …]``: the layer's heads ``[lo, hi)``
+        (``out [B, hi − lo, Tq, d_k]``) and the schemes' ``own`` heads by first index, in head
+        order, in ``out``'s dtype; with every head computed (``lo, hi = 0, H``) the schemes'
+        heads replace the layer's."""
+        if (lo, hi) == (0, self.n_heads):
+            for h, heads in own.items():
+                out = torch.cat([out[:, :h], heads.to(out.dtype), out[:, h + heads.shape[1]:]], 1)
+            return out
+        pieces = {lo: out, **{h: heads.to(out.dtype) for h, heads in own.items()}}
+        return torch.cat([pieces[h] for h in sorted(pieces)], 1)
 
     def _scaled(self, q: Tensor) -> Tensor:
         """``q / √d_k`` (any shape): the queries of the scaled logits of Eq. 2."""

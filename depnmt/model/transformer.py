@@ -261,7 +261,8 @@ class TransformerNMT(nn.Module):
         offset = state.length if incremental else 0
         q_pos = positions(t, offset, tgt_in.device)
         k_pos = positions(offset + t, 0, tgt_in.device)
-        causal = torch.ones(t, offset + t, dtype=torch.bool, device=tgt_in.device).tril(offset)
+        causal = (None if incremental and t == 1 else    # one new position sees all so far
+                  torch.ones(t, offset + t, dtype=torch.bool, device=tgt_in.device).tril(offset))
         feats = self.schemes.prepare_features("tgt", {})
         scores = None if extras is None else extras.scores
         x = self.drop(self.schemes.embed(self.tgt_embed(tgt_in) * self.scale, "tgt", q_pos, feats))

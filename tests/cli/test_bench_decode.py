@@ -21,7 +21,8 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
     result = CliRunner().invoke(bench.main, [
         "-m", str(tiny_model), "-i", str(prepared / "test.raw.en"),
         "-r", str(prepared / "test.raw.de"), "--threads", "1", "--tiny",
-        "--scheme-model", str(tiny_model), "--scheme", "abs+dep+rel",
+        "--scheme-model", str(tiny_model), "--scheme", "abs+dep+rel", "--scheme", "abs+dbsa-dec",
+        "--scheme-option", "dbsa_dec_layer=1",
         "--trees", str(random_trees(prepared, tmp_path / "test.en.conllu"))])
     assert result.exit_code == 0, result.output
     out = result.output
@@ -38,8 +39,10 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
     assert len(schemes) == 2 and schemes[0][2] == "1.00"        # abs, then the scheme model
     grafted = re.findall(r"^\| (.+) \(grafted\) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| "
                          r"(\d+) % \| ([-\d. ]+) \|$", out, re.M)
-    assert [g[0] for g in grafted] == ["abs", "abs+dep+rel"] and grafted[0][2] == "1.00", out
+    assert [g[0] for g in grafted] == ["abs", "abs+dep+rel", "abs+dbsa-dec"], out
+    assert grafted[0][2] == "1.00"
     assert grafted[1][4] == "100"        # zero relative tables: the abs model's outputs
+    assert grafted[2][4] == "100"        # a parse head computing the head it replaces: too
 
 
 
@@ -71,6 +74,11 @@ def test_grafted_model_keeps_every_abs_weight(tiny_model, tiny_bpe, tmp_path):
     assert all(torch.equal(own[k], v) for k, v in state.items())
     assert set(own) - set(state)                                # the scheme's parameters,
     assert all(not own[k].any() for k in set(own) - set(state))  # zero
+    dbsa, _ = bench.grafted_model(tiny_model, "abs+dbsa-dec", [], {"dbsa_dec_layer": 1})
+    own, d_k = dbsa.state_dict(), dbsa.cfg.d_model // dbsa.cfg.n_heads
+    head = [k for k in own if k.endswith("parse.q_proj.weight")]  # the parse head: decoder
+    assert len(head) == 1 and torch.equal(own[head[0]],           # layer 1's head 0
+                                          state["decoder.0.self_attn.q_proj.weight"][:d_k])
     prepared = tiny_bpe.parent / "prepare"
     no_trees = CliRunner().invoke(bench.main, ["-m", str(tiny_model), "-i",
                                                str(prepared / "test.raw.en"), "--scheme", "abs+rel"])

@@ -175,6 +175,29 @@ def test_head_override_replaces_one_head_before_w_o():
         AttentionTerms.merge([ranged, AttentionTerms([], None, [HeadOverride(2, lambda *a: result)])])
 
 
+@pytest.mark.parametrize("first, count", [(0, 1), (0, 2), (3, 1), (2, 2), (0, 4), (1, 2)])
+def test_replaced_heads_are_not_computed(first, count, monkeypatch):
+    """Replaced heads first or last: the layer attends with its other heads only (per-head
+    biases sliced to them), the same output as computing all and dropping the replaced; in the
+    middle (heads 1-2 of 4) or all of them (so that DDP sees their gradients), all are
+    computed."""
+    torch.manual_seed(2)
+    attn = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 5, 16)
+    mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    own = HeadResult(torch.randn(2, count, 5, 4), KeyValues(x, x))
+    terms = AttentionTerms([], torch.randn(2, 4, 5, 5), [HeadOverride(first, lambda *a: own,
+                                                                      count=count)])
+    computed = []
+    attend = MultiHeadAttention._attend
+    monkeypatch.setattr(MultiHeadAttention, "_attend",
+                        lambda self, q, *a: computed.append(q.shape[1]) or attend(self, q, *a))
+    out = attn(x, x, mask, terms)
+    assert torch.allclose(out, reference_attention(attn, x, x, mask, terms), atol=1e-5)
+    middle = 0 < first and first + count < 4
+    assert computed == ([4] if middle or count == 4 else [4 - count])
+
+
 def test_parse_heads_sit_in_the_chosen_layers():
     m = model(layers=3, dbsa_enc_layer=3, dbsa_dec_layer=1)
     enc, dec = parts(m)["src"], parts(m)["tgt"]
@@ -250,6 +273,41 @@ def test_incremental_decoding_equals_full_recomputation(heads, scorer):
     assert (full - steps).abs().max() < 0.05 * full.abs().max()
     # beam search reorders the parse head's cache with the others
     assert len(beam_search(m, src, {}, SearchConfig(beam=2, max_len_a=0, max_len_b=3))) == 3
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_imitating_parse_heads_compute_the_model_without_them(heads):
+    """``imitate`` (U1 = I, u = 0, the replaced heads' projections): Eq. 14 becomes Eq. 2, so
+    the model's logits are those of the same weights without DBSA, in a full pass and step by
+    step (what bench/decode.py's grafts rely on)."""
+    m = model("abs+dbsa_enc+dbsa_dec", dbsa_heads=heads)
+    plain = TransformerNMT(ModelConfig(**{**m.cfg.to_dict(), "schemes": scheme_entries(
+        resolve("abs"), {})})).eval()
+    plain.load_state_dict(m.state_dict(), strict=False)
+    src = torch.randint(4, 40, (3, 6))
+    src[:, -1] = EOS
+    src[0, 3], src[0, 4:] = EOS, PAD
+    tgt = torch.randint(4, 50, (3, 5))
+
+    def logits(net):
+        with torch.no_grad():
+            memory, mask = net.encode(src, {})
+            full = net.decode(tgt, net.start_state(memory, mask))
+            state = net.start_state(memory, mask, torch.float32)
+            steps = torch.cat([net.decode(tgt[:, t:t + 1], state, incremental=True)
+                               for t in range(tgt.shape[1])], 1)
+        return full, steps
+
+    before = logits(m)[0]
+    for part in m.schemes.parts:
+        if hasattr(part, "imitate"):
+            layers = m.encoder if part.side == "src" else m.decoder
+            part.imitate(layers[part.layer].self_attn)
+    (full, steps), (want, _) = logits(m), logits(plain)
+    assert not torch.allclose(before, want, atol=1e-3)       # the parse heads did differ
+    assert torch.allclose(full, want, atol=1e-5) and torch.allclose(steps, want, atol=1e-5)
+    with pytest.raises(ValueError, match="leaky ReLU"):
+        parts(model(dbsa_scorer="deep"))["tgt"].imitate(m.decoder[1].self_attn)
 
 
 def test_beam_search_with_the_caches_equals_uncached_decoding(monkeypatch):

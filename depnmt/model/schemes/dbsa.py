@@ -83,7 +83,8 @@ from ...errors import DepnmtError
 from ...parse.conllu import Sentence, sentence_error
 from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
 from ...device import autocast_dtype
-from ..attention import AttentionTerms, HeadOverride, HeadResult, KeyValues, stacked_linears
+from ..attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
+                         MultiHeadAttention, stacked_linears)
 from ..derived import Derived
 from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
 from .options import option
@@ -244,17 +245,54 @@ class ParseHead(nn.Module):
 
     def fused_qkv(self, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
         """W^Qparse, W^Kparse, W^Vparse stacked ``[3·n·d_k, d]`` with their biases, in ``dtype``
-        (autocast's, so that no step casts them again; None: as they are): a decoding step
-        projects its position by one matrix multiply (kept while the weights are unchanged)."""
+        (autocast's, so that no step casts them again; None: as they are): a decoding step of
+        the deep scorer projects its position by one matrix multiply (kept while the weights
+        are unchanged)."""
         projs = (self.q_proj, self.k_proj, self.v_proj)
         return self._derived.get(("qkv", dtype), [t for p in projs for t in (p.weight, p.bias)],
                                  lambda: stacked_linears(projs, dtype))
+
+    def step_weights(self, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
+        """The bi-affine scorer's map from a position's input ``x`` to all that a decoding step
+        needs of it, ``[q / √d_k | kt_1 … kt_n | v | K u]``: one linear layer, weights
+        ``[n·d_k + n·n·d_k + n·d_k + 1, d]`` with biases, in ``dtype`` (kept while the
+        parameters are unchanged). Eq. 14's U^(1) and u are folded into the keys' projection
+        (:meth:`key_terms` by associativity): ``kt_h = K_h U1[:, h]^T = x (U1[:, h] W^K_h)^T
+        + U1[:, h] b^K_h`` and ``K u = x (u^T W^K)^T + u·b^K``, with U1[:, h] the columns and
+        W^K_h, b^K_h the rows of head h."""
+        params = [self.u1, self.u] + [t for p in (self.q_proj, self.k_proj, self.v_proj)
+                                      for t in (p.weight, p.bias)]
+
+        def build() -> tuple[Tensor, Tensor]:
+            with full_precision(self.u1.device):
+                scale, heads = math.sqrt(self.d_k), range(self.n_heads)
+                cols = [slice(h * self.d_k, (h + 1) * self.d_k) for h in heads]
+                wk, bk = self.k_proj.weight, self.k_proj.bias
+                weight = torch.cat([self.q_proj.weight / scale,
+                                    *(self.u1[:, c] @ wk[c] for c in cols),
+                                    self.v_proj.weight, (self.u @ wk)[None]])
+                bias = torch.cat([self.q_proj.bias / scale, *(self.u1[:, c] @ bk[c] for c in cols),
+                                  self.v_proj.bias, (self.u @ bk)[None]])
+            return (weight, bias) if dtype is None else (weight.to(dtype), bias.to(dtype))
+        return self._derived.get(("step", dtype), params, build)
+
+    def step(self, x: Tensor, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
+        """A decoding step's new positions ``x [N, T, d]``: their queries ``[N, T, n·d_k]`` as
+        :meth:`query_log_probs` reads them and their :class:`ParseKeys` rows, both in fp32, by
+        one matrix multiply in ``dtype`` (the bi-affine scorer's :meth:`step_weights`; the
+        deep scorer's :meth:`fused_qkv`, then its key terms)."""
+        if self.deep:
+            q, k, v = F.linear(x, *self.fused_qkv(dtype)).chunk(3, dim=-1)
+            return F.leaky_relu(q.float()), ParseKeys.new_rows(self, k, v)
+        out = F.linear(x, *self.step_weights(dtype)).float()
+        width = self.n_heads * self.d_k
+        return out[..., :width], out[..., width:]
 
     def key_terms(self, k: Tensor) -> tuple[Tensor, Tensor]:
         """What Eq. 14 (or LISA's scorer) computes of keys ``k [B, Tk, n·d_k]`` alone, in fp32:
         ``kt [B, Tk, n, n·d_k]`` with ``kt_h = K_h U1[:, h]^T`` (U1's columns of head h), so
         that head h's ``(Q U1)_h K_h^T = Q kt_h^T``, and the key bias ``K u`` ``[B, Tk, 1]``.
-        A decoding step computes them for its own position only (:class:`ParseKeys`)."""
+        (A decoding step gets them of its own positions from :meth:`step`.)"""
         with full_precision(k.device):
             k = F.leaky_relu(k.float()) if self.deep else k.float()
             (b, tk, _), n = k.shape, self.n_heads
@@ -263,11 +301,10 @@ class ParseHead(nn.Module):
             return (heads @ u1).squeeze(-2), (k @ self.u)[..., None]
 
     def query_log_probs(self, q: Tensor, keys: "ParseKeys", mask: Tensor | None) -> Tensor:
-        """:meth:`head_log_probs` ``[B, n, Tq, Tk]`` of queries ``q [B, Tq, n·d_k]`` from the
-        cached key terms (the same values up to fp32 rounding: ``Q (K U1^T)^T`` for
-        ``(Q U1) K^T``)."""
+        """:meth:`head_log_probs` ``[B, n, Tq, Tk]`` of a step's queries ``q [B, Tq, n·d_k]``
+        (:meth:`step`'s, fp32) from the cached key terms (the same values up to fp32
+        rounding: ``Q (K U1^T)^T`` for ``(Q U1) K^T``)."""
         with full_precision(q.device):
-            q = F.leaky_relu(q.float()) if self.deep else q.float() / math.sqrt(self.d_k)
             scores = q.unsqueeze(1) @ keys.kt.permute(0, 2, 3, 1)               # [B, n, Tq, Tk]
             return masked_log_softmax(scores + keys.bias[:, None, None, :], mask)
 
@@ -331,9 +368,9 @@ class ParseKeys:
         kt, bias = head.key_terms(k)
         return torch.cat([kt.flatten(-2), v.float(), bias], dim=-1)
 
-    def extend(self, head: ParseHead, k: Tensor, v: Tensor) -> "ParseKeys":
-        """These positions followed by new ones (keys ``k``, values ``v`` ``[N, T, n·d_k]``)."""
-        return ParseKeys(torch.cat([self.rows, self.new_rows(head, k, v)], dim=1), self.n_heads)
+    def extend(self, rows: Tensor) -> "ParseKeys":
+        """These positions followed by new ones (their ``rows [N, T, ...]``)."""
+        return ParseKeys(torch.cat([self.rows, rows], dim=1), self.n_heads)
 
     def select(self, index: Tensor) -> "ParseKeys":
         """Rows ``index`` (beam search keeps hypotheses ``index``)."""
@@ -412,11 +449,11 @@ class DBSAModule(SchemeModule):
     def _step(self, new: Tensor, mask: Tensor | None, past: KeyValues | ParseKeys) -> HeadResult:
         """:meth:`_heads` of a decoding step's new positions ``new [B, T, D]`` given the cache
         of the earlier ones (the first step's :class:`KeyValues`, then :class:`ParseKeys`):
-        one fused projection, the key terms of the new positions only."""
-        weights = self.parse.fused_qkv(autocast_dtype(new.device.type))
-        q, k, v = F.linear(new, *weights).chunk(3, dim=-1)
+        one matrix multiply gives the new positions' queries and cache rows
+        (:meth:`ParseHead.step`)."""
+        q, rows = self.parse.step(new, autocast_dtype(new.device.type))
         keys = past if isinstance(past, ParseKeys) else ParseKeys.of(self.parse, past)
-        keys = keys.extend(self.parse, k, v)
+        keys = keys.extend(rows)
         per_head = self.parse.query_log_probs(q, keys, mask)                 # [B, n, T, Tk]
         with full_precision(new.device):        # fp32 values: 3.5x faster than autocast's
             out = self._mix(per_head.exp(), keys.v)                          # bf16 copies
@@ -428,6 +465,25 @@ class DBSAModule(SchemeModule):
         (b, tk, _), n = values.shape, self.parse.n_heads
         value = values.view(b, tk, n, self.parse.d_k).transpose(1, 2)        # [B, n, Tk, d_k]
         return probs.to(value.dtype) @ value
+
+    def imitate(self, attn: MultiHeadAttention) -> None:
+        """Make the parse heads compute what the heads they replace compute: W^Qparse,
+        W^Kparse, W^Vparse := the rows of heads ``PARSE_HEAD … PARSE_HEAD + n − 1`` in
+        ``attn``'s W^Q, W^K, W^V (the self-attention of this layer), U^(1) := I and u := 0, so
+        that Eq. 14 is Eq. 2's ``softmax(q k^T / √d_k)`` and the model computes the function
+        of the same weights without parse heads (bi-affine scorer only: LISA's leaky ReLU
+        cannot be undone). ``bench/decode.py`` grafts an abs model's weights this way, so
+        that both decode the same hypotheses and their speeds compare the same work."""
+        if self.parse.deep:
+            raise ValueError("the deep scorer's leaky ReLU cannot compute a dot-product head")
+        rows = slice(PARSE_HEAD * attn.d_k, (PARSE_HEAD + self.parse.n_heads) * attn.d_k)
+        with torch.no_grad():
+            for own, theirs in ((self.parse.q_proj, attn.q_proj), (self.parse.k_proj, attn.k_proj),
+                                (self.parse.v_proj, attn.v_proj)):
+                own.weight.copy_(theirs.weight[rows])
+                own.bias.copy_(theirs.bias[rows])
+            self.parse.u1.copy_(torch.eye(self.parse.u1.shape[0]))
+            self.parse.u.zero_()
 
     def _gold(self, extras: Extras, src_feats: dict[str, Tensor], tgt_feats: dict[str, Tensor]):
         """``(log A_parse, gold head, gold word)`` of this side, or None (no scores, no trees)."""
