@@ -11,9 +11,9 @@ changed to CRLF, lone CR or a mix, a NUL byte or a byte order mark added).
     python bench/fuzz_conllu.py                      # 12,000 cases, seed 0
     python bench/fuzz_conllu.py --cases 50000 --seed 7
 
-``--reader MODULE`` fuzzes another module's ``read_conllu(path)``, e.g. the reader before
-issue 10: ``git show 0e880a7:depnmt/parse/conllu.py > depnmt/parse/conllu_0e880a7.py`` then
-``--reader depnmt.parse.conllu_0e880a7``. Each case is written to a file that is read by path.
+``--reader MODULE`` fuzzes another module's ``read_conllu(path)``, e.g. the reader of commit
+0e880a7, before its inputs were checked: ``git show 0e880a7:depnmt/parse/conllu.py >
+depnmt/parse/conllu_0e880a7.py`` then ``--reader depnmt.parse.conllu_0e880a7``. Each case is written to a file that is read by path.
 
 Prints the counts; exits 1 when any of the must-be-zero counts is not zero.
 """

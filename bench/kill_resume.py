@@ -1,5 +1,5 @@
 """Random SIGKILLs during training, each followed by ``--resume``, against an uninterrupted run
-(issue 10; the short version is ``tests/cli/test_reliability.py``).
+(the short version is ``tests/cli/test_reliability.py``).
 
 A tiny model (the first 400 Multi30k pairs of ``../shared/data``, 300 BPE merges, 1 layer,
 d_model 32) trains ``--steps`` updates with a checkpoint every ``--save-every`` updates and a

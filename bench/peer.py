@@ -1,4 +1,4 @@
-"""depnmt against OpenNMT-py 3.0.4 and CTranslate2 4.8.5 on the same data and model (issue 11).
+"""depnmt against OpenNMT-py 3.0.4 and CTranslate2 4.8.5 on the same data and model.
 
     python bench/peer.py                       # everything (hours on 2 CPU cores)
     python bench/peer.py --quick               # smoke run: tiny segments, 30-update decode models
@@ -90,7 +90,7 @@ def noam_learning_rate(peak: float, d_model: int, warmup: int) -> float:
 
 def onmt_config(s: Settings, scheme: str, bpe: Path, out: Path, steps: int,
                 log_every: int, save_every: int, langs: tuple[str, str]) -> dict:
-    """An OpenNMT-py 3.0.4 training config equivalent to depnmt's model (issue 11's list)."""
+    """An OpenNMT-py 3.0.4 training config equivalent to depnmt's model."""
     src, tgt = langs
     return {
         "save_data": str(out / "data"), "src_vocab": str(out.parent / "vocab.txt"),

@@ -1,4 +1,4 @@
-"""Speed and memory of every positional scheme, as ratios to ``abs`` (issues 3–5).
+"""Speed and memory of every positional scheme, as ratios to ``abs``.
 
 Every scheme trains on the same synthetic batches (random tokens, random dependency trees with
 random labels on both sides, a share of words split into two BPE pieces, every source exactly

@@ -1,5 +1,5 @@
 """``depnmt runs``: where every training run under some folders stands — for a campaign of many
-runs that is stopped and continued over days (issue 12), without opening any log.
+runs that is stopped and continued over days, without opening any log.
 
 A run is a model directory (``config.json`` and ``metrics.jsonl``, as ``depnmt train`` writes
 them). Its state:

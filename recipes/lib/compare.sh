@@ -33,7 +33,7 @@ ALL_SYSTEMS="abs abs+rel abs+dep abs+dep+rel abs+deplabel abs+deplabel+rel abs+d
 ABLATION_SYSTEMS="noabs+dep noabs+dep-bV noabs+dep-bK noabs"
 # Baselines beyond the papers' own tables: LISA (Strubell et al. 2018) as the PASCAL fork runs it
 # for MT, Currey & Heafield's (2019) multi-task data (a recipe system: abs on other data),
-# Sennrich & Haddow's (2016) source factors, and treedist (no paper; issue 13's proof scheme).
+# Sennrich & Haddow's (2016) source factors, and treedist (no paper; it shows a scheme is one module).
 BASELINE_SYSTEMS="abs+lisa multitask abs+factors abs+factors-concat abs+treedist"
 
 # The 0.1.0 system names (deprecated, they go in 0.3.0): name -> today's name, and the flags

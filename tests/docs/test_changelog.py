@@ -131,6 +131,16 @@ def test_changelog_names_no_internal_issue_numbers():
     assert issue_numbers(CHANGELOG.read_text(encoding="utf-8")) == []
 
 
+def test_docs_site_and_readme_name_no_internal_issue_numbers():
+    """Every page of the site (``docs/``, archived runs aside) and the README: users read
+    current behaviour there, and the project's issue numbers mean nothing to them."""
+    pages = [REPO / "README.md"] + [p for p in sorted((REPO / "docs").rglob("*.md"))
+                                    if "results" not in p.relative_to(REPO / "docs").parts[:-1]]
+    found = {str(p.relative_to(REPO)): issue_numbers(p.read_text(encoding="utf-8"))
+             for p in pages}
+    assert len(pages) > 20 and {p: n for p, n in found.items() if n} == {}
+
+
 def test_issue_check_finds_the_usual_spellings():
     text = "- x (issue 12). - y (issue 10, item 7); issues 13 and 14; the issue-11 model; #15"
     assert issue_numbers(text) == ["issue 12", "issue 10", "issues 13", "issue-11", "#15"]

@@ -27,7 +27,7 @@ relative terms, like ``dep+rel``). The 0.1.0 preset ``Transformer_structural`` i
 stage's ``parataxis`` join is undone, :func:`depnmt.trees.sentence_heads`); a pair across them
 is "not on one root path". EOS and padding get no absolute term and relative label 0 (no term).
 
-*Provenance (checked 2026-11-23, issue 14):* the paper's own text (arXiv 1909.00383, §3.2, its
+*Provenance (checked 2026-11-23):* the paper's own text (arXiv 1909.00383, §3.2, its
 Eqs. for ``abs`` and ``rel``) could **not** be obtained in this environment (no copy in
 ``../shared/papers``; the stored public copies hold only its abstract and introduction; no public
 code of the authors' was found). What a secondary source (a public Chinese-language summary of the

@@ -12,8 +12,8 @@ al. 2019 Eqs. 11–12), through the gather/scatter relative term of :mod:`depnmt
 Unlike ``dep`` (depth(n_j) − depth(n_i)) the distance is symmetric and tells siblings (2) from
 words at the same depth in other branches (4, 6, …); unlike ``structural`` it has no sign.
 
-*Provenance:* no paper is reproduced here; this scheme is the proof of issue 13 that a scheme is
-one module plus a registry line. Its default ``k = 4`` is our choice (most dependency paths in
+*Provenance:* no paper is reproduced here; this scheme shows that a scheme is one module plus a
+registry line. Its default ``k = 4`` is our choice (most dependency paths in
 a short sentence are shorter), not a tuned value.
 
 **Rules.** Trees reach subwords by ``--subword-tree`` / ``--chain-head`` (as ``dep``,
