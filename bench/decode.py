@@ -1,8 +1,8 @@
 """Decoding speed and BLEU of depnmt against CTranslate2 on the same model, interleaved.
 
-One command: depnmt's own beam search (``--precision fp32`` and ``auto``) and the model's
-CTranslate2 export (``float32`` and ``int8``; made with ``depnmt export`` unless ``--ct2`` names
-one) translate the same raw lines with the same search (CTranslate2's rules: ``--length-penalty
+One command: depnmt's own beam search (``--precision fp32``, ``auto`` and ``auto`` with
+``--quantize int8``) and the model's CTranslate2 export (``float32`` and ``int8``; made with
+``depnmt export`` unless ``--ct2`` names one) translate the same raw lines with the same search (CTranslate2's rules: ``--length-penalty
 power --at-limit cut``, under which the outputs are the same), batches and threads. Reported,
 each the median over ``--rounds`` rounds that alternate the systems (A B C D, B C D A, ...), so
 that a change of the machine's load hits every system alike; a ratio to CTranslate2 is the
@@ -104,13 +104,16 @@ class System:
         self.output: list[str] | None = None
 
 
-def depnmt_system(model: Path, precision: str, search: dict) -> System:
+def depnmt_system(model: Path, precision: str, search: dict, quantize: str = "none") -> System:
     def load():
         from depnmt.translate import Translator
-        tr = Translator.from_model_dir(model, None, "cpu", precision, **search)
+        tr = Translator.from_model_dir(model, None, "cpu", precision, quantize=quantize,
+                                       **search)
         return lambda lines: list(tr.translate_lines(lines))
-    return System(f"depnmt {precision}", ["-m", str(model), "--precision", precision,
-                                          "--device", "cpu"], load)
+    int8 = quantize != "none"
+    return System(f"depnmt {quantize}" if int8 else f"depnmt {precision}",
+                  ["-m", str(model), "--precision", precision, "--device", "cpu"]
+                  + (["--quantize", quantize] if int8 else []), load)
 
 
 def ct2_system(export: Path, compute_type: str, search: dict, threads: int) -> System:
@@ -323,10 +326,11 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
     refs = ref_path.read_text(encoding="utf-8").splitlines()[:lines] if ref_path else None
     with tempfile.TemporaryDirectory() as tmp:
         export = ct2_dir or export_model(model_dir, Path(tmp) / "ct2")
+        ct2_float32 = ct2_system(export, "float32", search, threads)      # the ratios' base
         systems = [depnmt_system(model_dir, "fp32", search),
                    depnmt_system(model_dir, "auto", search),
-                   ct2_system(export, "float32", search, threads),
-                   ct2_system(export, "int8", search, threads)]
+                   depnmt_system(model_dir, "auto", search, quantize="int8"),
+                   ct2_float32, ct2_system(export, "int8", search, threads)]
         schemes = [examples_system(m, src, search) for m in (model_dir, *scheme_models)]
         grafted = []
         if grafts:
@@ -342,14 +346,14 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
                 run_bracketed(group[0], group[1:], runners, src, rounds)
     click.echo(f"{len(src)} lines, beam {beam}, {threads} threads, {rounds} rounds; load "
                f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU flags: "
-               f"{cpu_flags()}; depnmt int8: not built; python -c \"import torch\": "
+               f"{cpu_flags()}; python -c \"import torch\": "
                f"{statistics.median(torch_imports):.2f} s")
     click.echo("| system | start-up s | steady sentences/s | × CTranslate2 float32 | BLEU |")
     click.echo("|---|---|---|---|---|")
     for s in systems:
         speed = statistics.median(s.speeds)
         click.echo(f"| {s.name} | {statistics.median(s.startups):.2f} | {speed:.1f} | "
-                   f"{paired_ratio(s, systems[2]):.2f} | {bleu(s.output, refs)} |")
+                   f"{paired_ratio(s, ct2_float32):.2f} | {bleu(s.output, refs)} |")
     if scheme_models:
         click.echo("| scheme model | decoding sentences/s | × abs |")
         click.echo("|---|---|---|")

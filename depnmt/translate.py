@@ -28,6 +28,7 @@ from .data import Example, add_features, collate, encode_source, pad_2d
 from .device import autocast, resolve_device, train_precision
 from .errors import DepnmtError
 from .log import warn
+from .model.quantize import QUANTIZATIONS, check_int8, quantize_int8
 from .model.schemes import Extras
 from .model.transformer import ModelConfig, TransformerNMT
 from .modeldir import default_checkpoint, load_vocabs, read_config
@@ -78,24 +79,35 @@ class Translator:
     @classmethod
     def from_model_dir(cls, model_dir: Path, checkpoint: Path | None = None, device: str = "auto",
                        precision: str = "auto", max_tokens: int = MAX_TOKENS, batch_size: int = 0,
-                       **search_overrides) -> "Translator":
+                       quantize: str = "none", **search_overrides) -> "Translator":
         """``precision`` as ``train --precision`` (:func:`depnmt.device.train_precision`):
         ``auto`` decodes with bf16 autocast on CPUs with native bf16 matrix multiplies and
-        bf16/fp16 AMP on CUDA, fp32 elsewhere. ``max_tokens`` (source subwords × beam) and
-        ``batch_size`` (sentences, 0 = no limit) bound a batch (:func:`length_batches`)."""
+        bf16/fp16 AMP on CUDA, fp32 elsewhere. ``quantize`` ``int8``: most linear layers in
+        int8 (:mod:`depnmt.model.quantize`, CPU only), the rest at ``precision``, where
+        ``auto`` is fp32 (casting between the int8 layers' fp32 and bf16 costs more than bf16
+        saves).
+        ``max_tokens`` (source subwords × beam) and ``batch_size`` (sentences, 0 = no limit)
+        bound a batch (:func:`length_batches`)."""
         config = read_config(model_dir)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)
         state = load_checkpoint(ckpt_path, expected_model=model_cfg.to_dict())
         dev = resolve_device(device)
+        if quantize not in QUANTIZATIONS:
+            raise DepnmtError(f"quantize {quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
+        if quantize == "int8":
+            check_int8(dev)
         model = TransformerNMT(model_cfg)
         model.assign_state(state["model"])
+        if quantize == "int8":
+            quantize_int8(model.eval())
         search_cfg = SearchConfig(**{**config.get("search", {}),
                                      **{k: v for k, v in search_overrides.items() if v is not None}})
         src_vocab, tgt_vocab = load_vocabs(model_dir)
         return cls(model.to(dev), config, src_vocab, tgt_vocab, Segmenter.from_dir(model_dir, "src"),
                    dev, search_cfg, max_tokens=max_tokens, batch_size=batch_size,
-                   amp=train_precision(dev, precision))
+                   amp=train_precision(dev, "fp32" if quantize == "int8" and precision == "auto"
+                                       else precision))
 
     def use_gold_arcs(self) -> None:
         """``translate --dbsa-gold-arcs``: DBSA(Enc)'s parse head attends to each source token's
