@@ -87,8 +87,8 @@ class Translator:
         the same options: ``checkpoint`` a name in ``MODEL_DIR/checkpoints`` (``best``,
         ``last``, ``stepN``, an average's name) or a ``.pt`` file (default: best, else last);
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
-        ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens`` and ``batch_size`` bound a batch; ``search``: the default search
-        options of :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``,
+        ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens`` and
+        ``batch_size`` bound a batch; ``search``: the default search options of :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``,
         ``at_limit``, ``length_penalty``; default: the model's)."""
         from .modeldir import named_checkpoint
         from .translate import Translator as ModelTranslator

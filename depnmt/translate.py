@@ -85,16 +85,15 @@ class Translator:
         bf16/fp16 AMP on CUDA, fp32 elsewhere. ``quantize`` ``int8``: most linear layers in
         int8 (:mod:`depnmt.model.quantize`, CPU only), the rest at ``precision``, where
         ``auto`` is fp32 (casting between the int8 layers' fp32 and bf16 costs more than bf16
-        saves).
-        ``max_tokens`` (source subwords × beam) and ``batch_size`` (sentences, 0 = no limit)
-        bound a batch (:func:`length_batches`)."""
+        saves). ``max_tokens`` (source subwords × beam) and ``batch_size`` (sentences, 0 = no
+        limit) bound a batch (:func:`length_batches`)."""
+        if quantize not in QUANTIZATIONS:
+            raise DepnmtError(f"quantize {quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
         config = read_config(model_dir)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)
         state = load_checkpoint(ckpt_path, expected_model=model_cfg.to_dict())
         dev = resolve_device(device)
-        if quantize not in QUANTIZATIONS:
-            raise DepnmtError(f"quantize {quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
         if quantize == "int8":
             check_int8(dev)
         model = TransformerNMT(model_cfg)

@@ -44,7 +44,6 @@ class Int8Linear(nn.Module):
             linear.qconfig = per_channel_dynamic_qconfig
             self.inner = DynamicLinear.from_float(linear)
         del linear.qconfig
-        self.in_features, self.out_features = linear.in_features, linear.out_features
 
     def forward(self, x: Tensor) -> Tensor:
         return self.inner(x.float())

@@ -42,6 +42,12 @@ def test_int8_keeps_the_rest_in_fp32_unless_told(tiny_model):
     assert kept.amp is torch.bfloat16
 
 
+def test_an_unknown_quantization_is_refused_before_anything_loads(tmp_path):
+    from depnmt.errors import DepnmtError
+    with pytest.raises(DepnmtError, match="'int4': choose one of none, int8"):
+        depnmt.Translator.load(tmp_path / "no-model", quantize="int4")
+
+
 def test_int8_with_ct2_is_a_clear_error(tiny_model, tmp_path, capsys):
     rc = run_cli(["translate", "--ct2", tmp_path, "--quantize", "int8"])
     assert rc != 0 and "depnmt export --quantization int8" in capsys.readouterr().err
