@@ -65,6 +65,15 @@ def cpu_flags() -> str:
     return " ".join(f for f in FLAGS if f in have) or "none of " + " ".join(FLAGS)
 
 
+def device_name(device: str) -> str:
+    """``cpu``, or the GPU's name and torch's CUDA version."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+    name = torch.cuda.get_device_name(torch.device(device))
+    return f"{device} ({name}, CUDA {torch.version.cuda})"
+
+
 def startup_seconds(args: list[str], threads: int) -> float:
     """Wall time of ``depnmt translate ARGS < /dev/null`` in a fresh process."""
     return process_seconds(["-m", "depnmt.cli", "translate", *args], threads)
@@ -104,32 +113,46 @@ class System:
         self.output: list[str] | None = None
 
 
-def depnmt_system(model: Path, precision: str, search: dict, quantize: str = "none") -> System:
+def depnmt_system(model: Path, precision: str, search: dict, quantize: str = "none",
+                  device: str = "cpu", max_tokens: int = 4000) -> System:
     def load():
         from depnmt.translate import Translator
-        tr = Translator.from_model_dir(model, None, "cpu", precision, quantize=quantize,
-                                       **search)
+        tr = Translator.from_model_dir(model, None, device, precision, quantize=quantize,
+                                       max_tokens=max_tokens, **search)
         return lambda lines: list(tr.translate_lines(lines))
     int8 = quantize != "none"
     return System(f"depnmt {quantize}" if int8 else f"depnmt {precision}",
-                  ["-m", str(model), "--precision", precision, "--device", "cpu"]
+                  ["-m", str(model), "--precision", precision, "--device", device]
                   + (["--quantize", quantize] if int8 else []), load)
 
 
-def ct2_system(export: Path, compute_type: str, search: dict, threads: int) -> System:
+def ct2_system(export: Path, compute_type: str, search: dict, threads: int,
+               device: str = "cpu") -> System:
     def load():
         from depnmt.ct2translate import CT2Translator
-        tr = CT2Translator.from_dir(export, "cpu", threads, compute_type=compute_type, **search)
+        tr = CT2Translator.from_dir(export, device, threads, compute_type=compute_type,
+                                    **search)
         return lambda lines: list(tr.translate_lines(lines))
-    return System(f"CTranslate2 {compute_type}", ["--ct2", str(export), "--device", "cpu",
+    return System(f"CTranslate2 {compute_type}", ["--ct2", str(export), "--device", device,
                                                  "--threads", str(threads)], load)
 
 
-def examples_system(model: Path, lines: list[str], search: dict) -> System:
+def ct2_on(device: str) -> bool:
+    """Whether CTranslate2 is installed and runs on ``device`` (``cpu`` or ``cuda[:N]``)."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return False
+    return device == "cpu" or ctranslate2.get_cuda_device_count() > 0
+
+
+def examples_system(model: Path, lines: list[str], search: dict, device: str = "cpu",
+                    max_tokens: int = 4000) -> System:
     """Decoding only (examples prepared, parsed included, before timing): for scheme ratios."""
     def load():
         from depnmt.translate import Translator
-        tr = Translator.from_model_dir(model, None, "cpu", "auto", **search)
+        tr = Translator.from_model_dir(model, None, device, "auto", max_tokens=max_tokens,
+                                       **search)
         words = [w for w in (tr.src_tokenizer.tokenize(l) for l in lines) if w]
         examples = tr.examples(words)
         return lambda _: tr.translate_examples(examples)
@@ -179,22 +202,29 @@ def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
     return model, cfg
 
 
+def grafted_translator(model_dir: Path, scheme: str, trees: list, search: dict,
+                       options: dict, device: str = "cpu", max_tokens: int = 4000):
+    """A Translator of the abs model grafted into ``scheme`` (:func:`grafted_model`; ``abs``:
+    the model itself) on ``device``, batching as the abs model's (``max_tokens``)."""
+    from depnmt.translate import Translator
+    base = Translator.from_model_dir(model_dir, None, device, "auto", max_tokens=max_tokens,
+                                     **search)
+    if scheme == "abs":
+        return base
+    model, _ = grafted_model(model_dir, scheme, base.examples([t.words for t in trees],
+                                                              list(trees)), options)
+    return Translator(model.to(base.device), base.config, base.src_vocab, base.tgt_vocab,
+                      base.segmenter, base.device, base.search_cfg, max_tokens=base.max_tokens,
+                      amp=base.amp, batch_size=base.batch_size)
+
+
 def grafted_system(model_dir: Path, scheme: str, trees: list, search: dict,
-                   options: dict) -> System:
-    """Decoding only of ``trees``' words by the abs model grafted into ``scheme`` (``abs``:
-    the model itself), features computed before timing."""
+                   options: dict, device: str = "cpu", max_tokens: int = 4000) -> System:
+    """Decoding only of ``trees``' words by :func:`grafted_translator`, features computed
+    before timing."""
     def load():
-        from depnmt.translate import Translator
-        base = Translator.from_model_dir(model_dir, None, "cpu", "auto", **search)
-        words = [t.words for t in trees]
-        if scheme == "abs":
-            tr = base
-        else:
-            model, _ = grafted_model(model_dir, scheme, base.examples(words, list(trees)),
-                                     options)
-            tr = Translator(model, base.config, base.src_vocab, base.tgt_vocab, base.segmenter,
-                            base.device, base.search_cfg, amp=base.amp)
-        examples = tr.examples(words, list(trees))
+        tr = grafted_translator(model_dir, scheme, trees, search, options, device, max_tokens)
+        examples = tr.examples([t.words for t in trees], list(trees))
         return lambda _: tr.translate_examples(examples)
     return System(f"{scheme} (grafted)", [], load)
 
@@ -241,7 +271,8 @@ def load_all(systems: list[System], lines: list[str]) -> dict[int, Callable]:
 
 
 def timed(system: System, runner: Callable, lines: list[str]) -> float:
-    """Seconds ``system`` takes to translate ``lines`` (its speed and first output kept)."""
+    """Seconds ``system`` takes to translate ``lines`` (its speed and first output kept); the
+    outputs are host strings, so a GPU's work is done when it returns."""
     start = time.perf_counter()
     out = runner(lines)
     seconds = time.perf_counter() - start
@@ -310,9 +341,14 @@ def export_model(model: Path, out: Path) -> Path:
 @click.option("--threads", type=int, default=2, show_default=True,
               help="torch threads = CTranslate2 intra_threads")
 @click.option("--beam", type=int, default=4, show_default=True)
+@click.option("--max-tokens", type=int, default=4000, show_default=True,
+              help="depnmt's batch bound, source subwords x beam (translate --max-tokens)")
+@click.option("--device", default="cpu", show_default=True,
+              help="cpu or cuda[:N]: depnmt's systems (and CTranslate2's, where its CUDA build "
+                   "is installed) decode there; int8 is CPU-only")
 @click.option("--tiny", is_flag=True, help="8 lines, one round: a smoke test of the bench")
 def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme_options,
-         trees_path, lines, rounds, threads, beam, tiny):
+         trees_path, lines, rounds, threads, beam, max_tokens, device, tiny):
     import torch
     if grafts and trees_path is None:
         raise click.UsageError("--scheme needs --trees (the input's CoNLL-U)")
@@ -324,36 +360,47 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
     search = dict(beam=beam, at_limit="cut", length_penalty="power")
     src = input_path.read_text(encoding="utf-8").splitlines()[:lines]
     refs = ref_path.read_text(encoding="utf-8").splitlines()[:lines] if ref_path else None
+    cpu, ct2 = device == "cpu", ct2_on(device)
     with tempfile.TemporaryDirectory() as tmp:
-        export = ct2_dir or export_model(model_dir, Path(tmp) / "ct2")
-        ct2_float32 = ct2_system(export, "float32", search, threads)      # the ratios' base
-        systems = [depnmt_system(model_dir, "fp32", search),
-                   depnmt_system(model_dir, "auto", search),
-                   depnmt_system(model_dir, "auto", search, quantize="int8"),
-                   ct2_float32, ct2_system(export, "int8", search, threads)]
-        schemes = [examples_system(m, src, search) for m in (model_dir, *scheme_models)]
+        systems = [depnmt_system(model_dir, "fp32", search, device=device, max_tokens=max_tokens),
+                   depnmt_system(model_dir, "auto", search, device=device, max_tokens=max_tokens)]
+        if cpu:
+            systems.append(depnmt_system(model_dir, "auto", search, quantize="int8",
+                                         max_tokens=max_tokens))
+        ct2_float32 = None                                                # the ratios' base
+        if ct2:
+            export = ct2_dir or export_model(model_dir, Path(tmp) / "ct2")
+            ct2_float32 = ct2_system(export, "float32", search, threads, device)
+            systems += [ct2_float32, ct2_system(export, "int8" if cpu else "float16", search,
+                                                threads, device)]
+        schemes = [examples_system(m, src, search, device, max_tokens)
+                   for m in (model_dir, *scheme_models)]
         grafted = []
         if grafts:
             from depnmt.parse import read_conllu
             trees = list(read_conllu(trees_path))[:lines]
             options = dict(option_value(o) for o in scheme_options)
-            grafted = [grafted_system(model_dir, g, trees, search, options)
+            grafted = [grafted_system(model_dir, g, trees, search, options, device,
+                                      max_tokens)
                        for g in ("abs", *grafts)]
         runners = load_all(systems + (schemes if scheme_models else []) + grafted, src)
         torch_imports = run_rounds(systems, runners, src, rounds, threads)
         for group in (schemes if scheme_models else [], grafted):
             if group:
                 run_bracketed(group[0], group[1:], runners, src, rounds)
-    click.echo(f"{len(src)} lines, beam {beam}, {threads} threads, {rounds} rounds; load "
-               f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU flags: "
-               f"{cpu_flags()}; python -c \"import torch\": "
-               f"{statistics.median(torch_imports):.2f} s")
+    click.echo(f"{len(src)} lines, beam {beam}, {threads} threads, {rounds} rounds, "
+               f"max tokens {max_tokens}, device "
+               f"{device_name(device)}; load average "
+               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU flags: {cpu_flags()}; "
+               f"python -c \"import torch\": {statistics.median(torch_imports):.2f} s"
+               + ("" if ct2 else "; CTranslate2: not installed for this device"))
     click.echo("| system | start-up s | steady sentences/s | × CTranslate2 float32 | BLEU |")
     click.echo("|---|---|---|---|---|")
     for s in systems:
         speed = statistics.median(s.speeds)
+        ratio = f"{paired_ratio(s, ct2_float32):.2f}" if ct2_float32 else "-"
         click.echo(f"| {s.name} | {statistics.median(s.startups):.2f} | {speed:.1f} | "
-                   f"{paired_ratio(s, ct2_float32):.2f} | {bleu(s.output, refs)} |")
+                   f"{ratio} | {bleu(s.output, refs)} |")
     if scheme_models:
         click.echo("| scheme model | decoding sentences/s | × abs |")
         click.echo("|---|---|---|")

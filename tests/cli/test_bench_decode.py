@@ -26,7 +26,8 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
         "--trees", str(random_trees(prepared, tmp_path / "test.en.conllu"))])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert re.search(r"8 lines, beam 4, 1 threads, 1 rounds; load average [\d.]+ ", out)
+    assert re.search(r"8 lines, beam 4, 1 threads, 1 rounds, max tokens 4000, device cpu; load average [\d.]+ ",
+                     out)
     assert re.search(r'python -c "import torch": [\d.]+ s', out)
     assert "CPU flags: " in out
     rows = {m[0]: m[1:] for m in re.findall(
@@ -66,6 +67,7 @@ def test_grafted_model_keeps_every_abs_weight(tiny_model, tiny_bpe, tmp_path):
 
     from depnmt.checkpoint import load_checkpoint
     from depnmt.modeldir import default_checkpoint
+    from depnmt.parse import read_conllu
     bench = load_script("decode")
     model, cfg = bench.grafted_model(tiny_model, "abs+dep+rel", [], {})
     assert [e["name"] for e in cfg.schemes] == ["abs", "dep", "rel"]
@@ -80,6 +82,26 @@ def test_grafted_model_keeps_every_abs_weight(tiny_model, tiny_bpe, tmp_path):
     assert len(head) == 1 and torch.equal(own[head[0]],           # layer 1's head 0
                                           state["decoder.0.self_attn.q_proj.weight"][:d_k])
     prepared = tiny_bpe.parent / "prepare"
+    trees = list(read_conllu(random_trees(prepared, tmp_path / "test.en.conllu")))
+    for scheme in ("abs", "abs+rel"):         # the graft batches as the abs model: same steps
+        tr = bench.grafted_translator(tiny_model, scheme, trees, {"beam": 4}, {}, "cpu", 123)
+        assert (tr.max_tokens, tr.batch_size, tr.search_cfg.beam) == (123, 0, 4)
     no_trees = CliRunner().invoke(bench.main, ["-m", str(tiny_model), "-i",
                                                str(prepared / "test.raw.en"), "--scheme", "abs+rel"])
     assert no_trees.exit_code == 2 and "--scheme needs --trees" in no_trees.output
+
+
+def test_ctranslate2_joins_only_where_it_runs(monkeypatch):
+    """CPU: wherever it is installed; a GPU: only where its CUDA build sees one (else the bench
+    reports depnmt's rows alone, with no ratio to it)."""
+    import sys
+    import types
+    bench = load_script("decode")
+    monkeypatch.setitem(sys.modules, "ctranslate2",
+                        types.SimpleNamespace(get_cuda_device_count=lambda: 0))
+    assert bench.ct2_on("cpu") and not bench.ct2_on("cuda")
+    monkeypatch.setitem(sys.modules, "ctranslate2",
+                        types.SimpleNamespace(get_cuda_device_count=lambda: 1))
+    assert bench.ct2_on("cuda:0")
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)        # not installed
+    assert not bench.ct2_on("cpu")
