@@ -2,8 +2,9 @@
 
 One command: depnmt's own beam search (``--precision fp32``, ``auto`` and ``auto`` with
 ``--quantize int8``) and the model's CTranslate2 export (``float32`` and ``int8``; made with
-``depnmt export`` unless ``--ct2`` names one) translate the same raw lines with the same search (CTranslate2's rules: ``--length-penalty
-power --at-limit cut``, under which the outputs are the same), batches and threads. Reported,
+``depnmt export`` unless ``--ct2`` names one) translate the same raw lines with the same
+search (CTranslate2's rules: ``--length-penalty power --at-limit cut``, under which the outputs
+are the same), batches and threads. Reported,
 each the median over ``--rounds`` rounds that alternate the systems (A B C D, B C D A, ...), so
 that a change of the machine's load hits every system alike; a ratio to CTranslate2 is the
 median over rounds of the two systems' speed ratio in the same round. Scheme ratios are
@@ -28,7 +29,10 @@ median over rounds is reported):
   scaled head, ``structural``'s depth encoding) they differ, which is why each row also gives
   the mean output length against abs and the share of lines whose output is abs's.
 
-The load average and the CPU's vector flags are printed with the numbers.
+The load average and the CPU's vector flags are printed with the numbers. ``--device cuda``
+runs depnmt's systems on the GPU (fp32 and auto; int8 is CPU-only) and CTranslate2's only
+where its CUDA build sees the GPU (else their rows are left out and the ratio column reads
+"-"); ``--max-tokens`` is depnmt's batch bound (``translate --max-tokens``), grafts included.
 
     python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \\
         -r work/multi30k-en-de/prepare/test.raw.de --threads 2 --rounds 3
