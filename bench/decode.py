@@ -4,7 +4,8 @@ One command: depnmt's own beam search (``--precision fp32``, ``auto`` and ``auto
 ``--quantize int8``) and the model's CTranslate2 export (``float32`` and ``int8``; made with
 ``depnmt export`` unless ``--ct2`` names one) translate the same raw lines with the same
 search (CTranslate2's rules: ``--length-penalty power --at-limit cut``, under which the outputs
-are the same), batches and threads. Reported,
+are the same), batches and threads, each decoder in its own process (in one process with
+torch, CTranslate2 ran at about half its speed). Reported,
 each the median over ``--rounds`` rounds that alternate the systems (A B C D, B C D A, ...), so
 that a change of the machine's load hits every system alike; a ratio to CTranslate2 is the
 median over rounds of the two systems' speed ratio in the same round. Scheme ratios are
@@ -44,6 +45,7 @@ where its CUDA build sees the GPU (else their rows are left out and the ratio co
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -285,17 +287,47 @@ def timed(system: System, runner: Callable, lines: list[str]) -> float:
     return seconds
 
 
-def run_rounds(systems: list[System], runners: dict, lines: list[str], rounds: int,
+def worker_timed(system: System, command: list[str], lines: list[str], threads: int) -> float:
+    """Seconds ``system`` takes to translate ``lines`` in a fresh process of this script
+    (``command`` + ``--worker NAME``: loaded and warmed up there, then one pass timed), its
+    speed and first output kept. Each decoder runs alone in its process: CTranslate2's and
+    torch's thread pools in one process slowed CTranslate2 to about half its speed."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "DEPNMT_NO_PROGRESS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        done = subprocess.run([sys.executable, __file__, *command, "--worker", system.name,
+                               "--worker-out", str(out)], capture_output=True, text=True,
+                              env=env)
+        if done.returncode:
+            raise click.ClickException(f"{system.name}: {done.stderr.strip()}")
+        result = json.loads(out.read_text(encoding="utf-8"))
+    system.speeds.append(len(lines) / result["seconds"])
+    system.output = system.output or result["output"]
+    return result["seconds"]
+
+
+def run_worker(system: System, lines: list[str], out: Path) -> None:
+    """``--worker``: load ``system``, warm it up, time one pass over ``lines``; write
+    ``{"seconds", "output"}`` to ``out``."""
+    runner = system.load()
+    runner(lines[:8])
+    start = time.perf_counter()
+    output = [str(o) for o in runner(lines)]
+    seconds = time.perf_counter() - start
+    out.write_text(json.dumps({"seconds": seconds, "output": output}), encoding="utf-8")
+
+
+def run_rounds(systems: list[System], command: list[str], lines: list[str], rounds: int,
                threads: int) -> list[float]:
-    """Time the systems in rotated order each round (start-up first where it has one); returns
-    the seconds of ``python -c "import torch"`` timed at the start of each round."""
+    """Time the systems, each in its own process (:func:`worker_timed`), in rotated order each
+    round (start-up first); returns the seconds of ``python -c "import torch"`` timed at the
+    start of each round."""
     torch_imports = []
     for r in range(rounds):
         torch_imports.append(process_seconds(TORCH_IMPORT, threads))
         for s in rotated(systems, r):
-            if s.startup_args:
-                s.startups.append(startup_seconds(s.startup_args, threads))
-            timed(s, runners[id(s)], lines)
+            s.startups.append(startup_seconds(s.startup_args, threads))
+            worker_timed(s, command, lines, threads)
     return torch_imports
 
 
@@ -351,8 +383,11 @@ def export_model(model: Path, out: Path) -> Path:
               help="cpu or cuda[:N]: depnmt's systems (and CTranslate2's, where its CUDA build "
                    "is installed) decode there; int8 is CPU-only")
 @click.option("--tiny", is_flag=True, help="8 lines, one round: a smoke test of the bench")
+@click.option("--worker", hidden=True, help="time this one system here (run_rounds)")
+@click.option("--worker-out", type=click.Path(path_type=Path), hidden=True)
 def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme_options,
-         trees_path, lines, rounds, threads, beam, max_tokens, device, tiny):
+         trees_path, lines, rounds, threads, beam, max_tokens, device, tiny, worker,
+         worker_out):
     import torch
     if grafts and trees_path is None:
         raise click.UsageError("--scheme needs --trees (the input's CoNLL-U)")
@@ -377,6 +412,11 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
             ct2_float32 = ct2_system(export, "float32", search, threads, device)
             systems += [ct2_float32, ct2_system(export, "int8" if cpu else "float16", search,
                                                 threads, device)]
+        if worker:
+            return run_worker(next(s for s in systems if s.name == worker), src, worker_out)
+        command = ["-m", str(model_dir), "-i", str(input_path), "--lines", str(len(src)),
+                   "--threads", str(threads), "--beam", str(beam), "--max-tokens",
+                   str(max_tokens), "--device", device] + (["--ct2", str(export)] if ct2 else [])
         schemes = [examples_system(m, src, search, device, max_tokens)
                    for m in (model_dir, *scheme_models)]
         grafted = []
@@ -387,8 +427,8 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
             grafted = [grafted_system(model_dir, g, trees, search, options, device,
                                       max_tokens)
                        for g in ("abs", *grafts)]
-        runners = load_all(systems + (schemes if scheme_models else []) + grafted, src)
-        torch_imports = run_rounds(systems, runners, src, rounds, threads)
+        runners = load_all((schemes if scheme_models else []) + grafted, src)
+        torch_imports = run_rounds(systems, command, src, rounds, threads)
         for group in (schemes if scheme_models else [], grafted):
             if group:
                 run_bracketed(group[0], group[1:], runners, src, rounds)
@@ -398,13 +438,15 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU flags: {cpu_flags()}; "
                f"python -c \"import torch\": {statistics.median(torch_imports):.2f} s"
                + ("" if ct2 else "; CTranslate2: not installed for this device"))
-    click.echo("| system | start-up s | steady sentences/s | × CTranslate2 float32 | BLEU |")
-    click.echo("|---|---|---|---|---|")
+    click.echo("| system | start-up s | steady sentences/s | × CTranslate2 float32 | BLEU | "
+               "sentences/s, each round |")
+    click.echo("|---|---|---|---|---|---|")
     for s in systems:
         speed = statistics.median(s.speeds)
         ratio = f"{paired_ratio(s, ct2_float32):.2f}" if ct2_float32 else "-"
         click.echo(f"| {s.name} | {statistics.median(s.startups):.2f} | {speed:.1f} | "
-                   f"{ratio} | {bleu(s.output, refs)} |")
+                   f"{ratio} | {bleu(s.output, refs)} | "
+                   f"{' '.join(f'{x:.1f}' for x in s.speeds)} |")
     if scheme_models:
         click.echo("| scheme model | decoding sentences/s | × abs |")
         click.echo("|---|---|---|")
