@@ -88,8 +88,9 @@ class Translator:
         ``last``, ``stepN``, an average's name) or a ``.pt`` file (default: best, else last);
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
         ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens`` and
-        ``batch_size`` bound a batch; ``search``: the default search options of :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``,
-        ``at_limit``, ``length_penalty``; default: the model's)."""
+        ``batch_size`` bound a batch; ``search``: the default search options of
+        :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``, ``at_limit``,
+        ``length_penalty``; default: the model's)."""
         from .modeldir import named_checkpoint
         from .translate import Translator as ModelTranslator
         model_dir = Path(model_dir)
