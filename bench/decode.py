@@ -33,7 +33,8 @@ median over rounds is reported):
 The load average and the CPU's vector flags are printed with the numbers. ``--device cuda``
 runs depnmt's systems on the GPU (fp32 and auto; int8 is CPU-only) and CTranslate2's only
 where its CUDA build sees the GPU (else their rows are left out and the ratio column reads
-"-"); ``--max-tokens`` is depnmt's batch bound (``translate --max-tokens``), grafts included.
+"-"); ``--max-tokens`` is the batch bound (``translate --max-tokens``) of every system, the
+exports' and the grafts' included.
 
     python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \\
         -r work/multi30k-en-de/prepare/test.raw.de --threads 2 --rounds 3
@@ -120,7 +121,7 @@ class System:
 
 
 def depnmt_system(model: Path, precision: str, search: dict, quantize: str = "none",
-                  device: str = "cpu", max_tokens: int = 4000) -> System:
+                  device: str = "cpu", max_tokens: int = 8000) -> System:
     def load():
         from depnmt.translate import Translator
         tr = Translator.from_model_dir(model, None, device, precision, quantize=quantize,
@@ -133,11 +134,11 @@ def depnmt_system(model: Path, precision: str, search: dict, quantize: str = "no
 
 
 def ct2_system(export: Path, compute_type: str, search: dict, threads: int,
-               device: str = "cpu") -> System:
+               device: str = "cpu", max_tokens: int = 8000) -> System:
     def load():
         from depnmt.ct2translate import CT2Translator
         tr = CT2Translator.from_dir(export, device, threads, compute_type=compute_type,
-                                    **search)
+                                    max_tokens=max_tokens, **search)
         return lambda lines: list(tr.translate_lines(lines))
     return System(f"CTranslate2 {compute_type}", ["--ct2", str(export), "--device", device,
                                                  "--threads", str(threads)], load)
@@ -153,7 +154,7 @@ def ct2_on(device: str) -> bool:
 
 
 def examples_system(model: Path, lines: list[str], search: dict, device: str = "cpu",
-                    max_tokens: int = 4000) -> System:
+                    max_tokens: int = 8000) -> System:
     """Decoding only (examples prepared, parsed included, before timing): for scheme ratios."""
     def load():
         from depnmt.translate import Translator
@@ -209,7 +210,7 @@ def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
 
 
 def grafted_translator(model_dir: Path, scheme: str, trees: list, search: dict,
-                       options: dict, device: str = "cpu", max_tokens: int = 4000):
+                       options: dict, device: str = "cpu", max_tokens: int = 8000):
     """A Translator of the abs model grafted into ``scheme`` (:func:`grafted_model`; ``abs``:
     the model itself) on ``device``, batching as the abs model's (``max_tokens``)."""
     from depnmt.translate import Translator
@@ -225,7 +226,7 @@ def grafted_translator(model_dir: Path, scheme: str, trees: list, search: dict,
 
 
 def grafted_system(model_dir: Path, scheme: str, trees: list, search: dict,
-                   options: dict, device: str = "cpu", max_tokens: int = 4000) -> System:
+                   options: dict, device: str = "cpu", max_tokens: int = 8000) -> System:
     """Decoding only of ``trees``' words by :func:`grafted_translator`, features computed
     before timing."""
     def load():
@@ -377,8 +378,9 @@ def export_model(model: Path, out: Path) -> Path:
 @click.option("--threads", type=int, default=2, show_default=True,
               help="torch threads = CTranslate2 intra_threads")
 @click.option("--beam", type=int, default=4, show_default=True)
-@click.option("--max-tokens", type=int, default=4000, show_default=True,
-              help="depnmt's batch bound, source subwords x beam (translate --max-tokens)")
+@click.option("--max-tokens", type=int, default=8000, show_default=True,
+              help="the batch bound of every system, source subwords x beam "
+                   "(translate --max-tokens)")
 @click.option("--device", default="cpu", show_default=True,
               help="cpu or cuda[:N]: depnmt's systems (and CTranslate2's, where its CUDA build "
                    "is installed) decode there; int8 is CPU-only")
@@ -409,9 +411,9 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
         ct2_float32 = None                                                # the ratios' base
         if ct2:
             export = ct2_dir or export_model(model_dir, Path(tmp) / "ct2")
-            ct2_float32 = ct2_system(export, "float32", search, threads, device)
+            ct2_float32 = ct2_system(export, "float32", search, threads, device, max_tokens)
             systems += [ct2_float32, ct2_system(export, "int8" if cpu else "float16", search,
-                                                threads, device)]
+                                                threads, device, max_tokens)]
         if worker:
             return run_worker(next(s for s in systems if s.name == worker), src, worker_out)
         command = ["-m", str(model_dir), "-i", str(input_path), "--lines", str(len(src)),

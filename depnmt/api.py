@@ -81,7 +81,7 @@ class Translator:
 
     @classmethod
     def load(cls, model_dir: str | Path, checkpoint: str | Path | None = None,
-             device: str = "auto", precision: str = "auto", max_tokens: int = 4000,
+             device: str = "auto", precision: str = "auto", max_tokens: int = 8000,
              batch_size: int = 0, quantize: str = "none", **search: Any) -> "Translator":
         """Load ``model_dir`` (written by ``depnmt train``), as ``depnmt translate`` does with
         the same options: ``checkpoint`` a name in ``MODEL_DIR/checkpoints`` (``best``,

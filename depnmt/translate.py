@@ -28,6 +28,7 @@ from .data import Example, add_features, collate, encode_source, pad_2d
 from .device import autocast, resolve_device, train_precision
 from .errors import DepnmtError
 from .log import warn
+from .model.packed import pack_linears
 from .model.quantize import QUANTIZATIONS, check_int8, quantize_int8
 from .model.schemes import Extras
 from .model.transformer import ModelConfig, TransformerNMT
@@ -38,7 +39,7 @@ from .trees import truncate_tree
 from .vocab import BOS, EOS, Vocab
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
-MAX_TOKENS = 4000    # default bound of a batch: source subwords (padded) × beam
+MAX_TOKENS = 8000    # default bound of a batch: source subwords (padded) × beam
 
 
 class Translation(NamedTuple):
@@ -61,10 +62,15 @@ class Translator:
                  segmenter: Segmenter | None, device: torch.device, search_cfg: SearchConfig,
                  max_tokens: int = MAX_TOKENS, amp: torch.dtype | None = None,
                  batch_size: int = 0):
-        """``max_tokens``, ``batch_size``: how sentences are batched (:func:`length_batches`)."""
+        """``max_tokens``, ``batch_size``: how sentences are batched (:func:`length_batches`).
+        The Translator decodes with ``model`` from then on: in eval mode and, on the CPU, with
+        its linear layers' weights packed (:func:`~depnmt.model.packed.pack_linears`: the same
+        parameters and state dict)."""
         from .tokenize import make_tokenizer
         check_batching(max_tokens, batch_size)
         self.model, self.config = model.eval(), config
+        if device.type == "cpu":        # decoding from now on: weights packed once (CPU only)
+            pack_linears(model)
         self.src_vocab, self.tgt_vocab, self.segmenter = src_vocab, tgt_vocab, segmenter
         self.device, self.search_cfg, self.max_tokens = device, search_cfg, max_tokens
         self.batch_size = batch_size

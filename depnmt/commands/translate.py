@@ -65,7 +65,7 @@ DEFAULT_MODEL_DIR = "model"
                    "scored (fairseq), cut = the best hypotheses end as they are (OpenNMT-py, "
                    "CTranslate2; what --ct2 always does)",
               show_default="the model's, else eos")
-@click.option("--max-tokens", type=POSITIVE, default=4000,
+@click.option("--max-tokens", type=POSITIVE, default=8000,
               help="sentences of similar length are decoded together in batches of at most this "
                    "many source subwords × beam (padding included; a longer sentence is decoded "
                    "alone): larger batches are faster and take more memory")

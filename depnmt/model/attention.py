@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .dropout import dropout
+from .packed import PackedWeights
 
 
 @dataclass
@@ -221,16 +222,17 @@ class MultiHeadAttention(nn.Module):
         """Keys and values ``[B, H, Tk, d_k]`` (cached by the decoder for incremental decoding)."""
         return self._split(self.k_proj(kv)), self._split(self.v_proj(kv))
 
-    def fused_qkv(self, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+    def fused_qkv(self, dtype: torch.dtype | None = None) -> PackedWeights:
         """``W^Q``, ``W^K``, ``W^V`` stacked ``[3D, D]`` with their biases ``[3D]``, in ``dtype``
-        (e.g. autocast's, so that no step casts them again): for :meth:`project_qkv`."""
-        return stacked_linears((self.q_proj, self.k_proj, self.v_proj), dtype)
+        (e.g. autocast's, so that no step casts them again) and packed for the CPU's kernels
+        (:mod:`~depnmt.model.packed`): for :meth:`project_qkv`."""
+        return PackedWeights(*stacked_linears((self.q_proj, self.k_proj, self.v_proj), dtype))
 
-    def project_qkv(self, x: Tensor, fused: tuple[Tensor, Tensor]) -> tuple[Tensor, ...]:
+    def project_qkv(self, x: Tensor, fused: PackedWeights) -> tuple[Tensor, ...]:
         """Queries, keys and values ``[B, H, T, d_k]`` of a self-attention over ``x [B, T, D]``
         by one matrix multiply with the :meth:`fused_qkv` weights (the values of the three
         projections: each output is the same dot product)."""
-        return tuple(self._split(t) for t in F.linear(x, *fused).chunk(3, dim=-1))
+        return tuple(self._split(t) for t in fused(x).chunk(3, dim=-1))
 
     def forward(self, query: Tensor, kv: Tensor | None = None, mask: Tensor | None = None,
                 terms: AttentionTerms | None = None,

@@ -21,6 +21,7 @@ from ..device import autocast_dtype
 from ..vocab import PAD
 from .attention import KeyValues, MultiHeadAttention
 from .dropout import Dropout
+from .packed import PackedWeights
 from .schemes import Extras, ModelDims, SchemeStack, build_schemes
 from .schemes.registry import upgrade_model_config
 from .schemes.base import masked_sum, positions
@@ -103,7 +104,7 @@ class LayerCache:
     self_attn: KeyValues | None = None
     heads: dict[int, KeyValues] = field(default_factory=dict)
     # the self-attention's fused W^Q/W^K/W^V (MultiHeadAttention.fused_qkv); None: three
-    qkv: tuple[Tensor, Tensor] | None = None
+    qkv: PackedWeights | None = None
 
     def select(self, index: Tensor) -> "LayerCache":
         """Rows (hypotheses) ``index`` of every tensor."""
@@ -156,7 +157,7 @@ class DecoderState:
 
     def __init__(self, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
                  dtype: torch.dtype | None = None,
-                 fused_qkv: list[tuple[Tensor, Tensor]] | None = None):
+                 fused_qkv: list[PackedWeights] | None = None):
         self.memory_kv = [(cached(k, dtype), cached(v, dtype)) for k, v in memory_kv]
         self.src_mask = src_mask
         self.caches = [LayerCache(dtype, qkv=qkv)

@@ -26,7 +26,7 @@ def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bp
         "--trees", str(random_trees(prepared, tmp_path / "test.en.conllu"))])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert re.search(r"8 lines, beam 4, 1 threads, 1 rounds, max tokens 4000, device cpu; "
+    assert re.search(r"8 lines, beam 4, 1 threads, 1 rounds, max tokens 8000, device cpu; "
                      r"load average [\d.]+ ", out)
     assert re.search(r'python -c "import torch": [\d.]+ s', out)
     assert "CPU flags: " in out

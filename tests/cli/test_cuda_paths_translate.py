@@ -81,12 +81,12 @@ def test_max_tokens_and_batch_size_bound_batches_not_output(tiny_model, tiny_bpe
     reference, _ = translate_recording_batches([*common, "--batch-size", "1"], capsys,
                                                monkeypatch)               # one at a time
     assert len(reference.splitlines()) == 30
-    for flags, most_tokens, most_sentences in (([], 4000, 30),
+    for flags, most_tokens, most_sentences in (([], 8000, 30),
                                                (["--max-tokens", "1"], 1, 30),
                                                (["--max-tokens", "100"], 100, 30),
                                                (["--max-tokens", "100000"], 100000, 30),
-                                               (["--batch-size", "4"], 4000, 4),
-                                               (["--batch-size", "0"], 4000, 30)):
+                                               (["--batch-size", "4"], 8000, 4),
+                                               (["--batch-size", "0"], 8000, 30)):
         out, batches = translate_recording_batches([*common, *flags], capsys, monkeypatch)
         assert out == reference, flags
         assert sum(n for n, _, _ in batches) == 30

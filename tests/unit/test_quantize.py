@@ -9,10 +9,9 @@ import torch
 
 from depnmt.errors import DepnmtError
 from depnmt.model.quantize import Int8Linear, check_int8, quantizable, quantize_int8
-from depnmt.model.schemes.registry import resolve, scheme_entries
-from depnmt.model.transformer import ModelConfig, TransformerNMT
+from depnmt.model.transformer import TransformerNMT
 from depnmt.search import SearchConfig, beam_search
-from depnmt.vocab import EOS, PAD
+from tests.tiny_models import padded_source, scheme_model
 
 pytestmark = pytest.mark.skipif(
     not {"x86", "fbgemm"} & set(torch.backends.quantized.supported_engines),
@@ -20,18 +19,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def model(scheme: str = "abs+rel+dbsa_dec") -> TransformerNMT:
-    torch.manual_seed(0)
-    cfg = ModelConfig(40, 50, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
-                      decoder_layers=2, dropout=0.0,
-                      schemes=scheme_entries(resolve(scheme), {"dbsa_dec_layer": 2}))
-    return TransformerNMT(cfg).eval()
+    return scheme_model(scheme)
 
 
 def source() -> torch.Tensor:
-    src = torch.randint(4, 40, (3, 7))
-    src[:, -1] = EOS
-    src[0, 4], src[0, 5:] = EOS, PAD
-    return src
+    return padded_source()
 
 
 def test_the_layers_decoding_calls_as_modules_become_int8():

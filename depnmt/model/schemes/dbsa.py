@@ -86,6 +86,7 @@ from ...device import autocast_dtype
 from ..attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
                          MultiHeadAttention, stacked_linears)
 from ..derived import Derived
+from ..packed import PackedWeights
 from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
 from .options import option
 from .registry import register
@@ -243,16 +244,16 @@ class ParseHead(nn.Module):
         self.u = nn.Parameter(torch.zeros(width))         # the plugin's init (bias_biaffine = 0)
         self._derived = Derived()                         # decoding: the stacked projections
 
-    def fused_qkv(self, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
+    def fused_qkv(self, dtype: torch.dtype | None) -> PackedWeights:
         """W^Qparse, W^Kparse, W^Vparse stacked ``[3·n·d_k, d]`` with their biases, in ``dtype``
-        (autocast's, so that no step casts them again; None: as they are): a decoding step of
-        the deep scorer projects its position by one matrix multiply (kept while the weights
-        are unchanged)."""
+        (autocast's, so that no step casts them again; None: as they are), packed for the CPU's
+        kernels: a decoding step of the deep scorer projects its position by one matrix
+        multiply (kept while the weights are unchanged)."""
         projs = (self.q_proj, self.k_proj, self.v_proj)
         return self._derived.get(("qkv", dtype), [t for p in projs for t in (p.weight, p.bias)],
-                                 lambda: stacked_linears(projs, dtype))
+                                 lambda: PackedWeights(*stacked_linears(projs, dtype)))
 
-    def step_weights(self, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
+    def step_weights(self, dtype: torch.dtype | None) -> PackedWeights:
         """The bi-affine scorer's map from a position's input ``x`` to all that a decoding step
         needs of it, ``[q / √d_k | kt_1 … kt_n | v | K u]``: one linear layer, weights
         ``[n·d_k + n·n·d_k + n·d_k + 1, d]`` with biases, in ``dtype`` (kept while the
@@ -263,7 +264,7 @@ class ParseHead(nn.Module):
         params = [self.u1, self.u] + [t for p in (self.q_proj, self.k_proj, self.v_proj)
                                       for t in (p.weight, p.bias)]
 
-        def build() -> tuple[Tensor, Tensor]:
+        def build() -> PackedWeights:
             with full_precision(self.u1.device):
                 scale, heads = math.sqrt(self.d_k), range(self.n_heads)
                 cols = [slice(h * self.d_k, (h + 1) * self.d_k) for h in heads]
@@ -273,7 +274,8 @@ class ParseHead(nn.Module):
                                     self.v_proj.weight, (self.u @ wk)[None]])
                 bias = torch.cat([self.q_proj.bias / scale, *(self.u1[:, c] @ bk[c] for c in cols),
                                   self.v_proj.bias, (self.u @ bk)[None]])
-            return (weight, bias) if dtype is None else (weight.to(dtype), bias.to(dtype))
+            return PackedWeights(*((weight, bias) if dtype is None
+                                   else (weight.to(dtype), bias.to(dtype))))
         return self._derived.get(("step", dtype), params, build)
 
     def step(self, x: Tensor, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
@@ -282,9 +284,9 @@ class ParseHead(nn.Module):
         one matrix multiply in ``dtype`` (the bi-affine scorer's :meth:`step_weights`; the
         deep scorer's :meth:`fused_qkv`, then its key terms)."""
         if self.deep:
-            q, k, v = F.linear(x, *self.fused_qkv(dtype)).chunk(3, dim=-1)
+            q, k, v = self.fused_qkv(dtype)(x).chunk(3, dim=-1)
             return F.leaky_relu(q.float()), ParseKeys.new_rows(self, k, v)
-        out = F.linear(x, *self.step_weights(dtype)).float()
+        out = self.step_weights(dtype)(x).float()
         width = self.n_heads * self.d_k
         return out[..., :width], out[..., width:]
 
