@@ -40,25 +40,32 @@ class Comparison:
     lang: str                        # target language (sacreBLEU's tokenizer follows it)
     baselines: tuple[str, ...]       # -b, in order (tokens/s ratios are to the first)
     runs_dirs: tuple[str, ...]       # -f, one folder per seed
+    options: tuple[str, ...] = ()    # other report options, e.g. --ref-from-tokens
 
     def argv(self, out: str = "results") -> list[str]:
-        """``depnmt report`` arguments writing ``OUT.md`` (and ``.json``, ``.png``)."""
-        args = ["depnmt", "report", "-r", self.ref, "-l", self.lang]
+        """``depnmt report`` arguments writing ``OUT.md`` (and ``.json``, ``.png``), with the
+        folders archived so far."""
+        args = ["depnmt", "report", "-r", self.ref, *self.options, "-l", self.lang]
         for b in self.baselines:
             args += ["-b", b]
-        for d in self.runs_dirs:
+        for d in self.archived_dirs() or self.runs_dirs:
             args += ["-f", d]
         return args + ["-o", out]
 
     def command(self) -> str:
         """The call as it is shown on the page: one ``-f`` per line."""
-        head = self.argv()[: 6 + 2 * len(self.baselines)]
-        lines = [shlex.join(head)] + [f"  -f {shlex.quote(d)}" for d in self.runs_dirs]
+        head = self.argv()[: 6 + len(self.options) + 2 * len(self.baselines)]
+        lines = [shlex.join(head)] + [f"  -f {shlex.quote(d)}"
+                                      for d in self.archived_dirs() or self.runs_dirs]
         return " \\\n".join(lines) + " -o results"
+
+    def archived_dirs(self) -> list[str]:
+        """The folders of ``runs_dirs`` with runs in the archive."""
+        return [d for d in self.runs_dirs if (REPO / d / "models").is_dir()]
 
     def archived(self) -> bool:
         """Whether at least one run of this comparison is in the archive."""
-        return any((REPO / d / "models").is_dir() for d in self.runs_dirs)
+        return bool(self.archived_dirs())
 
 
 MULTI30K = f"{ARCHIVE}/multi30k-en-de"
@@ -68,10 +75,12 @@ COMPARISONS = (
                ("abs", "rel", "pascal"),
                tuple(f"{MULTI30K}/{d}" for d in
                      ("compare-plateau", "compare-plateau-seed2", "compare-plateau-seed3"))),
-    Comparison("small-enja-ja-en-50000", "work/small-enja-ja-en-50000/prepare/test.raw.en", "en",
+    # the corpus's test.en is tokenized: the report makes prepare's references from it
+    Comparison("small-enja-ja-en-50000", "../shared/data/small_parallel_enja/test.en", "en",
                ("abs", "rel"),
                tuple(f"{ENJA}/{d}" for d in
-                     ("compare-plateau", "compare-plateau-seed2", "compare-plateau-seed3"))),
+                     ("bpe-run-plateau", "bpe-run-plateau-seed2", "bpe-run-plateau-seed3")),
+               ("--ref-from-tokens",)),
 )
 
 

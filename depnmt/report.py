@@ -16,6 +16,7 @@ difference the run count can resolve. Written as Markdown, JSON and a PNG by ``d
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
@@ -97,6 +98,32 @@ def runs_in_folders(folders: Sequence[Path]) -> list[System]:
     if not runs:
         raise DepnmtError(f"no finished runs in {', '.join(map(str, folders))}")
     return runs
+
+
+def references_from_tokens(runs: Sequence[System], refs: Sequence[Sequence[str]],
+                           names: Sequence[str]) -> list[list[str]]:
+    """Tokenized reference lines ``refs`` (of the files ``names``), each turned into the
+    reference ``prepare`` writes for it (``{split}.raw.{lang}``) by the runs' target tokenizer
+    (``config.json``): for a corpus distributed tokenized, such as small_parallel_enja, whose
+    own file then serves as the reference. The runs must share one target tokenizer."""
+    from .tokenize import make_tokenizer
+    configs = {json.dumps(read_config(r.model_dir)["tokenizers"]["tgt"], sort_keys=True): r
+               for r in runs}
+    if len(configs) > 1:
+        first, other = list(configs.values())[:2]
+        raise DepnmtError(f"--ref-from-tokens: {first.model_dir} and {other.model_dir} "
+                          f"tokenize their targets differently; report them separately")
+    tokenizer = make_tokenizer(json.loads(next(iter(configs))))
+    out = []
+    for lines, name in zip(refs, names):
+        made = []
+        for i, line in enumerate(lines, 1):
+            try:
+                made.append(tokenizer.process(line)[0])
+            except DepnmtError as err:
+                raise DepnmtError(f"{name}:{i}: {err}") from None
+        out.append(made)
+    return out
 
 
 def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:

@@ -29,6 +29,10 @@ from .options import SEED, deprecated_aliases
 @click.option("-b", "--baseline", "baselines", multiple=True,
               help="system NAME to test the others against with paired bootstrap (repeatable; "
                    "default: the first system); tokens/s ratios are to the first baseline")
+@click.option("--ref-from-tokens", is_flag=True,
+              help="the references are tokenized text (a corpus distributed tokenized, e.g. "
+                   "small_parallel_enja's test.en): each line becomes the reference prepare "
+                   "wrote for it, by the runs' target tokenizer")
 @click.option("--tokenize", type=click.Choice(TOKENIZERS), default=None,
               help="BLEU tokenizer [default: sacrebleu's default for --lang, else 13a]")
 @click.option("-l", "--lang", default=None, metavar="LANG", help="target language")
@@ -43,7 +47,8 @@ from .options import SEED, deprecated_aliases
                    "and 95 % intervals); all three are written in full before any is put in "
                    "place, OUT.json last")
 def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
-            folders: tuple[Path, ...], baselines: tuple[str, ...], tokenize: str | None,
+            folders: tuple[Path, ...], baselines: tuple[str, ...], ref_from_tokens: bool,
+            tokenize: str | None,
             lang: str | None, n_samples: int, shuffles: int, seed: int,
             prefix: Path | None) -> None:
     """Results table of trained systems, each trained once or several times (runs, e.g.
@@ -59,13 +64,16 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     """
     from ..errors import DepnmtError
     from ..log import info
-    from ..report import System, markdown, plot, results, runs_in_folders, write_together
+    from ..report import (System, markdown, plot, references_from_tokens, results,
+                          runs_in_folders, write_together)
     from ..textio import read_lines, write_stdout
 
     runs = [System(*s) for s in systems] + (runs_in_folders(folders) if folders else [])
     if not runs:
         raise DepnmtError("no systems: give -s NAME MODEL_DIR HYP or -f RESULTS_DIR")
     ref_lines = [read_lines(path) for path in refs]
+    if ref_from_tokens:
+        ref_lines = references_from_tokens(runs, ref_lines, refs)
     chosen = list(baselines) or [runs[0].name]
     records = results(runs, ref_lines, refs, chosen, tokenize, lang, n_samples, seed, shuffles)
     table = markdown(records, chosen)

@@ -191,3 +191,43 @@ def test_report_adjusts_for_several_systems_and_states_the_noise(tiny_model, tin
     assert comparisons[0][3:6] == ["p AR", "Holm", "p boot"]
     assert f"sd {sd:.2f} BLEU (df 3)" in table
     assert f"±{sig.resolvable_difference(sd, 2):.2f} BLEU" in table
+
+
+def keep_tokenizer_model(tiny_model, folder):
+    """A copy of the tiny model whose target side was prepared from tokenized text (the keep
+    tokenizer, Moses detokenization), as for small_parallel_enja."""
+    import shutil
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["tokenizers"]["tgt"] = {"kind": "keep", "lang": "de", "lowercase": False,
+                                   "unicode": "NFC", "detok": "moses"}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def test_report_makes_references_from_a_tokenized_file(tiny_model, tiny_bpe, tmp_path, capsys):
+    """--ref-from-tokens: a corpus's tokenized test file becomes the references prepare wrote
+    (the runs' target tokenizer); without it the outputs are scored against the tokens (BLEU
+    without its own tokenization, which would hide the difference for most lines)."""
+    from depnmt.tokenize import make_tokenizer
+    moses = make_tokenizer({"kind": "moses", "lang": "de"})
+    raw = (tiny_bpe.parent / "prepare" / "test.raw.de").read_text(encoding="utf-8").splitlines()
+    lines = [line for line in raw if moses.detokenize(moses.tokenize(line)) == line
+             and moses.tokenize(line) != line.split()][:20]
+    assert len(lines) >= 5                    # lines whose tokens differ from their words
+    tokenized, hyp = tmp_path / "test.tok.de", tmp_path / "hyp.de"
+    tokenized.write_text("".join(" ".join(moses.tokenize(x)) + "\n" for x in lines), "utf-8")
+    hyp.write_text("".join(x + "\n" for x in lines), "utf-8")
+    model = keep_tokenizer_model(tiny_model, tmp_path / "keep-model")
+    bleu = {}
+    for flags in ([], ["--ref-from-tokens"]):
+        assert run_cli(["report", "-r", tokenized, *flags, "--tokenize", "none", "--bootstrap",
+                        "0", "--shuffles", "0", "-s", "abs", model, hyp]) == 0
+        bleu[bool(flags)] = float(rows(capsys.readouterr().out.splitlines(), 0)[2][11])
+    assert bleu[True] == 100.0 and bleu[False] < 90.0
+    other = tmp_path / "hyp2.de"
+    other.write_text(hyp.read_text(encoding="utf-8"), encoding="utf-8")
+    assert run_cli(["report", "-r", tokenized, "--ref-from-tokens", "-s", "abs", model, hyp,
+                    "-s", "abs", tiny_model, other]) == 2
+    err = capsys.readouterr().err
+    assert "tokenize their targets differently" in err and "Traceback" not in err
