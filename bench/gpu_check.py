@@ -76,6 +76,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -416,15 +417,46 @@ def torchrun_train(plan: Plan, data: Path, tag: str, flags: list[str]) -> tuple[
                "-m", "depnmt.cli", *args]
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    (plan.work / "ddp" / f"{tag}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or ["?"])[-1]
-        return f"exit {done.returncode}: {last[:140]}", False
+    log = plan.work / "ddp" / f"{tag}.log"
+    returncode, stderr = run_logged(command, env, log, DDP_TIMEOUT)
+    if returncode is None:
+        return (f"timed out after {DDP_TIMEOUT} s, workers killed; stderr's last lines: "
+                f"{last_lines(stderr)}; log {log}"), False
+    if returncode:
+        return f"exit {returncode}: {last_lines(stderr, 1)[:140]}", False
     loss, all_finite = final_loss(model_dir)
     start = next(r for r in map(json.loads, (model_dir / "metrics.jsonl").read_text(
         encoding="utf-8").splitlines()) if r.get("event") == "start")
     return f"loss {loss:.4f}, {start.get('processes')} process(es)", all_finite
+
+
+DDP_TIMEOUT = 600      # seconds a torchrun check may take
+
+
+def run_logged(command: list[str], env: dict, log: Path,
+               timeout: float) -> tuple[int | None, str]:
+    """Run ``command`` in a session of its own, its stdout and stderr written to ``log``;
+    (exit status, stderr), the status None when it ran past ``timeout`` seconds: then the
+    whole session (torchrun's workers too) is killed first, and what it wrote so far is kept,
+    so that a hang shows where it hung."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        status: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        status = None
+    log.write_text(out + err, encoding="utf-8")
+    return status, err
+
+
+def last_lines(text: str, n: int = 3) -> str:
+    """The last ``n`` non-blank lines of ``text``, joined by " | " (at most 400 characters)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()][-n:]
+    return (" | ".join(lines) or "?")[-400:]
 
 
 def free_port() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,38 @@ def test_gradient_error_floors_gradients_that_are_zero_but_for_rounding():
     wrong = {**noise, "small": ref["small"] * 1.01}
     assert check.gradient_errors(ref, wrong)["small"] > check.GRAD_TOL
     assert "missing" not in check.gradient_errors(ref, {**noise, "missing": None})
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_hung_torchrun_is_killed_with_its_workers_and_its_stderr_kept(tmp_path):
+    """A run past its time limit: the whole session (here a launcher and the worker it
+    started) killed, what it wrote to stderr kept in the log and returned (the row names the
+    last lines), no exception."""
+    import os
+    check = load_check()
+    launcher = ("import subprocess, sys, time\n"
+                "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+                "print('worker', w.pid, file=sys.stderr, flush=True)\n"
+                "print('waiting for rendezvous', file=sys.stderr, flush=True)\n"
+                "time.sleep(120)\n")
+    log = tmp_path / "ddp.log"
+    status, err = check.run_logged([sys.executable, "-c", launcher], dict(os.environ), log, 3)
+    assert status is None and "waiting for rendezvous" in log.read_text()
+    assert check.last_lines(err).endswith("waiting for rendezvous")
+    worker = int(err.split()[1])
+    for _ in range(50):                                 # killed: gone, or a zombie until reaped
+        if not running(worker):
+            break
+        time.sleep(0.1)
+    assert not running(worker)
+    status, err = check.run_logged([sys.executable, "-c", "import sys; sys.exit(3)"],
+                                   dict(os.environ), log, 30)
+    assert status == 3
