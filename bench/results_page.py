@@ -45,23 +45,25 @@ class Comparison:
     def argv(self, out: str = "results") -> list[str]:
         """``depnmt report`` arguments writing ``OUT.md`` (and ``.json``, ``.png``), with the
         folders archived so far."""
-        args = ["depnmt", "report", "-r", self.ref, *self.options, "-l", self.lang]
-        for b in self.baselines:
-            args += ["-b", b]
-        for d in self.archived_dirs() or self.runs_dirs:
-            args += ["-f", d]
-        return args + ["-o", out]
+        return [*self.head(), *(a for d in self.report_dirs() for a in ("-f", d)), "-o", out]
+
+    def head(self) -> list[str]:
+        """The arguments before the ``-f`` folders."""
+        return ["depnmt", "report", "-r", self.ref, *self.options, "-l", self.lang,
+                *(a for b in self.baselines for a in ("-b", b))]
 
     def command(self) -> str:
         """The call as it is shown on the page: one ``-f`` per line."""
-        head = self.argv()[: 6 + len(self.options) + 2 * len(self.baselines)]
-        lines = [shlex.join(head)] + [f"  -f {shlex.quote(d)}"
-                                      for d in self.archived_dirs() or self.runs_dirs]
+        lines = [shlex.join(self.head())] + [f"  -f {shlex.quote(d)}" for d in self.report_dirs()]
         return " \\\n".join(lines) + " -o results"
 
     def archived_dirs(self) -> list[str]:
         """The folders of ``runs_dirs`` with runs in the archive."""
         return [d for d in self.runs_dirs if (REPO / d / "models").is_dir()]
+
+    def report_dirs(self) -> list[str]:
+        """The folders the report reads: the archived ones (all, before any is)."""
+        return self.archived_dirs() or list(self.runs_dirs)
 
     def archived(self) -> bool:
         """Whether at least one run of this comparison is in the archive."""

@@ -4,12 +4,12 @@
 call. A search calls every layer once a step with ``n·K`` rows (a few hundred at most), and
 there oneDNN's product with the weight packed beforehand into its own layout
 (``torch.ops.mkldnn._reorder_linear_weight`` and ``_linear_pointwise``, the kernels
-``torch.compile`` emits for frozen CPU models) is faster: on the quickstart model, 1.1–1.3×
-for bf16 layers and 1.3–2.1× for the bf16 output projection onto the vocabulary, 1.6–3.2× for
-that projection in fp32, while the BLAS stays as fast or faster for fp32's smaller layers
-(:func:`packs`); a whole search 1.03–1.06× (bf16) and 1.14–1.19× (fp32) as fast, with the
-same translations (docs/performance.md, "Packed weights"). bf16 products are the same bit for
-bit; fp32 sums are rounded in another order.
+``torch.compile`` emits for frozen CPU models) is mostly faster: on the quickstart model,
+0.9–1.3× for bf16 layers (slower only at 4 rows) and 1.2–2.1× for the bf16 output projection
+onto the vocabulary, 1.7–3.3× for that projection in fp32, while the BLAS stays as fast or
+faster for fp32's smaller layers (:func:`packs`); a whole search 1.03–1.07× (bf16) and
+1.14–1.21× (fp32) as fast, with the same translations (docs/performance.md, "Packed
+weights"). bf16 products are the same bit for bit; fp32 sums are rounded in another order.
 
 :class:`PackedWeights` is one such map (``[..., in] -> [..., out]``); :class:`PackedLinear`
 an ``nn.Linear`` that decodes through it, with the same parameters and state dict.
