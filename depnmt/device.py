@@ -141,3 +141,21 @@ def bound_onednn_cache(capacity: int = ONEDNN_CACHE_CAPACITY) -> None:
     variable once, when the process creates its first primitive: call this before any
     computation (``depnmt train`` does)."""
     os.environ.setdefault(ONEDNN_CACHE_VAR, str(capacity))
+
+
+# Attention kernels a search may use on a GPU: every fused SDPA backend but cuDNN's, which
+# builds an execution plan for each new shape, and a search's shapes change at every step (the
+# keys grow by one, sentences leave the batch).
+SEARCH_SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
+
+
+def search_attention(device: torch.device):
+    """A context for decoding on ``device``: on CUDA, scaled dot-product attention restricted to
+    :data:`SEARCH_SDPA_BACKENDS` (where this torch can restrict it); elsewhere a no-op."""
+    if device.type != "cuda" or not SEARCH_SDPA_BACKENDS:
+        return contextlib.nullcontext()
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:                 # torch < 2.3: no cuDNN backend to leave out
+        return contextlib.nullcontext()
+    return sdpa_kernel([getattr(SDPBackend, name) for name in SEARCH_SDPA_BACKENDS])

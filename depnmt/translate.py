@@ -25,7 +25,7 @@ import torch
 from .bpe import Segmenter
 from .checkpoint import load_checkpoint
 from .data import Example, add_features, collate, encode_source, pad_2d
-from .device import autocast, resolve_device, train_precision
+from .device import autocast, resolve_device, search_attention, train_precision
 from .errors import DepnmtError
 from .log import warn
 from .model.packed import pack_linears
@@ -208,7 +208,7 @@ class Translator:
     def _search(self, batch, extras: Extras | None, nbest: int) -> tuple[list[list[int]], list]:
         """Search ``batch``: each sentence's best hypothesis (target ids) and its result, the
         text or (``nbest`` ≥ 1) the n-best list of :class:`Translation`."""
-        with autocast(self.device, self.amp):
+        with autocast(self.device, self.amp), search_attention(self.device):
             if not nbest:
                 hyps = search(self.model, batch.src, batch.src_feats, self.search_cfg, extras)
                 return hyps, [self.to_text(ids) for ids in hyps]

@@ -1,13 +1,18 @@
 """What the tests and `translate` do where a GPU is present: the fixtures stay on the CPU (exact
 outputs hold only there), `translate --max-tokens/--batch-size` bound the batches (the tiny
-model's fp32 translations stay the same), and `translate --help` says what is deterministic."""
+model's fp32 translations stay the same), `translate --help` says what is deterministic, and
+the search runs inside :func:`depnmt.device.search_attention` (no cuDNN attention on a GPU)."""
 
 from __future__ import annotations
+
+import contextlib
 
 import click
 import pytest
 import torch
 
+import depnmt
+import depnmt.translate
 from depnmt.cli import cli
 
 from .conftest import CPU, TINY_MODEL, on_cpu, run_cli, takes_device
@@ -151,3 +156,28 @@ def test_translate_help_promises_exact_output_only_where_it_holds():
     assert "fp32 on the CPU repeats its output exactly on one machine with the same torch " \
            "version, threads and batching" in precision
     assert "on CUDA two runs can also differ" in precision
+
+
+def test_the_search_runs_inside_search_attention(tiny_model, monkeypatch):
+    devices, inside = [], []
+
+    @contextlib.contextmanager
+    def recorder(device):
+        devices.append(device)
+        inside.append(True)
+        yield
+        inside.pop()
+
+    def searched(real):
+        def spy(*args, **kwargs):
+            assert inside, "searched outside search_attention"
+            return real(*args, **kwargs)
+        return spy
+
+    monkeypatch.setattr(depnmt.translate, "search_attention", recorder)
+    for name in ("search", "search_nbest"):
+        monkeypatch.setattr(depnmt.translate, name, searched(getattr(depnmt.translate, name)))
+    translator = depnmt.Translator.load(tiny_model, device="cpu")
+    assert len(translator.translate(["A man rides a bike.", "Two dogs play."])) == 2
+    assert len(translator.translate(["Two dogs play."], nbest=2)[0]) == 2
+    assert devices and {d.type for d in devices} == {"cpu"} and not inside

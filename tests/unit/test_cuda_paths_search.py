@@ -153,3 +153,16 @@ def test_search_creates_its_tensors_on_the_source_device(schemes):
         beam_search(model, src, {}, CONFIGS[1])
         greedy_search(model, src, {}, SearchConfig(beam=1))
     assert mode.calls == []
+
+
+def test_search_attention_leaves_out_cudnn_on_cuda_only():
+    from depnmt.device import search_attention
+    flags = torch.backends.cuda
+    enabled = lambda: (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled(),  # noqa: E731
+                       flags.mem_efficient_sdp_enabled(), flags.math_sdp_enabled())
+    before = enabled()
+    with search_attention(torch.device("cpu")):
+        assert enabled() == before
+    with search_attention(torch.device("cuda", 0)):     # only flags: no GPU needed
+        assert enabled() == (False, True, True, True)
+    assert enabled() == before
