@@ -4,7 +4,8 @@ A *system* is a name with one or more *runs* (a model directory and its test hyp
 one system differ by seed). Per system: its scheme and parameters; the mean ± sd of BLEU and chrF
 over its runs and every run's value; from ``metrics.jsonl``, the mean dev loss, updates and
 epochs at the selected checkpoint (the last validation marked best by ``--early-stop-metric``),
-training time and target tokens/s. Per system and baseline: the mean difference of BLEU and chrF
+training time and target tokens/s; for systems with DBSA's parse heads, their dev UAS at the
+last validation. Per system and baseline: the mean difference of BLEU and chrF
 with Welch's 95 % interval, the p-value of approximate randomization stratified over runs
 (Clark et al. 2011, :mod:`depnmt.significance`) and the paired bootstrap's (Koehn 2004,
 :mod:`depnmt.score`) on the pooled runs (each sentence's statistics summed over the runs; with one
@@ -32,6 +33,10 @@ from .modeldir import read_config, read_metrics
 from .textio import atomic_open, read_lines
 
 METRICS = ("bleu", "chrf")
+# DBSA's parse heads against the dev set's trees (train's metrics; depnmt.model.schemes.dbsa):
+# the source words, all target words, the target words whose head is not in the future
+UAS = {"dev_uas_enc": "dev UAS enc", "dev_uas_dec": "dev UAS dec",
+       "dev_uas_dec_visible": "dev UAS dec (visible heads)"}
 
 
 @dataclass
@@ -156,6 +161,9 @@ def system_record(name: str, runs: Sequence[dict]) -> dict:
     for key in ("selected_dev_nll", "selected_step", "selected_epoch", "train_seconds",
                 "tgt_tokens_per_s", "load"):
         record[f"{key}_mean"] = _mean([r[key] for r in runs])
+    for key in UAS:                     # DBSA: where every run logged it
+        if all(key in r for r in runs):
+            record[f"{key}_mean"], record[f"{key}_sd"] = sig.mean_sd([r[key] for r in runs])
     record["runs"] = list(runs)
     return record
 
@@ -274,9 +282,28 @@ def _table(head: list[str], rows: list[list[str]], text_columns: int) -> list[st
     return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
 
+def uas_table(records: Sequence[dict]) -> list[str]:
+    """The dev UAS of the systems with DBSA's parse heads (mean ± sd over runs, each run's),
+    as Markdown lines after a blank one; none when no system has them."""
+    keys = [k for k in UAS if any(f"{k}_mean" in r for r in records)]
+    rows = [[r["system"], str(r["n_runs"])]
+            + [_mean_sd(r, k) + (" (" + ", ".join(f"{run[k]:.2f}" for run in r["runs"]) + ")"
+                                 if r["n_runs"] > 1 else "")
+               if f"{k}_mean" in r else "-" for k in keys]
+            for r in records if any(f"{k}_mean" in r for k in keys)]
+    if not rows:
+        return []
+    return ["", *_table(["system", "runs", *(UAS[k] for k in keys)], rows, 2), "",
+            "Dev UAS: the argmax heads of DBSA's parse heads against the dev set's trees (those "
+            "given to `train`), in %, at each run's last validation: mean ± sd (each run); "
+            "enc: source words; dec: all target words; visible heads: the target words whose "
+            "head is not in the future."]
+
+
 def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
     """Two tables: the systems (mean ± sd over runs, every run's BLEU, the selected
-    checkpoints), then every system against every baseline (Δ mean [95 % interval], p-values)."""
+    checkpoints), then every system against every baseline (Δ mean [95 % interval], p-values);
+    below them the noise and, for DBSA systems, the dev UAS (:func:`uas_table`)."""
     head = ["system", "scheme", "runs", "params (M)", "updates*", "epochs*", "dev loss*",
             "train min", "load", "tgt tok/s", f"× {baselines[0]}" if baselines else "× base",
             "BLEU", "chrF", "BLEU of each run"]
@@ -318,6 +345,7 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
     spread = noise(records)
     if spread:
         lines += ["", noise_sentence(spread)]
+    lines += uas_table(records)
     if records and records[0].get("signatures"):
         names = {"bleu": "BLEU", "chrf": "chrF"}
         lines += ["", "sacreBLEU signatures: " + "; ".join(

@@ -231,3 +231,41 @@ def test_report_makes_references_from_a_tokenized_file(tiny_model, tiny_bpe, tmp
                     "-s", "abs", tiny_model, other]) == 2
     err = capsys.readouterr().err
     assert "tokenize their targets differently" in err and "Traceback" not in err
+
+
+def test_report_gives_the_dev_uas_of_dbsa_systems(tiny_model, tiny_bpe, tmp_path, capsys):
+    """Systems whose runs logged DBSA's dev UAS get a table of it (the last validation's: mean ±
+    sd and each run's); the others are not in it, and without such systems there is none."""
+    import shutil
+    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    runs = []
+    for i, (enc, dec, visible) in enumerate([(80.0, 50.0, 90.0), (84.0, 54.0, 94.0)]):
+        model = tmp_path / f"dbsa{i}"
+        shutil.copytree(tiny_model, model)
+        with (model / "metrics.jsonl").open("a", encoding="utf-8") as f:
+            for scale in (0.5, 1.0):                  # an earlier validation, then the last
+                f.write(json.dumps({"time": 1.0, "event": "valid", "step": 12, "epoch": 1,
+                                    "dev_nll": 1.0, "dev_uas_enc": enc * scale,
+                                    "dev_uas_dec": dec * scale,
+                                    "dev_uas_dec_visible": visible * scale}) + "\n")
+        runs.append(model)
+    bad2 = tmp_path / "bad2.de"
+    shutil.copy(bad, bad2)
+    args = ["report", "--ref", ref, "-b", "plain", "--shuffles", "0", "--bootstrap", "0",
+            "-s", "plain", tiny_model, bad, "-s", "plain", tiny_model, bad2]
+    args += ["-s", "dbsa", runs[0], good, "-s", "dbsa", runs[1], ref]
+    assert run_cli([*args, "-o", tmp_path / "r"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    first = next(i for i, line in enumerate(table) if "dev UAS enc" in line)
+    assert rows(table, first) == [
+        ["system", "runs", "dev UAS enc", "dev UAS dec", "dev UAS dec (visible heads)"],
+        ["---", "---", "---:", "---:", "---:"],
+        ["dbsa", "2", "82.00 ± 2.83 (80.00, 84.00)", "52.00 ± 2.83 (50.00, 54.00)",
+         "92.00 ± 2.83 (90.00, 94.00)"]]
+    assert table[first + 4].startswith("Dev UAS: the argmax heads of DBSA's parse heads")
+    records = {r["system"]: r for r in json.loads((tmp_path / "r.json").read_text())}
+    assert records["dbsa"]["dev_uas_dec_visible_mean"] == pytest.approx(92.0)
+    assert "dev_uas_enc_mean" not in records["plain"]
+    assert run_cli(["report", "--ref", ref, "--shuffles", "0", "--bootstrap", "0", "-o",
+                    tmp_path / "r2", "-s", "plain", tiny_model, bad]) == 0
+    assert "dev UAS" not in capsys.readouterr().out
