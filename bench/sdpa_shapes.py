@@ -126,7 +126,7 @@ def main(device, tiny, n, max_tokens, max_len, rounds, setting):
     for s, rows in results.items():
         click.echo(f"| {s} | {statistics.median(x['first'] for x in rows):,.0f} | "
                    f"{statistics.median(x['second'] for x in rows):,.0f} | "
-                   + " ".join(f"{x['first']:,.0f} / {x['second']:,.0f}" for x in rows) + " |")
+                   + "; ".join(f"{x['first']:,.0f} / {x['second']:,.0f}" for x in rows) + " |")
 
 
 if __name__ == "__main__":
