@@ -6,7 +6,9 @@ Row ``i``, column ``j`` is the value for the pair ``(i, j)`` before it becomes a
 * ``dep``       ``depth(n_j) − depth(n_i)`` (Omote et al. 2019 Eq. 16, Table 1);
 * ``deplabel``  that depth difference for ancestor/descendant pairs, ``self``, ``sib`` or
   ``non_dep`` (the Japanese paper, §3.1, Table 1);
-* ``treedist``  the length of the path between the two words on the tree.
+* ``treedist``  the length of the path between the two words on the tree;
+* ``structural`` the relative structural position (Wang et al. 2019): ``abs(x_i) − abs(x_j)``
+  for words on one root path, else ``±(abs(x_i) + abs(x_j))``, + where i > j (abs = depth).
 
 The scheme computes the matrix (``Scheme.pair_labels``, the labels the model looks its tables
 up with, and ``Scheme.label_text``): what is printed is what the model sees.

@@ -23,6 +23,7 @@ CELL_INCHES = 0.5
 TITLES = {"dep": "dep: depth(n_j) − depth(n_i)  (Omote et al. 2019, Eq. 16)",
           "deplabel": "deplabel: depth difference of ancestor/descendant pairs, self, sib, non_dep",
           "rel": "rel: j − i  (Shaw et al. 2018)",
+          "structural": "structural: relative structural position rel(x_i, x_j)  (Wang et al. 2019)",
           "path": "path: root path of dependency labels (GPS)"}
 
 

@@ -24,7 +24,8 @@ def _inspected(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="a scheme name as `depnmt train --scheme` takes it; shown is its tree or "
                    "pair part: dep (abs+dep): relative depth (Omote et al. Eq. 16); deplabel: "
                    "the Japanese paper's labels; rel: j − i; treedist: path length on the tree; "
-                   "gps (abs+gps): each token's root path, one line per token")
+                   "structural: relative structural position (Wang et al.); gps (abs+gps): "
+                   "each token's root path, one line per token")
 @click.option("--clip", type=click.IntRange(min=0), default=None,
               help="show the values clipped to K as the model uses them (deplabel: pairs "
                    "beyond K become non_dep)")

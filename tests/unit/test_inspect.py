@@ -109,3 +109,23 @@ def test_scheme_features_match_the_printed_tables():
                        for l in JA_TABLE_1.splitlines()])
     assert torch.equal(ex.feats["deplabel_labels"].long()[:7, :7], ja)
     assert not dep[7].any() and not dep[:, 7].any()
+
+
+# Wang et al. 2019's relative structural positions on the same tree, worked out by hand from
+# the definition (depnmt/model/schemes/structural.py): depths bought 0, father 1, car 1, . 1,
+# My 2, a 2, red 2; on one root path abs(x_i) − abs(x_j), otherwise abs(x_i) + abs(x_j), with
+# + for i > j and − for i < j.
+STRUCTURAL = """\
+My 0 1 2 -4 -4 -3 -3
+father -1 0 1 -3 -3 -2 -2
+bought -2 -1 0 -2 -2 -1 -1
+a 4 3 2 0 -4 1 -3
+red 4 3 2 4 0 1 -3
+car 3 2 1 -1 -1 0 -2
+. 3 2 1 3 3 2 0"""
+
+
+def test_structural_prints_the_relative_structural_positions_and_clips_them():
+    assert inspect("--scheme", "abs+structural") == as_tsv(STRUCTURAL)
+    clipped = inspect("--scheme", "abs+structural", "--clip", "2").splitlines()
+    assert clipped[1].split("\t") == ["My", "0", "1", "2", "-2", "-2", "-2", "-2"]

@@ -112,6 +112,7 @@ class Structural(Scheme):
     help = "Wang et al. (2019) structural positions: tree depth PE + tree distance tables"
     needs_source_trees = True
     Options = StructuralOptions
+    prefix, clip = "structural", "k"        # option structural_k (as TreeScheme's; inspect)
 
     def parts(self) -> set[str]:
         return set(self.option("structural_parts").split(","))
@@ -131,6 +132,14 @@ class Structural(Scheme):
         labels = view.expand(distance_labels(structural_distance(view.heads), k))
         return {"struct_depth": depth,
                 "struct_labels": with_special_tokens(labels, length, 2 * k + 2)}
+
+    def pair_labels(self, example: Any) -> Tensor:
+        """The relative structural positions' labels of :meth:`source_features` without the EOS
+        row and column (``depnmt inspect``)."""
+        return self.source_features(example)["struct_labels"][:-1, :-1].long()
+
+    def label_text(self, label: int) -> str:
+        return str(label - int(self.option("structural_k")) - 1)     # clip(rel(x_i, x_j), k)
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return StructuralModule(dims, int(self.option("structural_k")), self.parts())
