@@ -8,7 +8,10 @@ Row ``i``, column ``j`` is the value for the pair ``(i, j)`` before it becomes a
   ``non_dep`` (the Japanese paper, §3.1, Table 1);
 * ``treedist``  the length of the path between the two words on the tree;
 * ``structural`` the relative structural position (Wang et al. 2019): ``abs(x_i) − abs(x_j)``
-  for words on one root path, else ``±(abs(x_i) + abs(x_j))``, + where i > j (abs = depth).
+  for words on one root path, else ``±(abs(x_i) + abs(x_j))``, + where i > j (abs = depth);
+* ``pascal``    the scale ``N(j | p_i, σ²)`` (or the window) that PASCAL's heads multiply the
+  score of query i on key j by, p_i the position of i's parent (Bugliarello & Okazaki 2020),
+  with the options' defaults; no clip.
 
 The scheme computes the matrix (``Scheme.pair_labels``, the labels the model looks its tables
 up with, and ``Scheme.label_text``): what is printed is what the model sees.
@@ -63,6 +66,12 @@ def inspected_part(name: str) -> str:
     return shown[0]
 
 
+def clips(scheme: str) -> bool:
+    """Whether ``scheme``'s pair values are clipped distances (``--clip`` applies)."""
+    from .model.schemes.registry import SCHEMES as REGISTERED
+    return scheme in REGISTERED and hasattr(REGISTERED[scheme], "clip")
+
+
 def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: int | None = None,
                rule: str = "chain", chain_head: str = "last") -> list[list[str]]:
     """The ``[n, n]`` cells of ``scheme`` for the tree ``heads`` over ``tokens`` (words, or
@@ -75,8 +84,9 @@ def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: i
     if scheme not in SCHEMES or scheme == "path":
         raise ValueError(f"unknown scheme {scheme!r}; choose from {SCHEMES[:-1]}")
     cls = REGISTERED[scheme]
-    values = {f"{cls.prefix}_{cls.clip}": clip if clip is not None else max(len(tokens), 1),
-              "subword_tree": rule, "chain_head": chain_head}
+    values = {"subword_tree": rule, "chain_head": chain_head}
+    if clips(scheme):                       # a clipped distance (pascal's scales are not)
+        values[f"{cls.prefix}_{cls.clip}"] = clip if clip is not None else max(len(tokens), 1)
     built = build_schemes(scheme_entries([scheme], values))[0]
     example = SimpleNamespace(index=0, src=[0] * (len(tokens) + 1), src_subwords=list(tokens),
                               src_tree=SimpleNamespace(heads=list(heads), sent_ids=None))

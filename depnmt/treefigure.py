@@ -24,6 +24,7 @@ TITLES = {"dep": "dep: depth(n_j) − depth(n_i)  (Omote et al. 2019, Eq. 16)",
           "deplabel": "deplabel: depth difference of ancestor/descendant pairs, self, sib, non_dep",
           "rel": "rel: j − i  (Shaw et al. 2018)",
           "structural": "structural: relative structural position rel(x_i, x_j)  (Wang et al. 2019)",
+          "pascal": "pascal: N(j | p_i, σ²), p_i = the parent of i  (PASCAL)",
           "path": "path: root path of dependency labels (GPS)"}
 
 
@@ -34,13 +35,14 @@ def scheme_title(scheme: str) -> str:
 
 
 def cell_values(cells: Sequence[Sequence[str]]) -> list[list[float]]:
-    """The heatmap's numbers: each cell as an integer, NaN for a label (``self``, ``sib``,
-    ``non_dep``)."""
+    """The heatmap's numbers: each cell as a number (a distance, PASCAL's scale), NaN for a
+    label (``self``, ``sib``, ``non_dep``, ``none``)."""
     def value(cell: str) -> float:
         try:
-            return float(int(cell))
+            number = float(cell)
         except ValueError:
             return math.nan
+        return number if math.isfinite(number) else math.nan
     return [[value(c) for c in row] for row in cells]
 
 
@@ -96,7 +98,7 @@ def draw_matrix(ax: Any, tokens: Sequence[str], cells: Sequence[Sequence[str]]) 
 
     plt = pyplot()
     values = np.ma.masked_invalid(np.array(cell_values(cells), dtype=float))
-    bound = max(1.0, float(np.abs(values).max()) if values.count() else 1.0)
+    bound = (float(np.abs(values).max()) if values.count() else 0.0) or 1.0
     cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#dddddd")      # labels: grey
     image = ax.imshow(values, cmap=cmap, vmin=-bound, vmax=bound)
     n = len(tokens)

@@ -24,8 +24,9 @@ def _inspected(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="a scheme name as `depnmt train --scheme` takes it; shown is its tree or "
                    "pair part: dep (abs+dep): relative depth (Omote et al. Eq. 16); deplabel: "
                    "the Japanese paper's labels; rel: j − i; treedist: path length on the tree; "
-                   "structural: relative structural position (Wang et al.); gps (abs+gps): "
-                   "each token's root path, one line per token")
+                   "structural: relative structural position (Wang et al.); pascal: the scale of "
+                   "key j around query i's parent; gps (abs+gps): each token's root path, one "
+                   "line per token")
 @click.option("--clip", type=click.IntRange(min=0), default=None,
               help="show the values clipped to K as the model uses them (deplabel: pairs "
                    "beyond K become non_dep)")
@@ -55,10 +56,13 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     """
     from ..bpe import Segmenter
     from ..errors import DepnmtError
-    from ..inspect import check_tokens, format_matrix, format_paths, pair_cells
+    from ..inspect import check_tokens, clips, format_matrix, format_paths, pair_cells
     from ..parse.conllu import read_conllu_input
     from ..textio import iter_lines, write_stdout
 
+    if clip is not None and not clips(scheme):
+        shown = "gps's root paths" if scheme == "path" else scheme
+        raise click.UsageError(f"--clip does not apply to {shown}: its values are no distances")
     segmenter = None
     if bpe_codes is not None:
         segmenter = Segmenter("\n".join(iter_lines(bpe_codes)) + "\n", source=bpe_codes)

@@ -129,3 +129,16 @@ def test_structural_prints_the_relative_structural_positions_and_clips_them():
     assert inspect("--scheme", "abs+structural") == as_tsv(STRUCTURAL)
     clipped = inspect("--scheme", "abs+structural", "--clip", "2").splitlines()
     assert clipped[1].split("\t") == ["My", "0", "1", "2", "-2", "-2", "-2", "-2"]
+
+
+def test_pascal_prints_the_gaussian_around_each_parent_and_refuses_clip():
+    """N(j | p_i, 1) = exp(−(j − p_i)² / 2) / √(2π), p_i the parent's position (bought, the
+    root, is its own parent): 0.40 on the parent, 0.24 one away, 0.05 two away."""
+    rows = [line.split("\t") for line in inspect("--scheme", "abs+pascal").splitlines()]
+    assert rows[1] == ["My", "0.24", "0.40", "0.24", "0.05", "0.00", "0.00", "0.00"]
+    assert rows[3] == ["bought", "0.05", "0.24", "0.40", "0.24", "0.05", "0.00", "0.00"]
+    assert rows[4][5:] == ["0.24", "0.40", "0.24"]                       # a -> car
+    for scheme in ("abs+pascal", "abs+gps"):
+        result = CliRunner().invoke(cli, ["inspect", "--scheme", scheme, "--clip", "2"],
+                                    input=CONLLU)
+        assert result.exit_code == 2 and "--clip does not apply" in result.output

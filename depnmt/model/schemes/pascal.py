@@ -135,6 +135,15 @@ def uniform(parent: Tensor, positions: Tensor, window: float) -> Tensor:
     return (dist.abs() < window + 1).to(parent.dtype)
 
 
+def parent_scale(parent: Tensor, positions: Tensor, weighting: str, sigma: float,
+                 window: float) -> Tensor:
+    """``[B, Tq, Tk]``: the Gaussian (``normal``) or the window (``uniform``) around each
+    query's parent (parents ``[B, Tq]``, key positions ``[Tk]``)."""
+    if weighting == "uniform":
+        return uniform(parent, positions, window)
+    return gaussian(parent, positions, sigma)
+
+
 class PascalModule(SchemeModule):
     """The parent-centred scale of the selected heads of the selected encoder layers."""
 
@@ -149,10 +158,8 @@ class PascalModule(SchemeModule):
         self.register_buffer("chosen", chosen, persistent=False)
 
     def weights(self, parent: Tensor, positions: Tensor) -> Tensor:
-        """``[B, Tq, Tk]``: the Gaussian or the window around each query's parent."""
-        if self.weighting == "uniform":
-            return uniform(parent, positions, self.window)
-        return gaussian(parent, positions, self.sigma)
+        """``[B, Tq, Tk]``: :func:`parent_scale` with this module's options."""
+        return parent_scale(parent, positions, self.weighting, self.sigma, self.window)
 
     def head_mask(self, layer: int, batch: int, length: int) -> Tensor:
         """``[B, H, Tq, 1]`` bool: where the weights apply (per sentence, head and token)."""
@@ -209,6 +216,18 @@ class Pascal(Scheme):
                                        self.option("pascal_parent"))
         n = len(example.src) - 1
         return {"pascal_parent": torch.tensor(parents[:n] + [float(n)], dtype=torch.float32)}
+
+    def pair_labels(self, example: Any) -> Tensor:
+        """``[n, n]`` the scale each query t puts on key j (Gaussian or window around t's
+        parent, :meth:`PascalModule.weights`) over the ``n`` source tokens (``depnmt
+        inspect``: what the chosen heads multiply their scores by)."""
+        parent = self.source_features(example)["pascal_parent"][:-1]
+        return parent_scale(parent[None], torch.arange(len(parent)),
+                            self.option("pascal_weighting"), float(self.option("pascal_sigma")),
+                            float(self.option("pascal_window")))[0]
+
+    def label_text(self, label: float) -> str:
+        return f"{label:.2f}"
 
     def build(self, dims: ModelDims) -> SchemeModule:
         return PascalModule(dims, self.layer_heads(dims), float(self.option("pascal_sigma")),
