@@ -8,15 +8,20 @@
 * Every ``OSError`` (no space, file size limit, permission, not a directory, ...) and every
   malformed or truncated ``.gz`` becomes a :class:`~depnmt.errors.DepnmtError` naming the
   user's file (and the line being read), never the temporary file; a failed write leaves the
-  old file in place and no temporary file behind.
+  old file in place and no temporary file behind. A temporary file is named after its writer
+  (``.NAME.HOST-PID.XXXXXXXX.tmp``); one that a killed writer left (SIGKILL, a power cut) is
+  removed, with a warning, by the next write of the same file on that host
+  (:func:`remove_stale_temps`).
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import gzip
 import io
 import os
+import socket
 import tempfile
 import zlib
 from contextlib import contextmanager
@@ -200,9 +205,50 @@ def write_stdout(text: str, flush: bool = False) -> None:
             sys.stdout.flush()
 
 
+TEMP_SUFFIX = ".tmp"
+
+
+def temp_prefix(path: Path) -> str:
+    """The start of this process's temporary files for ``path``: ``.NAME.HOST-PID.``."""
+    return f".{path.name}.{socket.gethostname()}-{os.getpid()}."
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:                     # PermissionError: it exists
+        return True
+    return True
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Remove the temporary files of ``path`` (:func:`temp_prefix`) whose writer ran on this host
+    and no longer runs, with a warning naming ``path``; returns them. Files of running writers,
+    of other hosts and of unknown owners are kept."""
+    host, start = socket.gethostname(), f".{path.name}."
+    removed = []
+    for temp in path.parent.glob(glob.escape(start) + "*" + TEMP_SUFFIX):
+        owner = temp.name[len(start):-len(TEMP_SUFFIX)].rpartition(".")[0]   # HOST-PID
+        pid = owner[len(host) + 1:]
+        if owner.startswith(host + "-") and pid.isdigit() and not _running(int(pid)):
+            try:
+                temp.unlink()
+            except OSError:
+                continue
+            removed.append(temp)
+    if removed:
+        warn(f"{path}: removed {', '.join(t.name for t in removed)}, the partial output of a "
+             f"writer that was killed")
+    return removed
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file next to ``path``; on success it atomically replaces ``path``.
+    """Open a temporary file next to ``path`` (first removing those killed writers of it left,
+    :func:`remove_stale_temps`); on success it atomically replaces ``path``.
 
     A crash (even SIGKILL) leaves either the old file or the new one, never a partial file;
     when the block ends the file's data and the folder's entry for it are on disk (``fsync``
@@ -213,7 +259,8 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     path = Path(path)
     make_dir(path.parent)
     with naming(path):
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        remove_stale_temps(path)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         buffered = io.BufferedWriter(_NamedWriter(fd, path))
         with (buffered if "b" in mode else

@@ -158,3 +158,38 @@ def test_read_json_errors_name_the_file(tmp_path, text, message):
     (tmp_path / "x.json").write_bytes(text)
     with pytest.raises(DepnmtError, match=message):
         read_json(tmp_path / "x.json", "missing")
+
+
+def test_temporary_files_of_killed_writers_are_removed_by_the_next_write(tmp_path, capsys):
+    """A writer killed mid-write leaves ``.NAME.HOST-PID.XXXXXXXX.tmp``; the next write of NAME
+    on this host removes it (a warning names the file) when PID no longer runs, and keeps the
+    temporary files of running writers, of other hosts and of other files."""
+    import socket
+    import subprocess
+    import sys
+    host = socket.gethostname()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(gone.stdout)
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "out.txt"
+        stale = tmp_path / f".out.txt.{host}-{dead}.abcd1234.tmp"
+        kept = [tmp_path / f".out.txt.{host}-{running.pid}.abcd1234.tmp",
+                tmp_path / f".out.txt.other-host-{dead}.abcd1234.tmp",
+                tmp_path / f".out.txt.gz.{host}-{dead}.abcd1234.tmp",
+                tmp_path / ".out.txt.k2j3h4g5.tmp"]                  # no owner in the name
+        for temp in [stale, *kept]:
+            temp.write_text("partial")
+        with atomic_open(out) as fh:
+            mine = list(tmp_path.glob(f".out.txt.{host}-{os.getpid()}.*.tmp"))
+            assert len(mine) == 1                                     # named after its writer
+            fh.write("done\n")
+        assert out.read_text() == "done\n" and not stale.exists()
+        assert all(temp.exists() for temp in kept)
+        err = capsys.readouterr().err
+        assert f"{out}: removed {stale.name}, the partial output of a writer that was killed" \
+            in err
+    finally:
+        running.kill()
+        running.wait()
