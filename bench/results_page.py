@@ -8,7 +8,10 @@ The page is prose written by hand around generated blocks; each block sits betwe
 ``<!-- report:NAME -->`` and ``<!-- /report:NAME -->`` and holds the ``depnmt report`` command
 (as the shell runs it, from the repository root) and the tables that command writes to
 ``OUT.md``. A comparison none of whose runs is archived yet gets a line saying it is running
-and the command that will make its table. ``tests/docs/test_results_page.py`` regenerates the
+and the command that will make its table. A comparison with papers' claims (:class:`Claim`)
+gets, once every system it names has all its runs, a table of each claim against the report's
+numbers (``OUT.json``) with a verdict by one rule (:func:`verdict`); until then a line saying
+how many runs each system has. ``tests/docs/test_results_page.py`` regenerates the
 page and fails when it differs, so no number on it can be edited by hand.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import re
 import shlex
 import subprocess
@@ -26,8 +30,75 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))          # depnmt.report from this checkout
 PAGE = REPO / "docs" / "results.md"
 ARCHIVE = "docs/results"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's claim that ``system`` beats ``baseline`` by ``delta`` BLEU (``source``: the
+    paper and its table)."""
+
+    system: str
+    baseline: str
+    delta: float
+    source: str
+
+
+SIGNIFICANCE = 0.05
+
+
+def verdict(comparison: dict, paper: float, resolvable: float | None, runs: int) -> str:
+    """One claim against the report's comparison of the two systems (``difference``, Welch's
+    ``low``/``high``, Holm-adjusted AR ``p_ar_holm``): **supported** when the difference has the
+    paper's sign, its interval excludes 0 and p < 0.05; **likely** when only AR says so; else
+    **not reproduced**, saying when the difference is significant the other way, or when (not
+    significant) the paper's difference is below what ``runs`` runs a side resolve
+    (``resolvable``: the report's noise)."""
+    d, low, high, p = (comparison["difference"], comparison["low"], comparison["high"],
+                       comparison.get("p_ar_holm"))
+    same = d * paper > 0
+    significant = p is not None and p < SIGNIFICANCE
+    if same and significant and low is not None and (low > 0 if paper > 0 else high < 0):
+        return "**supported**"
+    if same and significant:
+        return "**likely**, not established (the interval includes 0)"
+    if significant:
+        return "**not reproduced**: the difference goes the other way"
+    small = resolvable is not None and abs(paper) < resolvable
+    return "**not reproduced**" + (f" (the paper's {paper:+.2f} is within the ±{resolvable:.2f} "
+                                   f"that {runs} runs a side resolve)" if small else "")
+
+
+def claims_table(claims: tuple[Claim, ...], records: list[dict], runs: int) -> str:
+    """The claims against ``records`` (``depnmt report``'s JSON) when every system they name
+    has ``runs`` runs; else a line with the runs so far."""
+    by_name = {r["system"]: r for r in records}
+    names = sorted({n for c in claims for n in (c.system, c.baseline)})
+    counts = {n: by_name[n]["n_runs"] if n in by_name else 0 for n in names}
+    if any(n < runs for n in counts.values()):
+        return ("Verdicts on the papers' claims: once every system has its " + str(runs)
+                + " runs (so far: " + ", ".join(f"{n} {k}" for n, k in counts.items()) + ").")
+    from depnmt.report import noise
+    spread = noise(records)
+    resolvable = spread["bleu"]["resolvable"] if spread else None
+    lines = ["| claim (paper) | paper's Δ BLEU | here: Δ BLEU [Welch 95 %] | p AR (Holm) | "
+             "verdict here |", "|---|---:|---:|---:|---|"]
+    for c in claims:
+        vs = by_name[c.system]["vs"][c.baseline]["bleu"]
+        ci = f" [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs["low"] is not None else ""
+        p = vs.get("p_ar_holm")
+        lines.append(f"| {c.system} > {c.baseline} ({c.source}) | {c.delta:+.2f} | "
+                     f"{vs['difference']:+.2f}{ci} | {'-' if p is None else format(p, '.4f')} | "
+                     f"{verdict(vs, c.delta, resolvable, runs)} |")
+    lines += ["", "Verdict rule: **supported** — the paper's sign, Welch's interval excludes 0 "
+              f"and the Holm-adjusted AR p < {SIGNIFICANCE}; **likely** — AR alone; otherwise "
+              "**not reproduced**. The papers trained on ASPEC (about 1.3–1.5 million pairs, 6 "
+              "layers, d_model 512) and report tokenized BLEU; here 50,000 pairs, a smaller "
+              "model and sacreBLEU on detokenized text, so only the differences are set side "
+              "by side."]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -41,6 +112,7 @@ class Comparison:
     baselines: tuple[str, ...]       # -b, in order (tokens/s ratios are to the first)
     runs_dirs: tuple[str, ...]       # -f, one folder per seed
     options: tuple[str, ...] = ()    # other report options, e.g. --ref-from-tokens
+    claims: tuple[Claim, ...] = ()   # papers' claims judged once every run is in
 
     def argv(self, out: str = "results") -> list[str]:
         """``depnmt report`` arguments writing ``OUT.md`` (and ``.json``, ``.png``), with the
@@ -82,30 +154,41 @@ COMPARISONS = (
                ("abs", "rel"),
                tuple(f"{ENJA}/{d}" for d in
                      ("bpe-run-plateau", "bpe-run-plateau-seed2", "bpe-run-plateau-seed3")),
-               ("--ref-from-tokens",)),
+               ("--ref-from-tokens",),
+               (Claim("rel", "abs", 0.81, "Omote et al. Table 2, after Shaw et al."),
+                Claim("dep+rel", "abs", 1.31, "Omote et al. Table 2"),
+                Claim("dep+rel", "rel", 0.50, "Omote et al. Table 2"),
+                Claim("dbsa-enc+dec", "abs", 1.00, "Deguchi et al. Table 2"))),
 )
 
+Report = tuple[str, list]           # OUT.md's text, OUT.json's records
 
-def run_report(comparison: Comparison) -> str:
-    """The tables ``depnmt report`` writes for ``comparison`` (its ``OUT.md``), run from the
-    repository root."""
+
+def run_report(comparison: Comparison) -> Report:
+    """The tables ``depnmt report`` writes for ``comparison`` (its ``OUT.md``) and its records
+    (``OUT.json``), run from the repository root."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results"
         argv = [sys.executable, "-m", "depnmt.cli"] + comparison.argv(str(out))[1:]
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{shlex.join(comparison.argv())} failed:\n{done.stderr}")
-        return out.with_suffix(".md").read_text(encoding="utf-8").strip()
+        return (out.with_suffix(".md").read_text(encoding="utf-8").strip(),
+                json.loads(out.with_suffix(".json").read_text(encoding="utf-8")))
 
 
-def block(comparison: Comparison, report: Callable[[Comparison], str] = run_report) -> str:
+def block(comparison: Comparison, report: Callable[[Comparison], Report] = run_report) -> str:
     """The generated text between ``comparison``'s markers."""
     command = f"```bash\n{comparison.command()}\n```"
     if not comparison.archived():
         return (f"No run of this comparison is archived yet: it is running. Its table will be "
                 f"generated here from `{comparison.runs_dirs[0].rsplit('/', 1)[0]}/` by\n\n"
                 f"{command}")
-    return f"{command}\n\n{report(comparison)}"
+    tables, records = report(comparison)
+    text = f"{command}\n\n{tables}"
+    if comparison.claims:
+        text += "\n\n" + claims_table(comparison.claims, records, len(comparison.runs_dirs))
+    return text
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -122,7 +205,7 @@ def splice(page: str, name: str, text: str) -> str:
     return pattern.sub(lambda _: f"{begin}\n{text}\n{end}", page)
 
 
-def generate(page: str, report: Callable[[Comparison], str] = run_report) -> str:
+def generate(page: str, report: Callable[[Comparison], Report] = run_report) -> str:
     """``page`` with every comparison's block regenerated."""
     for comparison in COMPARISONS:
         page = splice(page, comparison.name, block(comparison, report))

@@ -13,8 +13,8 @@ gen = load_script("results_page")
 PAGE = REPO / "docs" / "results.md"
 
 
-def fake_report(comparison) -> str:
-    return f"| table of {comparison.name} |"
+def fake_report(comparison) -> tuple[str, list]:
+    return f"| table of {comparison.name} |", []
 
 
 @pytest.mark.slow
@@ -59,3 +59,38 @@ def test_a_comparison_without_archived_runs_says_it_is_running(tmp_path):
 def test_a_missing_marker_is_an_error():
     with pytest.raises(ValueError, match="report:multi30k-en-de"):
         gen.generate("no markers here\n", fake_report)
+
+
+def vs(difference, low, high, p):
+    return {"difference": difference, "low": low, "high": high, "p_ar_holm": p}
+
+
+def test_the_verdict_rule():
+    assert gen.verdict(vs(1.0, 0.01, 2.0, 0.002), 1.31, 0.84, 3) == "**supported**"
+    assert gen.verdict(vs(0.8, -0.1, 1.8, 0.004), 0.81, 0.84, 3).startswith("**likely**")
+    assert gen.verdict(vs(-0.8, -1.8, 0.1, 0.004), 0.81, 0.84, 3) == (
+        "**not reproduced**: the difference goes the other way")
+    assert gen.verdict(vs(1.5, 0.5, 2.5, 0.2), 1.0, 0.84, 3) == "**not reproduced**"   # AR no
+    assert gen.verdict(vs(0.2, -0.5, 0.8, 0.5), 0.50, 0.84, 3) == (
+        "**not reproduced** (the paper's +0.50 is within the ±0.84 that 3 runs a side resolve)")
+
+
+def test_claims_wait_for_every_run_then_are_judged():
+    claims = (gen.Claim("rel", "abs", 0.81, "Omote"), gen.Claim("dbsa", "abs", 1.0, "Deguchi"))
+
+    def record(name, n, vs_abs=None):
+        runs = [{"bleu": 30.0 + i * 0.5 + (name != "abs"), "chrf": 50.0 + i} for i in range(n)]
+        return {"system": name, "n_runs": n, "runs": runs,
+                "vs": {"abs": {"bleu": vs_abs}} if vs_abs else {}}
+
+    partial = [record("abs", 3), record("rel", 3, vs(1.0, 0.2, 1.8, 0.01)), record("dbsa", 2)]
+    assert gen.claims_table(claims, partial, 3) == (
+        "Verdicts on the papers' claims: once every system has its 3 runs (so far: abs 3, "
+        "dbsa 2, rel 3).")
+    full = partial[:2] + [record("dbsa", 3, vs(-0.5, -1.5, 0.5, 0.3))]
+    lines = gen.claims_table(claims, full, 3).splitlines()
+    assert lines[2] == ("| rel > abs (Omote) | +0.81 | +1.00 [+0.20, +1.80] | 0.0100 | "
+                        "**supported** |")
+    assert lines[3].startswith("| dbsa > abs (Deguchi) | +1.00 | -0.50 [-1.50, +0.50] | 0.3000 |"
+                               " **not reproduced**")
+    assert lines[-1].startswith("Verdict rule: **supported**")
