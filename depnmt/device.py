@@ -152,7 +152,7 @@ SEARCH_SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
 def search_attention(device: torch.device):
     """A context for decoding on ``device``: on CUDA, scaled dot-product attention restricted to
     :data:`SEARCH_SDPA_BACKENDS` (where this torch can restrict it); elsewhere a no-op."""
-    if device.type != "cuda" or not SEARCH_SDPA_BACKENDS:
+    if device.type != "cuda":
         return contextlib.nullcontext()
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -285,11 +285,14 @@ def _table(head: list[str], rows: list[list[str]], text_columns: int) -> list[st
 def uas_table(records: Sequence[dict]) -> list[str]:
     """The dev UAS of the systems with DBSA's parse heads (mean ± sd over runs, each run's),
     as Markdown lines after a blank one; none when no system has them."""
+    def cell(r: dict, key: str) -> str:
+        if f"{key}_mean" not in r:
+            return "-"
+        each = ", ".join(f"{run[key]:.2f}" for run in r["runs"])
+        return _mean_sd(r, key) + (f" ({each})" if r["n_runs"] > 1 else "")
+
     keys = [k for k in UAS if any(f"{k}_mean" in r for r in records)]
-    rows = [[r["system"], str(r["n_runs"])]
-            + [_mean_sd(r, k) + (" (" + ", ".join(f"{run[k]:.2f}" for run in r["runs"]) + ")"
-                                 if r["n_runs"] > 1 else "")
-               if f"{k}_mean" in r else "-" for k in keys]
+    rows = [[r["system"], str(r["n_runs"]), *(cell(r, k) for k in keys)]
             for r in records if any(f"{k}_mean" in r for k in keys)]
     if not rows:
         return []
