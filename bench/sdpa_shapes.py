@@ -16,7 +16,7 @@ The first pass over the batches meets every shape new, the second has seen them 
 per setting and round: target tokens/s of each pass. Settings alternate within a round (A, B;
 then B, A). On a CPU the two settings run the same kernels (a check that the script works).
 
-    python bench/sdpa_shapes.py --device cuda                 # Transformer-base, 200 batches
+    python bench/sdpa_shapes.py --device cuda                 # Transformer-base, 60 batches
     python bench/sdpa_shapes.py --device cpu --tiny           # seconds
 """
 
@@ -95,7 +95,7 @@ def worker(setting: str, device: str, tiny: bool, n: int, max_tokens: int,
 @click.option("--device", default="cuda" if torch.cuda.is_available() else "cpu",
               show_default=True)
 @click.option("--tiny", is_flag=True, help="a 2+2-layer d_model 32 model, 4 batches, 1 round")
-@click.option("--batches", "n", default=200, show_default=True)
+@click.option("--batches", "n", default=60, show_default=True)
 @click.option("--max-tokens", default=8000, show_default=True,
               help="target or source tokens a batch (the larger side)")
 @click.option("--max-len", default=80, show_default=True)
@@ -117,6 +117,8 @@ def main(device, tiny, n, max_tokens, max_len, rounds, setting):
             if done.returncode:
                 raise click.ClickException(f"{s}: {done.stderr.strip()[-2000:]}")
             results[s].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            click.echo(f"round {r + 1} {s}: {results[s][-1]['first']:,.0f} / "
+                       f"{results[s][-1]['second']:,.0f} tgt tok/s", err=True)
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     click.echo(f"abs, bf16, {n} batches of random shapes (lengths 8-{max_len}, {max_tokens} "
                f"tokens), {rounds} rounds, {name}, torch {torch.__version__}; no-cudnn: "

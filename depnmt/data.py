@@ -196,7 +196,9 @@ class TokenBatcher:
     order is shuffled. Sorting by what is counted fills batches better than sorting by source
     length (Multi30k, 4,096: 3,856 instead of 3,527 target tokens per batch, and 2.9% instead of
     13.7% target padding). Everything depends only on ``(seed, epoch)``, so a resumed run sees
-    the same order.
+    the same order. The batches' shapes (sentences, longest source, longest target) are the same
+    every epoch, only their order and which of the equal-length pairs fill them change: a GPU's
+    cuDNN attention, which plans each new shape, pays that once (docs/gpu.md).
 
     ``max_sentences`` (``depnmt train --batch-sentences``) also closes a batch at that many
     sentences: the two limits combine, whichever is reached first. Batches of exactly N
