@@ -39,7 +39,8 @@ def test_a_hand_edited_number_is_replaced_and_the_prose_kept():
     out = gen.generate(page, fake_report)
     assert "99.99" not in out
     assert out.startswith("intro\n<!-- report:multi30k-en-de -->\n```bash\ndepnmt report ")
-    assert "| table of multi30k-en-de |\n<!-- /report:multi30k-en-de -->\nprose after\n" in out
+    assert "| table of multi30k-en-de |\n" in out
+    assert "rel 0).\n<!-- /report:multi30k-en-de -->\nprose after\n" in out   # claims: no records
     assert gen.generate(out, fake_report) == out
 
 
@@ -65,14 +66,28 @@ def vs(difference, low, high, p):
     return {"difference": difference, "low": low, "high": high, "p_ar_holm": p}
 
 
+def claim(delta, upto=None):
+    return gen.Claim("a", "b", delta, "paper", upto)
+
+
 def test_the_verdict_rule():
-    assert gen.verdict(vs(1.0, 0.01, 2.0, 0.002), 1.31, 0.84, 3) == "**supported**"
-    assert gen.verdict(vs(0.8, -0.1, 1.8, 0.004), 0.81, 0.84, 3).startswith("**likely**")
-    assert gen.verdict(vs(-0.8, -1.8, 0.1, 0.004), 0.81, 0.84, 3) == (
+    assert gen.verdict(vs(1.0, 0.01, 2.0, 0.002), claim(1.31), 0.84, 3) == "**supported**"
+    assert gen.verdict(vs(0.8, -0.1, 1.8, 0.004), claim(0.81), 0.84, 3).startswith("**likely**")
+    assert gen.verdict(vs(-0.8, -1.8, 0.1, 0.004), claim(0.81), 0.84, 3) == (
         "**not reproduced**: the difference goes the other way")
-    assert gen.verdict(vs(1.5, 0.5, 2.5, 0.2), 1.0, 0.84, 3) == "**not reproduced**"   # AR no
-    assert gen.verdict(vs(0.2, -0.5, 0.8, 0.5), 0.50, 0.84, 3) == (
+    assert gen.verdict(vs(1.5, 0.5, 2.5, 0.2), claim(1.0), 0.84, 3) == "**not reproduced**"
+    assert gen.verdict(vs(0.2, -0.5, 0.8, 0.5), claim(0.50), 0.84, 3) == (
         "**not reproduced** (the paper's +0.50 is within the ±0.84 that 3 runs a side resolve)")
+
+
+def test_a_claimed_range_is_judged_by_its_larger_end():
+    """A paper's +0.6 to +0.9 is below ±0.84 only at its lower end: not called unresolvable."""
+    assert gen.verdict(vs(0.1, -1.2, 1.4, 0.7), claim(0.1, 0.2), 0.84, 3) == (
+        "**not reproduced** (the paper's +0.10 to +0.20 is within the ±0.84 that 3 runs a side "
+        "resolve)")
+    assert gen.verdict(vs(0.1, -1.2, 1.4, 0.7), claim(0.6, 0.9), 0.84, 3) == "**not reproduced**"
+    assert gen.verdict(vs(0.6, -0.5, 1.7, 0.02), claim(0.6, 0.9), 0.84, 3).startswith("**likely")
+    assert claim(-0.3, -0.8).largest() == -0.8 and claim(0.6, 0.9).text() == "+0.60 to +0.90"
 
 
 def test_claims_wait_for_every_run_then_are_judged():
@@ -88,9 +103,10 @@ def test_claims_wait_for_every_run_then_are_judged():
         "Verdicts on the papers' claims: once every system has its 3 runs (so far: abs 3, "
         "dbsa 2, rel 3).")
     full = partial[:2] + [record("dbsa", 3, vs(-0.5, -1.5, 0.5, 0.3))]
-    lines = gen.claims_table(claims, full, 3).splitlines()
+    lines = gen.claims_table(claims, full, 3, "Other data there.").splitlines()
     assert lines[2] == ("| rel > abs (Omote) | +0.81 | +1.00 [+0.20, +1.80] | 0.0100 | "
                         "**supported** |")
     assert lines[3].startswith("| dbsa > abs (Deguchi) | +1.00 | -0.50 [-1.50, +0.50] | 0.3000 |"
                                " **not reproduced**")
     assert lines[-1].startswith("Verdict rule: **supported**")
+    assert lines[-1].endswith("otherwise **not reproduced**. Other data there.")
