@@ -37,7 +37,8 @@ Sections (``--only``):
   says how many processes the run counted.
 * ``translate`` — every scheme's fp32 model from ``train``, greedy and beam 4, 100 test lines
   (pre-parsed, ``Translator.translate_words``) on the device and on the CPU in fp32: ≥ 99 % of
-  the lines identical.
+  the lines identical; the default ``--max-tokens`` a Translator takes on the device (32,000 on
+  CUDA, 8,000 on the CPU).
 * ``speed`` — Transformer-base (6+6 layers, d_model 512, 8 heads, d_ff 2048, vocabulary 32k,
   batches of 250 synthetic pairs of 100 + 100 tokens = 25k target tokens, halved until they fit)
   in bf16, abs, rel, dep+rel, gps, pascal, structural and dbsa-enc trained side by side on the
@@ -500,8 +501,18 @@ def decode_all(model_dir: Path, device: str, beam: int, words, trees) -> list[st
 
 
 def check_translate(plan: Plan, data: Path) -> None:
-    """Each scheme's fp32 model of ``train``: the device's and the CPU's translations agree."""
+    """Each scheme's fp32 model of ``train``: the device's and the CPU's translations agree;
+    the batch bound ``translate`` takes by default on the device (32,000 on CUDA)."""
+    from depnmt.translate import MAX_TOKENS, MAX_TOKENS_GPU, Translator
     words, trees = decode_inputs(data, plan.lines)
+    expected = MAX_TOKENS_GPU if plan.device.type == "cuda" else MAX_TOKENS
+    try:
+        bound = Translator.from_model_dir(plan.work / "train" / "abs-fp32",
+                                          device=str(plan.device)).max_tokens
+        plan.add("translate", f"default --max-tokens on {plan.device.type}", str(bound),
+                 bound == expected)
+    except Exception as exc:  # noqa: BLE001
+        plan.add("translate", "default --max-tokens", failure(exc), False)
     for name in scheme_names():
         model_dir = plan.work / "train" / f"{name}-fp32"
         for beam in (1, 4):

@@ -81,15 +81,15 @@ class Translator:
 
     @classmethod
     def load(cls, model_dir: str | Path, checkpoint: str | Path | None = None,
-             device: str = "auto", precision: str = "auto", max_tokens: int = 8000,
+             device: str = "auto", precision: str = "auto", max_tokens: int | None = None,
              batch_size: int = 0, quantize: str = "none", **search: Any) -> "Translator":
         """Load ``model_dir`` (written by ``depnmt train``), as ``depnmt translate`` does with
         the same options: ``checkpoint`` a name in ``MODEL_DIR/checkpoints`` (``best``,
         ``last``, ``stepN``, an average's name) or a ``.pt`` file (default: best, else last);
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
-        ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens`` and
-        ``batch_size`` bound a batch; ``search``: the default search options of
-        :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``, ``at_limit``,
+        ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens``
+        (default: 8,000 on the CPU, 32,000 on a GPU) and ``batch_size`` bound a batch;
+        ``search``: the default search options of :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``, ``at_limit``,
         ``length_penalty``; default: the model's)."""
         from .modeldir import named_checkpoint
         from .translate import Translator as ModelTranslator

@@ -84,10 +84,11 @@ class CT2Translator:
 
     @classmethod
     def from_dir(cls, export_dir: Path | str, device: str = "cpu", threads: int = 0,
-                 compute_type: str = "default", max_tokens: int = MAX_TOKENS,
+                 compute_type: str = "default", max_tokens: int | None = None,
                  batch_size: int = 0, **search_overrides) -> "CT2Translator":
         """Load an export; ``threads`` = CTranslate2's intra_threads (0: its default);
-        ``max_tokens``, ``batch_size``: depnmt's batches (``translate.length_batches``)."""
+        ``max_tokens`` (None: 8,000 on every device), ``batch_size``: depnmt's batches
+        (``translate.length_batches``)."""
         given = {k: v for k, v in search_overrides.items() if v is not None}
         check_ct2_search(given)
         export_dir = Path(export_dir)
@@ -104,8 +105,8 @@ class CT2Translator:
             raise DepnmtError(f"{export_dir}: CTranslate2 cannot load this model on {device} "
                               f"({exc})") from None
         search_cfg = SearchConfig(**{**record.get("search", {}), **given, **CT2_SEARCH})
-        return cls(model, record, Segmenter.from_dir(export_dir, "src"), search_cfg, max_tokens,
-                   batch_size)
+        return cls(model, record, Segmenter.from_dir(export_dir, "src"), search_cfg,
+                   MAX_TOKENS if max_tokens is None else max_tokens, batch_size)
 
     def limit(self, n_subwords: int) -> int:
         """depnmt's output limit ``ceil(a·|x| + b)`` (EOS included) for a source of n subwords."""

@@ -39,7 +39,9 @@ from .trees import truncate_tree
 from .vocab import BOS, EOS, Vocab
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
-MAX_TOKENS = 8000    # default bound of a batch: source subwords (padded) × beam
+MAX_TOKENS = 8000    # default bound of a batch on the CPU: source subwords (padded) × beam
+MAX_TOKENS_GPU = 32000   # on a GPU: decoding is bound by the host's kernel launches per step,
+# so larger batches pay off (the quickstart model on an H200: 2.1× the sentences/s of 8,000)
 
 
 class Translation(NamedTuple):
@@ -84,15 +86,16 @@ class Translator:
 
     @classmethod
     def from_model_dir(cls, model_dir: Path, checkpoint: Path | None = None, device: str = "auto",
-                       precision: str = "auto", max_tokens: int = MAX_TOKENS, batch_size: int = 0,
+                       precision: str = "auto", max_tokens: int | None = None, batch_size: int = 0,
                        quantize: str = "none", **search_overrides) -> "Translator":
         """``precision`` as ``train --precision`` (:func:`depnmt.device.train_precision`):
         ``auto`` decodes with bf16 autocast on CPUs with native bf16 matrix multiplies and
         bf16/fp16 AMP on CUDA, fp32 elsewhere. ``quantize`` ``int8``: most linear layers in
         int8 (:mod:`depnmt.model.quantize`, CPU only), the rest at ``precision``, where
         ``auto`` is fp32 (casting between the int8 layers' fp32 and bf16 costs more than bf16
-        saves). ``max_tokens`` (source subwords × beam) and ``batch_size`` (sentences, 0 = no
-        limit) bound a batch (:func:`length_batches`)."""
+        saves). ``max_tokens`` (source subwords × beam; None: :func:`default_max_tokens` of the
+        device) and ``batch_size`` (sentences, 0 = no limit) bound a batch
+        (:func:`length_batches`)."""
         if quantize not in QUANTIZATIONS:
             raise DepnmtError(f"quantize {quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
         config = read_config(model_dir)
@@ -110,7 +113,8 @@ class Translator:
                                      **{k: v for k, v in search_overrides.items() if v is not None}})
         src_vocab, tgt_vocab = load_vocabs(model_dir)
         return cls(model.to(dev), config, src_vocab, tgt_vocab, Segmenter.from_dir(model_dir, "src"),
-                   dev, search_cfg, max_tokens=max_tokens, batch_size=batch_size,
+                   dev, search_cfg, batch_size=batch_size,
+                   max_tokens=default_max_tokens(dev) if max_tokens is None else max_tokens,
                    amp=train_precision(dev, "fp32" if quantize == "int8" and precision == "auto"
                                        else precision))
 
@@ -285,6 +289,12 @@ def one_line(result: str | list[Translation]) -> str | list[Translation]:
     if isinstance(result, str):
         return result.replace("\n", " ")
     return [t._replace(text=t.text.replace("\n", " ")) for t in result]
+
+
+def default_max_tokens(device: torch.device) -> int:
+    """``translate --max-tokens``'s default on ``device``: :data:`MAX_TOKENS_GPU` on CUDA,
+    :data:`MAX_TOKENS` elsewhere."""
+    return MAX_TOKENS_GPU if device.type == "cuda" else MAX_TOKENS
 
 
 def check_batching(max_tokens: int, batch_size: int) -> None:

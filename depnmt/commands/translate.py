@@ -65,10 +65,11 @@ DEFAULT_MODEL_DIR = "model"
                    "scored (fairseq), cut = the best hypotheses end as they are (OpenNMT-py, "
                    "CTranslate2; what --ct2 always does)",
               show_default="the model's, else eos")
-@click.option("--max-tokens", type=POSITIVE, default=8000,
+@click.option("--max-tokens", type=POSITIVE, default=None,
               help="sentences of similar length are decoded together in batches of at most this "
                    "many source subwords × beam (padding included; a longer sentence is decoded "
-                   "alone): larger batches are faster and take more memory")
+                   "alone): larger batches are faster and take more memory",
+              show_default="8000 on the CPU and with --ct2, 32000 on a GPU")
 @click.option("--batch-size", type=COUNT, default=0,
               help="at most this many sentences per batch (0: no limit)")
 @click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -109,7 +110,7 @@ DEFAULT_MODEL_DIR = "model"
 def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
             output_path: Path | None, nbest: int | None, beam: int | None,
             alpha: float | None, length_penalty: str | None, max_len_a: float | None,
-            max_len_b: int | None, at_limit: str | None, max_tokens: int, batch_size: int,
+            max_len_b: int | None, at_limit: str | None, max_tokens: int | None, batch_size: int,
             device: str, precision: str, quantize: str, ct2_dir: Path | None, threads: int,
             induced_trees: Path | None, induced_target_trees: Path | None,
             dbsa_gold_arcs: bool) -> None:

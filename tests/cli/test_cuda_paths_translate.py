@@ -124,12 +124,38 @@ def test_translator_api_takes_and_checks_the_batching(tiny_model):
 
 def test_translate_help_shows_the_batching_defaults():
     from depnmt.commands.translate import command
-    from depnmt.translate import MAX_TOKENS
+    from depnmt.translate import MAX_TOKENS, MAX_TOKENS_GPU
     defaults = {p.name: p.default for p in command.params}
-    assert defaults["max_tokens"] == MAX_TOKENS and defaults["batch_size"] == 0
+    assert defaults["max_tokens"] is None and defaults["batch_size"] == 0
     help_text = " ".join(command.get_help(click.Context(command, **command.context_settings))
                          .split())
-    assert f"[default: {MAX_TOKENS}; x>=1]" in help_text
+    assert f"[default: ({MAX_TOKENS} on the CPU and with --ct2, {MAX_TOKENS_GPU} on a GPU); " \
+           "x>=1]" in help_text
+
+
+def test_the_default_batch_bound_depends_on_the_device():
+    from depnmt.translate import MAX_TOKENS, MAX_TOKENS_GPU, default_max_tokens
+    assert (MAX_TOKENS, MAX_TOKENS_GPU) == (8000, 32000)
+    assert default_max_tokens(torch.device("cuda")) == MAX_TOKENS_GPU
+    assert default_max_tokens(torch.device("cuda", 1)) == MAX_TOKENS_GPU
+    assert default_max_tokens(torch.device("cpu")) == MAX_TOKENS
+
+
+def test_translate_without_max_tokens_takes_the_default_of_its_device(tiny_model, monkeypatch):
+    """The default is resolved from the device the model was put on (``--device auto``
+    included); a given --max-tokens wins on every device."""
+    seen = []
+
+    def recording(device):
+        seen.append(device)
+        return 12345
+    monkeypatch.setattr(depnmt.translate, "default_max_tokens", recording)
+    tr = depnmt.translate.Translator.from_model_dir(tiny_model, device="cpu")
+    assert tr.max_tokens == 12345 and seen == [torch.device("cpu")]
+    assert depnmt.Translator.load(tiny_model, device="cpu")._translator.max_tokens == 12345
+    assert depnmt.translate.Translator.from_model_dir(tiny_model, device="cpu",
+                                                      max_tokens=99).max_tokens == 99
+    assert len(seen) == 2
 
 
 def test_ct2_translate_takes_the_same_batching(tiny_model, tiny_bpe, tmp_path, capsys):

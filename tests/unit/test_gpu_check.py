@@ -44,6 +44,7 @@ def test_tiny_cpu_run_passes_with_every_scheme(tmp_path):
     table = out.read_text()
     assert table == done.stdout.strip() + "\n"
     assert "| train | abs fp32, 2 updates | loss" in table and "resumed 1→2" in table
+    assert "| translate | default --max-tokens on cpu | 8000 | PASS |" in table
 
 
 def test_unknown_section_is_a_usage_error():
