@@ -227,11 +227,12 @@ class Translator:
     @torch.no_grad()
     def target_trees(self, batch, hyps: list[list[int]]) -> list:
         """The trees the decoder's parse head induces over the hypotheses ``hyps`` (target ids,
-        no BOS/EOS) of ``batch``: one teacher-forced pass over ``[BOS] + hypothesis``."""
+        no BOS/EOS) of ``batch``: one teacher-forced pass over ``[BOS] + hypothesis``, with the
+        search's attention kernels (its shapes, like a search's, are new in every batch)."""
         ids = [[t for t in h if t != EOS] for h in hyps]
         pieces = [self.tgt_vocab.decode(h) for h in ids]
         tgt_in = pad_2d([[BOS] + h for h in ids])
-        with autocast(self.device, self.amp):
+        with autocast(self.device, self.amp), search_attention(self.device):
             _, extras = self.model(batch.src, tgt_in.to(self.device), batch.src_feats)
         induced = self.model.schemes.induced_target_trees(extras, pieces)
         if induced is None:

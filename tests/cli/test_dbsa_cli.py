@@ -179,3 +179,34 @@ def test_induced_target_trees_of_the_hypotheses(dbsa_model, tiny_model, tiny_bpe
     assert run_cli(["translate", "-m", tiny_model, "-i", src, "--induced-target-trees",
                     tmp_path / "none.conllu"]) == 2
     assert "decoder parse head" in capsys.readouterr().err
+
+
+def test_the_teacher_forced_pass_runs_inside_search_attention(dbsa_model, tiny_bpe, tmp_path,
+                                                              monkeypatch):
+    """--induced-target-trees' pass over the hypotheses, like the search, leaves out cuDNN's
+    attention on a GPU (a new execution plan for every new shape)."""
+    import contextlib
+
+    import depnmt.translate
+    inside, forwards = [], []
+
+    @contextlib.contextmanager
+    def recorder(device):
+        inside.append(device)
+        yield
+        inside.pop()
+
+    model_cls = depnmt.translate.TransformerNMT
+    real = model_cls.forward
+
+    def spy(self, *args, **kwargs):
+        forwards.append(bool(inside))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(depnmt.translate, "search_attention", recorder)
+    monkeypatch.setattr(model_cls, "forward", spy)
+    src = tmp_path / "in.txt"
+    src.write_text("A man rides a bike.\nTwo dogs play.\n")
+    assert run_cli(["translate", "-m", dbsa_model, "-i", src, "--induced-target-trees",
+                    tmp_path / "t.conllu"]) == 0
+    assert forwards and all(forwards), forwards
+
