@@ -7,9 +7,9 @@ check with the measured value; exit status 1 when any check fails.
     python bench/gpu_check.py --device cpu --tiny          # the same checks on the CPU, seconds
 
 Run it from a checkout (it puts the repository on ``sys.path``; depnmt need not be installed).
-Besides torch, click, rich, sacrebleu and numpy it needs ``subword-nmt`` (pure Python: the
+Besides torch, click, rich, sacrebleu and numpy it needs ``subword-nmt`` with ``tqdm`` (the
 shipped data is BPE'd with codes, which ``train`` copies into the model and ``translate``
-applies); the train/translate paths import no tokenizer or parser package (sacremoses, spaCy,
+applies) and ``rich-click`` (depnmt's commands), all pure Python (``CHECK_WHEELS``); the train/translate paths import no tokenizer or parser package (sacremoses, spaCy,
 stanza): the shipped data is tokenized with the ``keep`` tokenizer, English→Japanese, whose
 Japanese side is detokenized by joining, and translated from pre-parsed CoNLL-U.
 
@@ -661,17 +661,25 @@ def run_section(plan: Plan, section: str, data: Path, pending: dict[str, Future]
     print(f"{section}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
 
-def require_subword_nmt() -> None:
-    """``train`` copies the shipped data's BPE codes and ``translate`` applies them: a usage
-    error naming the two wheels when subword-nmt is missing."""
-    try:
-        import subword_nmt  # noqa: F401
-    except ImportError:
+# What the train, ddp and translate checks import beyond a GPU machine's usual packages (torch,
+# click, rich, sacrebleu, numpy), all pure Python: module -> the wheel to bring, pinned.
+CHECK_WHEELS = {"subword_nmt": "subword-nmt==0.3.8", "tqdm": "tqdm",
+                "rich_click": "rich-click>=1.9"}
+
+
+def require_wheels() -> None:
+    """``train`` copies the shipped data's BPE codes (subword-nmt, with tqdm) and runs depnmt's
+    commands (rich-click): a usage error naming the missing wheels and how to bring them."""
+    import importlib.util
+    missing = [wheel for module, wheel in CHECK_WHEELS.items()
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        wanted = " ".join(f"'{w}'" for w in missing)
         raise click.UsageError(
-            "the train, ddp and translate checks need subword-nmt (pure Python, with tqdm): "
-            "pip install subword-nmt tqdm, or without internet `pip download --no-deps "
-            "subword-nmt==0.3.8 tqdm -d build/wheels` elsewhere and `pip install --no-index "
-            "--no-deps build/wheels/*.whl` here; --only parity,speed runs without it") from None
+            f"the train, ddp and translate checks need {', '.join(missing)} (pure Python): "
+            f"pip install {wanted}, or without internet `pip download --no-deps {wanted} -d "
+            "build/wheels` elsewhere and `pip install --no-index --no-deps build/wheels/*.whl` "
+            "here; --only parity,speed runs without them")
 
 
 @click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
@@ -704,7 +712,7 @@ def main(device: str, tiny: bool, only: str, out: Path | None, peak_tflops: floa
         sections.insert(sections.index("translate"), "train")   # it decodes train's models
     dev = resolve_device(device)
     if set(sections) & {"train", "ddp", "translate"}:
-        require_subword_nmt()
+        require_wheels()
     with contextlib.ExitStack() as stack:
         root = work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpucheck-")))
         plan = (tiny_plan if tiny else Plan)(dev, root)

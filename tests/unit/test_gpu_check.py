@@ -175,3 +175,25 @@ def test_a_hung_torchrun_is_killed_with_its_workers_and_its_stderr_kept(tmp_path
     status, err = check.run_logged([sys.executable, "-c", "import sys; sys.exit(3)"],
                                    dict(os.environ), log, 30)
     assert status == 3
+
+
+def test_missing_wheels_are_named_with_how_to_bring_them(monkeypatch):
+    """On a GPU machine without internet, the train/ddp/translate checks need pure-Python wheels
+    brought along: every missing one is named in the usage error (depnmt's commands import
+    rich-click, which such a machine lacked)."""
+    import importlib.util
+
+    import click
+
+    bench = load_check()
+    assert set(bench.CHECK_WHEELS) == {"subword_nmt", "tqdm", "rich_click"}
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("rich_click", "tqdm") else real(name, *a))
+    with pytest.raises(click.UsageError) as err:
+        bench.require_wheels()
+    message = err.value.message
+    assert "tqdm, rich-click>=1.9" in message and "subword-nmt" not in message.split(":")[0]
+    assert "pip download --no-deps 'tqdm' 'rich-click>=1.9'" in message
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    bench.require_wheels()                                  # all present here: no error
