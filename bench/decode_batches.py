@@ -76,7 +76,6 @@ class RandomBasePasses:
         self.lengths = [rng.randint(5, longest) for _ in range(n)]
         self.examples = [Example(i, [rng.randint(10, vocab - 1) for _ in range(n_src - 1)]
                                  + [EOS], [EOS]) for i, n_src in enumerate(self.lengths)]
-        self.lines = self.examples
 
     @torch.no_grad()
     def run(self, precision: str, max_tokens: int) -> list[str]:

@@ -9,8 +9,8 @@ check with the measured value; exit status 1 when any check fails.
 Run it from a checkout (it puts the repository on ``sys.path``; depnmt need not be installed).
 Besides torch, click, rich, sacrebleu and numpy it needs ``subword-nmt`` with ``tqdm`` (the
 shipped data is BPE'd with codes, which ``train`` copies into the model and ``translate``
-applies) and ``rich-click`` (depnmt's commands), all pure Python (``CHECK_WHEELS``); the train/translate paths import no tokenizer or parser package (sacremoses, spaCy,
-stanza): the shipped data is tokenized with the ``keep`` tokenizer, English→Japanese, whose
+applies) and ``rich-click`` (depnmt's commands), all pure Python (``CHECK_WHEELS``); the
+train/translate paths import no tokenizer or parser package (sacremoses, spaCy, stanza): the shipped data is tokenized with the ``keep`` tokenizer, English→Japanese, whose
 Japanese side is detokenized by joining, and translated from pre-parsed CoNLL-U.
 
 Data: ``bench/gpu_check_data/`` holds 240/30/100 train/dev/test pairs of small_parallel_enja

@@ -89,8 +89,8 @@ class Translator:
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
         ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens``
         (default: 8,000 on the CPU, 32,000 on a GPU) and ``batch_size`` bound a batch;
-        ``search``: the default search options of :meth:`translate` (``beam``, ``alpha``, ``max_len_a``, ``max_len_b``, ``at_limit``,
-        ``length_penalty``; default: the model's)."""
+        ``search``: the default search options of :meth:`translate` (``beam``, ``alpha``,
+        ``max_len_a``, ``max_len_b``, ``at_limit``, ``length_penalty``; default: the model's)."""
         from .modeldir import named_checkpoint
         from .translate import Translator as ModelTranslator
         model_dir = Path(model_dir)

@@ -209,4 +209,3 @@ def test_the_teacher_forced_pass_runs_inside_search_attention(dbsa_model, tiny_b
     assert run_cli(["translate", "-m", dbsa_model, "-i", src, "--induced-target-trees",
                     tmp_path / "t.conllu"]) == 0
     assert forwards and all(forwards), forwards
-
