@@ -41,10 +41,13 @@ Sections (``--only``):
   CUDA, 8,000 on the CPU).
 * ``speed`` — Transformer-base (6+6 layers, d_model 512, 8 heads, d_ff 2048, vocabulary 32k,
   batches of 250 synthetic pairs of 100 + 100 tokens = 25k target tokens, halved until they fit)
-  in bf16, abs, rel, dep+rel, gps, pascal, structural and dbsa-enc trained side by side on the
-  same batches, interleaved (``bench/schemes.py``): target tokens/s, model FLOP utilisation
-  (MFU) and peak memory (``torch.cuda.max_memory_allocated``); goals on CUDA: abs MFU ≥ 35 %,
-  every tree scheme ≥ 0.85 × abs tokens/s. On the CPU the speed rows are informative only.
+  in bf16, abs, rel, dep+rel, rel with key terms only, gps, pascal, structural and dbsa-enc
+  trained side by side on the same batches, interleaved (``bench/schemes.py``), 8 rounds:
+  target tokens/s, model FLOP utilisation (MFU) and peak memory
+  (``torch.cuda.max_memory_allocated``); goals on CUDA: abs MFU ≥ 25 % (≥ 20 % on an H100),
+  every tree scheme ≥ 0.85 × abs tokens/s, and ≥ 0.9 × for those that add only key terms or
+  logit biases (rel-key, gps, pascal, structural, dbsa-enc). On the CPU the speed rows are
+  informative only.
 
 ``--tiny`` (what ``tests/unit/test_gpu_check.py`` runs with ``--device cpu``): 2 updates
 (resumed after 1), abs alone in every precision and resumed (the other schemes: fp32, once),
@@ -96,13 +99,18 @@ import torch  # noqa: E402
 
 DATA = REPO / "bench" / "gpu_check_data"
 SECTIONS = ("parity", "train", "ddp", "translate", "speed")
-SPEED_SYSTEMS = ("abs", "rel", "dep+rel", "gps", "pascal", "structural", "dbsa-enc")
+SPEED_SYSTEMS = ("abs", "rel", "dep+rel", "rel-key", "gps", "pascal", "structural", "dbsa-enc")
 ABLATIONS = {"deplabel+rel-key": ["--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                                   "--deplabel-terms", "key"]}
 # dense bf16 tensor TFLOP/s by a part of torch.cuda.get_device_name (first match wins)
 PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0),
                ("A100", 312.0))
-GOAL_MFU, GOAL_RATIO = 0.35, 0.85
+# goals on CUDA: abs's MFU (an H100 has less memory bandwidth per FLOP than an H200), and each
+# tree scheme's tokens/s as a ratio to abs's; schemes that add only key terms or logit biases
+# (no value term) have the higher one
+GOAL_MFU, GOAL_MFU_H100 = 0.25, 0.20
+GOAL_RATIO, GOAL_RATIO_KEY_OR_BIAS = 0.85, 0.90
+KEY_OR_BIAS = ("rel-key", "gps", "pascal", "structural", "dbsa-enc")
 LOGIT_TOL, GRAD_TOL, RESUME_TOL, SAME_LINES = 1e-4, 1e-3, 1e-3, 0.99
 
 
@@ -137,7 +145,7 @@ class Plan:
     ddp_schemes: tuple[str, ...] | None = None
     speed: dict = field(default_factory=lambda: dict(
         d_model=512, heads=8, d_ff=2048, layers=6, vocab=32000, src_len=100, tgt_len=100,
-        batch_size=250, n_batches=2, decode_len=2, rounds=3))
+        batch_size=250, n_batches=2, decode_len=2, rounds=8))
     peak_tflops: float | None = None
     rows: list[Row] = field(default_factory=list)
 
@@ -612,11 +620,19 @@ def check_speed(plan: Plan) -> None:
         value = (f"{tok_s:,} tok/s" + (f", MFU {mfu:.1%}" if mfu is not None else "")
                  + memory + f", {row['train_ratio']:.2f}× abs")
         if row["scheme"] == "abs":
-            ok = (mfu >= GOAL_MFU) if cuda and mfu is not None else None
-            plan.add("speed", f"abs ({size}); goal MFU ≥ {GOAL_MFU:.0%}", value, ok)
+            goal = goal_mfu(plan.device)
+            ok = (mfu >= goal) if cuda and mfu is not None else None
+            plan.add("speed", f"abs ({size}); goal MFU ≥ {goal:.0%}", value, ok)
         else:
-            ok = row["train_ratio"] >= GOAL_RATIO if cuda else None
-            plan.add("speed", f"{row['scheme']}; goal ≥ {GOAL_RATIO}× abs", value, ok)
+            goal = GOAL_RATIO_KEY_OR_BIAS if row["scheme"] in KEY_OR_BIAS else GOAL_RATIO
+            ok = row["train_ratio"] >= goal if cuda else None
+            plan.add("speed", f"{row['scheme']}; goal ≥ {goal}× abs", value, ok)
+
+
+def goal_mfu(device: torch.device) -> float:
+    """abs's MFU goal on ``device``: lower on an H100 (not an H200) than on other GPUs."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    return GOAL_MFU_H100 if "H100" in name else GOAL_MFU
 
 
 class Blocked(importlib.abc.MetaPathFinder):

@@ -47,6 +47,7 @@ from depnmt.model.schemes.registry import (build_schemes, learn_options, resolve
                                            scheme_entries)
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
+from depnmt.train import adam
 from depnmt.trees import random_heads
 from depnmt.vocab import BOS, EOS
 
@@ -55,7 +56,7 @@ from depnmt.vocab import BOS, EOS
 # otherwise; DBSA's parse heads sit in the middle layer of the 3 + 3 default, as the paper's
 # 4th of 6).
 SYSTEMS: dict[str, tuple[str, dict]] = {
-    "abs": ("abs", {}), "rel": ("abs+rel", {}),
+    "abs": ("abs", {}), "rel": ("abs+rel", {}), "rel-key": ("abs+rel", {"rel_terms": "key"}),
     "dep": ("abs+dep", {}), "dep+rel": ("abs+dep+rel", {}),
     "deplabel": ("abs+deplabel", {}), "deplabel+rel": ("abs+deplabel+rel", {}),
     "dbsa-enc": ("abs+dbsa-enc", {"dbsa_enc_layer": 2}),
@@ -302,7 +303,7 @@ class Run:
 def new_run(setup: Setup, name: str, precision: str = "fp32") -> Run:
     examples = make_examples(setup)
     model = setup.model(name, examples)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = adam(model.parameters(), 1e-4, setup.device)    # depnmt train's Adam
     dtype = train_precision(setup.device, precision)
     return Run(name, precision, dtype, model, optimizer,
                make_batches(setup, examples, model.schemes.schemes))

@@ -88,7 +88,8 @@ def awsl(model, examples: Sequence, max_tokens: int = 4000) -> list[LayerWeights
             tokens = (batch.src != PAD) & (batch.src != EOS)
             for n in gps.layers:
                 attn = model.encoder[n].self_attn
-                q, k = attn._split(attn.q_proj(inputs[n])), attn._split(attn.k_proj(inputs[n]))
+                q = attn.split_heads(attn.q_proj(inputs[n]))
+                k = attn.split_heads(attn.k_proj(inputs[n]))
                 e = (q @ k.transpose(-1, -2)) / attn.d_k ** 0.5           # Eq. 5, first term
                 es = gps.syntax_logits(n, feats)                         # Eq. 5, second term
                 syntax, standard, real = pair_weights(e.float(), es.float(), tokens)

@@ -214,13 +214,23 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = dropout
 
-    def _split(self, x: Tensor) -> Tensor:
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``[B, T, D]`` -> ``[B, H, T, d_k]`` (a view)."""
         b, t, _ = x.shape
         return x.view(b, t, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
 
     def project_kv(self, kv: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values ``[B, H, Tk, d_k]`` (cached by the decoder for incremental decoding)."""
-        return self._split(self.k_proj(kv)), self._split(self.v_proj(kv))
+        return self.split_heads(self.k_proj(kv)), self.split_heads(self.v_proj(kv))
+
+    def project_self(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``[B, H, T, d_k]`` of a self-attention over ``x [B, T, D]``
+        by one matrix multiply with ``W^Q``, ``W^K``, ``W^V`` stacked ``[3D, D]`` (each output
+        is the dot product of the projection's own; the stacking is part of the graph, so each
+        weight gets its gradient), reading ``x`` once instead of three times."""
+        weight, bias = stacked_linears((self.q_proj, self.k_proj, self.v_proj), None)
+        q, k, v = F.linear(x, weight, bias).chunk(3, dim=-1)
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
     def fused_qkv(self, dtype: torch.dtype | None = None) -> PackedWeights:
         """``W^Q``, ``W^K``, ``W^V`` stacked ``[3D, D]`` with their biases ``[3D]``, in ``dtype``
@@ -232,7 +242,7 @@ class MultiHeadAttention(nn.Module):
         """Queries, keys and values ``[B, H, T, d_k]`` of a self-attention over ``x [B, T, D]``
         by one matrix multiply with the :meth:`fused_qkv` weights (the values of the three
         projections: each output is the same dot product)."""
-        return tuple(self._split(t) for t in fused(x).chunk(3, dim=-1))
+        return tuple(self.split_heads(t) for t in fused(x).chunk(3, dim=-1))
 
     def forward(self, query: Tensor, kv: Tensor | None = None, mask: Tensor | None = None,
                 terms: AttentionTerms | None = None,
@@ -253,9 +263,12 @@ class MultiHeadAttention(nn.Module):
         CPU under bf16 autocast, :class:`~depnmt.model.transformer.DecoderState`) are attended
         in theirs, outside autocast.
         """
-        if q is None:
-            q = self._split(self.q_proj(query))                     # (B, H, Tq, d_k)
-        k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
+        if q is None and cached_kv is None and kv is query:
+            q, k, v = self.project_self(query)                      # (B, H, T, d_k) each
+        else:
+            if q is None:
+                q = self.split_heads(self.q_proj(query))            # (B, H, Tq, d_k)
+            k, v = cached_kv if cached_kv is not None else self.project_kv(kv)
         # the replaced heads are not computed, except over a cache: its keys/values are
         # contiguous over all heads, and slicing some would copy them at every step
         lo, hi = (0, self.n_heads) if terms is None or cached_kv is not None \

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..device import autocast_dtype
 from ..vocab import PAD
-from .attention import KeyValues, MultiHeadAttention
+from .attention import KeyValues, MultiHeadAttention, stacked_linears
 from .dropout import Dropout
 from .packed import PackedWeights
 from .schemes import Extras, ModelDims, SchemeStack, build_schemes
@@ -243,12 +243,23 @@ class TransformerNMT(nn.Module):
         :func:`decoding_dtype` for a search). With a ``dtype`` each step projects the
         self-attention's queries, keys and values by one matrix multiply (weights stacked here
         once, in autocast's dtype when it is on)."""
-        kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        kv = self.cross_kv(memory)
         if dtype is None:
             return DecoderState(kv, src_mask)
         weights = autocast_dtype(memory.device.type)
         fused = [layer.self_attn.fused_qkv(weights) for layer in self.decoder]
         return DecoderState(kv, src_mask, dtype, fused)
+
+    def cross_kv(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Every decoder layer's cross-attention keys and values ``[B, H, S, d_k]`` of
+        ``memory [B, S, D]``, by one matrix multiply with all their ``W^K``, ``W^V`` stacked
+        ``[2 · layers · D, D]`` (each output the dot product of its own projection)."""
+        linears = [lin for layer in self.decoder
+                   for lin in (layer.cross_attn.k_proj, layer.cross_attn.v_proj)]
+        weight, bias = stacked_linears(tuple(linears), None)
+        split = self.decoder[0].cross_attn.split_heads          # every layer's H and d_k
+        heads = [split(t) for t in F.linear(memory, weight, bias).chunk(len(linears), dim=-1)]
+        return list(zip(heads[::2], heads[1::2]))
 
     def decode(self, tgt_in: Tensor, state: DecoderState, incremental: bool = False,
                extras: Extras | None = None) -> Tensor:
