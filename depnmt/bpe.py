@@ -63,6 +63,7 @@ from .log import info, progress_bar, track, warn
 from .manifest import load_manifest, write_manifest
 # merge_subwords is re-exported: scripts written by `depnmt export` import it from here
 from .subwords import ESCAPE, SEPARATOR, escape_token, merge_subwords  # noqa: F401
+from .prepare import check_language_code
 from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, count_lines, iter_lines, read_json, write_lines
 from .vocab import Vocab
@@ -320,6 +321,7 @@ def prepared_inputs(prepare_dir: Path) -> tuple[dict, dict[str, str], list[str]]
         lang = manifest.get(f"{side}_lang") or manifest.get("options", {}).get(f"{side}_lang")
         if not lang:
             raise DepnmtError(f"{prepare_dir}/manifest.json: no {side}_lang recorded")
+        check_language_code(str(lang), f"{prepare_dir}/manifest.json: {side}_lang")
         langs[side] = lang
     if langs["src"] == langs["tgt"]:
         raise DepnmtError(f"{prepare_dir}: source and target are both '{langs['src']}'; their "
@@ -394,7 +396,7 @@ def build_vocabs(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str
 def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
     """Run the bpe stage from a prepare folder into ``out_dir`` (all or nothing, one writer:
     :func:`~depnmt.stagedir.stage_output`); return the manifest."""
-    check_distinct(out_dir, {"prepare": prepare_dir})
+    check_distinct(out_dir, {"prepare folder": prepare_dir})
     opts.check()
     prep, langs, splits = prepared_inputs(prepare_dir)
     train_counts = {}

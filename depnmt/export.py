@@ -37,7 +37,7 @@ from typing import Any
 
 from . import __version__
 from .errors import DepnmtError
-from .stagedir import stage_output
+from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, naming
 
 EXPORT_CONFIG = "depnmt-export.json"
@@ -188,6 +188,8 @@ def export_ctranslate2(model_dir: Path, out_dir: Path, checkpoint: Path | None =
     :func:`~depnmt.stagedir.stage_output`); returns the export record."""
     from .modeldir import default_checkpoint, read_config
 
+    check_distinct(out_dir, {"model folder": model_dir, **({"--checkpoint file": checkpoint}
+                                                   if checkpoint else {})})
     config = read_config(model_dir)
     kind = position_kind(model_dir, config["model"])
     refuse_existing(out_dir, force)

@@ -122,7 +122,7 @@ def write_multitask(prepare_dir: Path, parse_dir: Path, out_dir: Path,
     ``parse_fraction`` < 1 adds the parse pairs of that share of the training sentences only
     (chosen at random with ``seed``)."""
     from .bpe import prepared_inputs
-    check_distinct(out_dir, {"prepare": prepare_dir, "parse": parse_dir})
+    check_distinct(out_dir, {"prepare folder": prepare_dir, "parse folder": parse_dir})
     manifest, langs, splits = prepared_inputs(prepare_dir)
     owns = {f"{split}.{raw}{lang}" for split in SPLITS for raw in ("", "raw.")
             for lang in langs.values()}

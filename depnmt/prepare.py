@@ -27,6 +27,7 @@ Rules, in order:
 
 from __future__ import annotations
 
+import re
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -36,7 +37,7 @@ from typing import Iterator
 from .errors import DepnmtError
 from .log import info, track, warn
 from .manifest import write_manifest
-from .stagedir import stage_output
+from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, count_lines, iter_lines
 from .tokenize import Tokenizer, default_kind, make_tokenizer
 
@@ -78,6 +79,19 @@ class SplitSource:
     @property
     def size(self) -> int:
         return self.stop - self.start
+
+
+# a language code as file names take it: ISO 639 letters, optionally a region or script
+# subtag (en, de, ja, pt-BR, zh_Hant); nothing that could be a path
+LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*")
+
+
+def check_language_code(lang: str, option: str) -> None:
+    """``lang`` is a language code that output file names can carry (``{split}.{lang}``); a
+    :class:`DepnmtError` naming ``option`` otherwise."""
+    if not LANGUAGE_CODE.fullmatch(lang):
+        raise DepnmtError(f"{option} {lang!r} is not a language code (letters, e.g. en, de, ja, "
+                          f"optionally a subtag: pt-BR); it becomes part of file names")
 
 
 def make_side_tokenizer(kind: str, lang: str, lowercase: bool,
@@ -219,6 +233,10 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
     """Run the whole stage into ``out_dir`` (all or nothing, one writer:
     :func:`~depnmt.stagedir.stage_output`) and return the manifest that was written."""
     out_dir = Path(out_dir)
+    for option, lang in (("--src-lang", settings.src_lang), ("--tgt-lang", settings.tgt_lang)):
+        check_language_code(lang, option)
+    check_distinct(out_dir, {f"--{split}-{side} file": path for split, pair in files.items()
+                             for side, path in zip(("src", "tgt"), pair)})
     if settings.src_lang == settings.tgt_lang:
         raise DepnmtError(f"source and target language are both '{settings.src_lang}'; output "
                           f"file names would collide")

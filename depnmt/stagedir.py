@@ -138,11 +138,20 @@ def rename_paths(exc: BaseException, tmp: Path, out_dir: Path) -> None:
 
 
 def check_distinct(out_dir: Path, inputs: dict[str, Path]) -> None:
-    """The output folder must not be one the stage reads (``{what: folder}``): replacing it
-    would delete the stage's input."""
-    for what, folder in inputs.items():
-        if out_dir.resolve() == folder.resolve():
-            raise DepnmtError(f"{out_dir}: the output folder must differ from the {what} folder")
+    """The output folder must neither be, nor hold, nor lie inside a path the stage reads
+    (``{what: path}``, files or folders): replacing the folder would delete or change the
+    stage's input. A :class:`DepnmtError` names the output folder and the input."""
+    out = Path(os.path.realpath(out_dir))
+    for what, path in inputs.items():
+        read = Path(os.path.realpath(path))
+        if out == read:
+            raise DepnmtError(f"{out_dir}: the output folder must differ from the {what}")
+        if out in read.parents:
+            raise DepnmtError(f"{out_dir}: the output folder holds the {what} ({path}), which "
+                              f"writing it would delete; choose another output folder")
+        if read in out.parents:
+            raise DepnmtError(f"{out_dir}: the output folder lies inside the {what} "
+                              f"({path}), which it would change; choose another output folder")
 
 
 def make_parent(out_dir: Path) -> None:

@@ -265,8 +265,9 @@ def conllu_sources(opts: ParseOptions, jobs: list[Job]) -> dict[str, Path]:
 
 
 def check_folders(prepare_dir: Path, out_dir: Path) -> None:
-    """The output folder must not be the prepare folder (its manifest would be overwritten)."""
-    check_distinct(out_dir, {"prepare": prepare_dir})
+    """The output folder must not be, hold or lie inside the prepare folder
+    (:func:`~depnmt.stagedir.check_distinct`)."""
+    check_distinct(out_dir, {"prepare folder": prepare_dir})
 
 
 def owns_tree_file(name: str) -> bool:

@@ -452,5 +452,7 @@ def test_checked_trees_counts_against_the_text(prepare_dir, tmp_path):
 
 
 def test_missing_prepare_manifest(tmp_path, capsys):
-    status, err = run_cli(["parse", "-i", str(tmp_path), "-o", str(tmp_path / "o")], capsys)
+    (tmp_path / "in").mkdir()
+    status, err = run_cli(["parse", "-i", str(tmp_path / "in"), "-o", str(tmp_path / "o")],
+                          capsys)
     assert status == 2 and "no manifest.json" in err
