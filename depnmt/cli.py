@@ -26,6 +26,7 @@ from .heap import own_process
 COMMANDS = {
     "prepare": ("prepare", "Read, normalise, tokenize and filter a parallel corpus into train/dev/test."),
     "parse": ("parse", "Dependency-parse tokenized text into CoNLL-U (stanza, spaCy/GiNZA or given trees)."),
+    "controls": ("controls", "Control trees of a parse folder: random, shuffled, chains or noisy (is it the tree?)."),
     "models": ("models", "Download stanza's parser models (only when asked; parse never downloads)."),
     "multitask": ("multitask", "Mix translation with source parsing (linearized trees, task tags)."),
     "bpe": ("bpe", "Learn and apply subword-nmt BPE (or word-level vocabularies)."),

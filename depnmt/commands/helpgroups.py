@@ -37,6 +37,10 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Parser", ["backend", "models", "langs", "stanza_dir", "conllu_dir", "batch_size"]),
         ("Work split over processes", ["shard", "merge"]),
     ],
+    "controls": [
+        ("Input and output", ["parse_dir", "out_dir", "side"]),
+        ("Control", ["kind", "seed", "labels", "noise"]),
+    ],
     "bpe": [
         ("Input and output", ["prepare_dir", "out_dir"]),
         ("Subwords", ["mode", "merges", "joint", "vocab_threshold", "merge_min_freq"]),
