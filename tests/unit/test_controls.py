@@ -213,8 +213,9 @@ def test_make_parser_applies_a_recorded_control(monkeypatch):
 # Every kind on every UD treebank: valid for the reader, as specified, the same for a seed
 
 UD_CONTROLS = [Control("random-projective", 1, "keep"),
-               Control("random-nonprojective", 1, "shuffle"), Control("shuffled", 1, "constant"), Control("left-branching", 1, "keep"),
-               Control("right-branching", 1, "constant"), Control("noise", 1, "keep", 0.2)]
+               Control("random-nonprojective", 1, "shuffle"), Control("shuffled", 1, "constant"),
+               Control("left-branching", 1, "keep"), Control("right-branching", 1, "constant"),
+               Control("noise", 1, "keep", 0.2)]
 
 
 def check_as_specified(control: Control, gold: Sentence, tree: Sentence) -> bool:
