@@ -73,6 +73,12 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Trees a DBSA model induces", ["induced_trees", "induced_target_trees",
                                         "dbsa_gold_arcs"]),
     ],
+    "score-translations": [
+        ("Model", ["model_dir", "checkpoint"]),
+        ("Input and output", ["src_path", "src_format", "tgt_path", "output_path", "per_token"]),
+        ("Score", ["alpha", "length_penalty"]),
+        ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision"]),
+    ],
     "score": [
         ("References and sources", ["refs", "src", "tokenize", "lang"]),
         ("Metrics", ["metric_names", "chrf_word_order"]),
