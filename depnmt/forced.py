@@ -54,9 +54,10 @@ class ForcedScorer:
         self.tgt_tokenizer = make_tokenizer(translator.config["tokenizers"]["tgt"])
 
     @classmethod
-    def from_model_dir(cls, model_dir: Path, **kwargs) -> "ForcedScorer":
+    def from_model_dir(cls, model_dir: str | Path, **kwargs) -> "ForcedScorer":
         """``kwargs``: those of :meth:`Translator.from_model_dir` (checkpoint, device,
         precision, max_tokens, batch_size; ``alpha`` and ``length_penalty`` for the score)."""
+        model_dir = Path(model_dir)
         return cls(Translator.from_model_dir(model_dir, **kwargs),
                    Segmenter.from_dir(model_dir, "tgt"))
 

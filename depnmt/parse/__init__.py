@@ -25,7 +25,8 @@ from ..errors import DepnmtError
 from .conllu import Sentence, read_conllu, write_conllu
 from .projection import line_tree
 
-__all__ = ["ControlledParser", "Parser", "Sentence", "make_parser", "read_conllu", "write_conllu", "BACKENDS"]
+__all__ = ["ControlledParser", "Parser", "Sentence", "make_parser", "read_conllu", "write_conllu",
+           "BACKENDS"]
 
 BACKENDS = ("stanza", "spacy", "conllu")
 SETTING_KEYS = {"backend", "model", "lang", "resources_dir", "retokenize", "control"}
