@@ -33,7 +33,7 @@ COMMANDS = {
     "train": ("train", "Train a Transformer with a chosen positional scheme."),
     "average": ("average", "Average the last or best checkpoints of a run (train --keep-last N)."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
-    "score-translations": ("forced", "Score given translations with a model: log p and length-normalised score (forced decoding)."),
+    "rescore": ("forced", "Score given translations (forced decoding): log p, raw and length-normalised."),
     "export": ("export", "Export a trained model to CTranslate2 (abs, noabs+rel, noabs schemes) for serving."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),
     "report": ("report", "Results table of trained systems: BLEU, chrF, p-values, speed, size."),

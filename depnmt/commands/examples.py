@@ -54,10 +54,9 @@ EXAMPLES: dict[str, list[str]] = {
         "depnmt translate -m work/model < work/prepare/test.raw.en > test.de",
         "depnmt translate -m work/model-gps -i work/prepare/test.raw.en -o test-gps.de",
     ],
-    "score-translations": [
+    "rescore": [
         "# log p of each translation under the model (score: length-normalised, as the beam ranks)",
-        "depnmt score-translations -m work/model --src work/prepare/test.raw.en --tgt test.de "
-        "-o test.scores",
+        "depnmt rescore -m work/model --src work/prepare/test.raw.en --tgt test.de -o test.scores",
     ],
     "export": ["depnmt export --format ctranslate2 -m work/model -o work/model-ct2"],
     "score": ["depnmt score --ref work/prepare/test.raw.de test.de test-gps.de"],
@@ -90,7 +89,7 @@ EXAMPLES: dict[str, list[str]] = {
 
 # the order in which the examples run as one session (each needs what the earlier ones wrote)
 PIPELINE = ["prepare", "parse", "controls", "models download", "multitask", "bpe", "train",
-            "average", "translate", "score-translations", "export", "score", "report", "runs",
+            "average", "translate", "rescore", "export", "score", "report", "runs",
             "archive", "plot", "inspect", "analyze awsl", "analyze uas"]
 
 WIDTH = 92                      # a command longer than this is continued on the next line

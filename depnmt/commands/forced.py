@@ -1,4 +1,4 @@
-"""``depnmt score-translations``: the model's log-probability of given translations."""
+"""``depnmt rescore``: the model's log-probability of given translations."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ prefers a correct translation to a minimally wrong one.
 """
 
 
-@click.command("score-translations", help=HELP,
+@click.command("rescore", help=HELP,
                context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("-m", "--model", "model_dir", type=click.Path(path_type=Path, file_okay=False),
               default=lambda: os.environ.get("DEPNMT_MODEL", "model"),

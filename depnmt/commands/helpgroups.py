@@ -73,7 +73,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Trees a DBSA model induces", ["induced_trees", "induced_target_trees",
                                         "dbsa_gold_arcs"]),
     ],
-    "score-translations": [
+    "rescore": [
         ("Model", ["model_dir", "checkpoint"]),
         ("Input and output", ["src_path", "src_format", "tgt_path", "output_path", "per_token"]),
         ("Score", ["alpha", "length_penalty"]),

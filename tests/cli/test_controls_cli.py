@@ -183,7 +183,7 @@ def test_a_model_trained_on_controls_translates_with_them(tiny_bpe, spacy_parse,
     prepare = tiny_bpe.parent / "prepare"
     for name, fmt, src in (("given", "conllu", spacy_parse / "test.en.conllu"),
                            ("parsed", "text", prepare / "test.raw.en")):
-        assert run_cli(["score-translations", "-m", model, "--src-format", fmt, "--src", src,
+        assert run_cli(["rescore", "-m", model, "--src-format", fmt, "--src", src,
                         "--tgt", prepare / "test.raw.de", "-o", tmp_path / f"{name}.tsv"]) == 0
     scores = (tmp_path / "given.tsv").read_text(encoding="utf-8")
     assert scores == (tmp_path / "parsed.tsv").read_text(encoding="utf-8")

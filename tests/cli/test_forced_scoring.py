@@ -1,4 +1,4 @@
-"""Forced scoring (``depnmt score-translations``, :mod:`depnmt.forced`): the score of a model's
+"""Forced scoring (``depnmt rescore``, :mod:`depnmt.forced`): the score of a model's
 own beam output is the score its search reported, and a trained model prefers a correct
 translation to a corrupted one."""
 
@@ -69,7 +69,7 @@ def test_a_correct_translation_outscores_a_corrupted_one(trained, tiny_bpe):
 def test_the_command_writes_one_line_per_pair(trained, tiny_bpe, tmp_path, capsys):
     prepare = tiny_bpe.parent / "prepare"
     out = tmp_path / "scores.tsv"
-    assert run_cli(["score-translations", "-m", trained, "--src", prepare / "test.raw.en",
+    assert run_cli(["rescore", "-m", trained, "--src", prepare / "test.raw.en",
                     "--tgt", prepare / "test.raw.de", "-o", out, "--per-token",
                     "--precision", "fp32"]) == 0
     rows = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
@@ -82,7 +82,7 @@ def test_the_command_writes_one_line_per_pair(trained, tiny_bpe, tmp_path, capsy
         assert abs(logprob - expected.logprob) < 1e-5 and abs(score - expected.score) < 1e-5
         assert abs(sum(map(float, per)) - logprob) < 1e-4
     capsys.readouterr()
-    assert run_cli(["score-translations", "-m", trained, "--src", prepare / "test.raw.en",
+    assert run_cli(["rescore", "-m", trained, "--src", prepare / "test.raw.en",
                     "--tgt", prepare / "test.raw.de", "--alpha", "0"]) == 0
     plain = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert all(float(s) == float(lp) for s, lp, _ in plain)
@@ -98,7 +98,7 @@ def test_unpaired_or_empty_lines_are_one_error_line(trained, tmp_path, capsys, s
     (tmp_path / "tgt.txt").write_text(tgt, encoding="utf-8")
     out = tmp_path / "scores.tsv"
     capsys.readouterr()
-    assert run_cli(["score-translations", "-m", trained, "--src", tmp_path / "src.txt",
+    assert run_cli(["rescore", "-m", trained, "--src", tmp_path / "src.txt",
                     "--tgt", tmp_path / "tgt.txt", "-o", out]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tmp_path / where}: ") and err.count("\n") == 1
