@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import torch
+from torch import Tensor
 
 from .bpe import Segmenter
 from .data import Example, collate
 from .device import autocast, search_attention
 from .errors import DepnmtError
+from .model.transformer import TransformerNMT
 from .search import length_penalty
 from .translate import Translator, length_batches
 from .vocab import PAD
@@ -100,10 +102,8 @@ class ForcedScorer:
         for rows in length_batches(lengths, 1, t.max_tokens, t.batch_size):
             batch = collate([examples[i] for i in rows], t.schemes).to(t.device)
             with autocast(t.device, t.amp), search_attention(t.device):
-                logits, _ = t.model(batch.src, batch.tgt_in, batch.src_feats)
-            lprobs = torch.log_softmax(logits.float(), -1)
-            picked = lprobs.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)
-            picked = picked.masked_fill(batch.tgt_out == PAD, 0.0).double()
+                picked = token_logprobs(t.model, batch.src, batch.src_feats, batch.tgt_in,
+                                        batch.tgt_out)
             for row, i in enumerate(rows):
                 n = len(examples[i].tgt) + 1                        # with EOS
                 values = picked[row, :n]
@@ -111,6 +111,17 @@ class ForcedScorer:
                 out[i] = ForcedScore(logprob / length_penalty(n, cfg.alpha, cfg.length_penalty),
                                      logprob, n, values.tolist() if per_token else None)
         return out  # type: ignore[return-value]
+
+
+def token_logprobs(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+                   tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+    """``log p(tgt_out[b, t] | tgt_in[b, :t + 1], src[b])`` ``[B, T]`` float64 by one
+    teacher-forced pass (``tgt_in`` = BOS + target, ``tgt_out`` = target + EOS, PAD-padded;
+    0 at PAD), the softmax over the whole vocabulary as in the search."""
+    logits, _ = model(src, tgt_in, src_feats)
+    lprobs = torch.log_softmax(logits.float(), -1)
+    picked = lprobs.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)
+    return picked.masked_fill(tgt_out == PAD, 0.0).double()
 
 
 def check_pairs(sources: Sequence, translations: Sequence) -> None:

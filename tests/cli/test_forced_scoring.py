@@ -103,3 +103,27 @@ def test_unpaired_or_empty_lines_are_one_error_line(trained, tmp_path, capsys, s
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tmp_path / where}: ") and err.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("scheme", ["abs", "abs+rel+dbsa_dec"])
+def test_token_logprobs_add_up_to_the_search_scores_of_a_scheme(scheme):
+    """On a model of the scheme (DBSA(Dec): a target-side tree scheme whose decoder induces
+    its trees), the teacher-forced log-probabilities of the beam's hypotheses sum to the
+    log-probabilities the search reported."""
+    import torch
+
+    from depnmt.data import pad_2d
+    from depnmt.forced import token_logprobs
+    from depnmt.search import SearchConfig
+    from depnmt.vocab import BOS, EOS
+    from tests.tiny_models import padded_source, scheme_model
+    model = scheme_model(scheme)
+    src = padded_source(4, 9, torch.Generator().manual_seed(3))
+    lists = search_nbest(model, src, {}, SearchConfig(beam=3, alpha=0.0), 3)
+    hyps = [h for hyps in lists for h in hyps]
+    rows = torch.tensor([b for b, hyps in enumerate(lists) for _ in hyps])
+    with torch.no_grad():
+        picked = token_logprobs(model, src[rows], {}, pad_2d([[BOS] + h.tokens for h in hyps]),
+                                pad_2d([h.tokens + [EOS] for h in hyps]))
+    for h, values in zip(hyps, picked.sum(1).tolist()):
+        assert abs(values - h.logprob) < 1e-4 and abs(values - h.score) < 1e-4
