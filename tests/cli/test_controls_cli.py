@@ -188,3 +188,14 @@ def test_a_model_trained_on_controls_translates_with_them(tiny_bpe, spacy_parse,
     scores = (tmp_path / "given.tsv").read_text(encoding="utf-8")
     assert scores == (tmp_path / "parsed.tsv").read_text(encoding="utf-8")
     assert len(scores.splitlines()) == len(parsed)
+
+
+def test_multitask_reads_a_control_folder_as_a_parse_folder(given, tiny_bpe, tmp_path):
+    ctl = tmp_path / "ctl"
+    assert controls(given, ctl, "--kind", "right-branching", "--labels", "constant") == 0
+    out = tmp_path / "multitask"
+    assert run_cli(["multitask", "-i", tiny_bpe.parent / "prepare", "-t", ctl, "-o", out]) == 0
+    train = (out / "train.de").read_text(encoding="utf-8").splitlines()
+    parses = [line for line in train if line.startswith("(root ")]
+    assert len(parses) == 400                      # a chain: every word one level deeper
+    assert all(line.count("(dep ") == line.count("(") - 1 for line in parses)
