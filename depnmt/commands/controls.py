@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from .options import SEED
+
 HELP = """Make control trees: a parse folder whose trees are random, shuffled, chains or noisy
 versions of a `depnmt parse` folder's, over exactly the same tokens.
 
@@ -44,7 +46,7 @@ on the folder records the control, and `depnmt translate` applies it to the tree
               type=click.Choice(["random-projective", "random-nonprojective", "shuffled",
                                  "left-branching", "right-branching", "noise"]),
               help="Which control trees (see above).")
-@click.option("--seed", type=int, default=1, show_default=True,
+@click.option("--seed", type=SEED, default=1, show_default=True,
               help="Seed of the random kinds (every kind records it).")
 @click.option("--labels", type=click.Choice(["keep", "shuffle", "constant"]), default="keep",
               show_default=True,
