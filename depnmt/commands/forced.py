@@ -9,7 +9,8 @@ from typing import Iterator
 
 import click
 
-from .options import AMOUNT, COUNT, POSITIVE
+from .options import AMOUNT, POSITIVE
+from .translate import DEFAULT_MODEL_DIR, hardware_options
 
 CHUNK_PAIRS = 2000          # pairs read, scored and written at a time
 
@@ -34,7 +35,7 @@ prefers a correct translation to a minimally wrong one.
 @click.command("rescore", help=HELP,
                context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("-m", "--model", "model_dir", type=click.Path(path_type=Path, file_okay=False),
-              default=lambda: os.environ.get("DEPNMT_MODEL", "model"),
+              default=lambda: os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR),
               help="model directory written by `depnmt train` (default: $DEPNMT_MODEL or ./model)")
 @click.option("-c", "--checkpoint", metavar="NAME|FILE",
               help="checkpoint: a name in MODEL/checkpoints or a .pt file  [default: best, "
@@ -61,12 +62,8 @@ prefers a correct translation to a minimally wrong one.
               help="pairs of similar length are scored together in batches of at most this "
                    "many source and target subwords (padding included)",
               show_default="8000 on the CPU, 32000 on a GPU")
-@click.option("--batch-size", type=COUNT, default=0,
-              help="at most this many pairs per batch (0: no limit)")
-@click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-@click.option("--precision", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto",
-              help="arithmetic of the matrix multiplies, as translate --precision (fp32 gives "
-                   "the scores of an fp32 search)")
+@hardware_options("pairs", "arithmetic of the matrix multiplies, as translate --precision "
+                           "(fp32 gives the scores of an fp32 search)")
 def command(model_dir: Path, checkpoint: str | None, src_path: Path, src_format: str,
             tgt_path: Path, output_path: Path | None, per_token: bool, alpha: float | None,
             length_penalty: str | None, max_tokens: int | None, batch_size: int, device: str,

@@ -12,16 +12,13 @@ import pytest
 from depnmt.forced import ForcedScorer
 from depnmt.search import search_nbest
 
-from .conftest import TINY_MODEL, run_cli
+from .conftest import run_cli, train_tiny
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_bpe, tmp_path_factory) -> Path:
     """A tiny model trained long enough (150 updates) to prefer word orders it has seen."""
-    model = tmp_path_factory.mktemp("forced") / "m"
-    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "150",
-                    "--valid-every", "1000"]) == 0
-    return model
+    return train_tiny(tiny_bpe, tmp_path_factory.mktemp("forced") / "m", 150, 1000)
 
 
 def corpus(tiny_bpe: Path) -> tuple[list[str], list[str]]:
