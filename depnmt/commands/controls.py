@@ -17,7 +17,7 @@ control does as well, the gain comes from the scheme's extra parameters, not fro
 \b
 Reads  PARSE_DIR/{split}.{lang}.conllu and PARSE_DIR/manifest.json
 Writes OUT_DIR/{split}.{lang}.conllu and OUT_DIR/manifest.json, a parse folder that
-       `depnmt bpe`, `multitask` and `train -t` read as they read the parser's
+       `depnmt multitask` and `train -t` read as they read the parser's
 
 \b
 Kinds:

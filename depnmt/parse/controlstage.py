@@ -3,7 +3,7 @@
 Inputs: ``PARSE/{split}.{lang}.conllu`` and ``PARSE/manifest.json`` (a ``depnmt parse``
 folder of the parser's trees). Outputs: ``OUT/{split}.{lang}.conllu``, one control tree
 (:mod:`depnmt.parse.controls`) per tree of the input, over exactly its words, and
-``OUT/manifest.json`` of stage ``parse``, so that ``bpe``, ``multitask`` and ``train -t`` read
+``OUT/manifest.json`` of stage ``parse``, so that ``multitask`` and ``train -t`` read
 the folder as they read a parser's. The manifest is the input's, plus:
 
 * ``control``: the control (``kind``, ``seed``, ``labels``, ``noise``), the ``sides`` it was
