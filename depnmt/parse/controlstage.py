@@ -67,7 +67,11 @@ def source_record(parse_dir: Path, manifest: dict) -> dict:
 def tree_files(parse_dir: Path, manifest: dict, sides: list[str] | None) -> dict[str, str]:
     """The tree files of the input folder, each with its side (``src``/``tgt``); the sides
     asked for (None: every side the folder has) must be in the folder."""
-    prepare = load_manifest(Path(manifest["prepare_dir"]), "prepare", verify=False)
+    try:
+        prepare = load_manifest(Path(manifest["prepare_dir"]), "prepare", verify=False)
+    except DepnmtError as exc:
+        raise DepnmtError(f"{parse_dir}: its prepare folder names each file's language and "
+                          f"side, but: {exc}") from None
     by_lang = {lang: side for side, lang in side_langs(prepare).items()}
     files = {name: by_lang.get(name.split(".")[1], "") for name in manifest["outputs"]
              if TREE_FILE.match(name)}

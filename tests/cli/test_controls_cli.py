@@ -199,3 +199,16 @@ def test_multitask_reads_a_control_folder_as_a_parse_folder(given, tiny_bpe, tmp
     parses = [line for line in train if line.startswith("(root ")]
     assert len(parses) == 400                      # a chain: every word one level deeper
     assert all(line.count("(dep ") == line.count("(") - 1 for line in parses)
+
+
+def test_a_parse_folder_without_its_prepare_folder_is_one_error_line(given, tmp_path, capsys):
+    import shutil
+    moved = tmp_path / "parse"
+    shutil.copytree(given, moved)
+    manifest = json.loads((moved / "manifest.json").read_text(encoding="utf-8"))
+    manifest["prepare_dir"] = str(tmp_path / "gone")
+    (moved / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert controls(moved, tmp_path / "out", "--kind", "shuffled") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {moved}: its prepare folder") and str(tmp_path / "gone") in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
