@@ -10,6 +10,11 @@ model; a line longer than ``max_src_len`` subwords is truncated with a warning n
 as :class:`Translation` (text and scores; :func:`depnmt.search.search_nbest`); an empty line
 gives one empty translation scored 0.
 
+A model trained on control trees (``depnmt controls``) gets the same control's trees at test
+time: its parser applies the control (:func:`depnmt.parse.make_parser`), and so does
+:meth:`Translator.examples` to given trees (``--input-format conllu``), which should be the
+parser's.
+
 ``trees_out``: a model that induces source trees (an encoder parse head, DBSA(Enc)) can also
 return them, one :class:`~depnmt.parse.Sentence` per input line over the words it translated
 (an empty tree for an empty line); no parser is involved.
@@ -83,6 +88,7 @@ class Translator:
         self.max_src_len = int(config.get("max_src_len", 250))
         self.amp = amp            # autocast dtype of the decoder's matrix multiplies (None: fp32)
         self._parser = None
+        self.control = source_control(config)
 
     @classmethod
     def from_model_dir(cls, model_dir: Path, checkpoint: Path | None = None, device: str = "auto",
@@ -155,6 +161,8 @@ class Translator:
             trees = [None] * len(words)
             for i, tree in zip(nonempty, parsed):
                 trees[i] = tree
+        elif trees is not None and self.control is not None:     # given: the parser's trees
+            trees = [self.control.apply(t) if t is not None else None for t in trees]
         out = []
         for i, ws in enumerate(words):
             subwords = self.segmenter.segment(ws)
@@ -283,6 +291,16 @@ class Translator:
                 by_line = dict(zip(keep, collected or []))
                 sink.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
         return out
+
+
+def source_control(config: dict):
+    """The tree control (:class:`depnmt.parse.controls.Control`) of a model trained on
+    control trees, from its source parser settings; None for any other model."""
+    settings = (config.get("parser") or {}).get("src") or {}
+    if settings.get("control") is None:
+        return None
+    from .parse.controls import Control
+    return Control.from_dict(settings["control"])
 
 
 def one_line(result: str | list[Translation]) -> str | list[Translation]:

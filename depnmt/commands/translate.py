@@ -13,6 +13,24 @@ import click
 from .options import AMOUNT, COUNT, POSITIVE, deprecated_aliases
 
 DEFAULT_MODEL_DIR = "model"
+DEVICE = click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+PRECISIONS = ["auto", "fp32", "bf16", "fp16"]
+
+
+def hardware_options(items: str, precision_help: str):
+    """The options ``--batch-size`` (at most this many ``items``, sentences or pairs, in a
+    batch), ``--device`` and ``--precision`` (``precision_help``), in that order."""
+    options = [click.option("--batch-size", type=COUNT, default=0,
+                            help=f"at most this many {items} per batch (0: no limit)"),
+               DEVICE,
+               click.option("--precision", type=click.Choice(PRECISIONS), default="auto",
+                            help=precision_help)]
+
+    def add(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+    return add
 
 
 @deprecated_aliases("translate")
@@ -70,18 +88,15 @@ DEFAULT_MODEL_DIR = "model"
                    "many source subwords × beam (padding included; a longer sentence is decoded "
                    "alone): larger batches are faster and take more memory",
               show_default="8000 on the CPU and with --ct2, 32000 on a GPU")
-@click.option("--batch-size", type=COUNT, default=0,
-              help="at most this many sentences per batch (0: no limit)")
-@click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-@click.option("--precision", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto",
-              help="arithmetic of the decoder's matrix multiplies, as train --precision: auto = "
-                   "bf16 on CPUs with native bf16 (AVX512-BF16, AMX), bf16 or fp16 on CUDA, fp32 "
-                   "elsewhere (--ct2: the export's own compute type). fp32 on the CPU repeats "
-                   "its output exactly on one machine with the same torch version, threads and "
-                   "batching; another CPU (other vector instructions), a GPU or 16-bit "
-                   "arithmetic rounds differently, which can change the choice between two "
-                   "nearly equal hypotheses; on CUDA two runs can also differ (atomic additions "
-                   "of relative-attention values and parse heads)")
+@hardware_options("sentences",
+                  "arithmetic of the decoder's matrix multiplies, as train --precision: auto = "
+                  "bf16 on CPUs with native bf16 (AVX512-BF16, AMX), bf16 or fp16 on CUDA, fp32 "
+                  "elsewhere (--ct2: the export's own compute type). fp32 on the CPU repeats "
+                  "its output exactly on one machine with the same torch version, threads and "
+                  "batching; another CPU (other vector instructions), a GPU or 16-bit "
+                  "arithmetic rounds differently, which can change the choice between two "
+                  "nearly equal hypotheses; on CUDA two runs can also differ (atomic additions "
+                  "of relative-attention values and parse heads)")
 @click.option("--quantize", type=click.Choice(["none", "int8"]), default="none",
               help="int8: decode on the CPU with int8 weights and activations in most linear "
                    "layers (the output projection, feed-forward layers, attention outputs and "

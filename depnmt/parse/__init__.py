@@ -8,7 +8,9 @@
 ``parser.parse(batch)`` takes a list of token lists and returns one
 :class:`~depnmt.parse.conllu.Sentence` per item, with exactly the given tokens (an empty list gives
 an empty Sentence). ``parser.settings`` is the dict to pass to ``make_parser`` again (the parse
-stage stores it in its manifest; ``translate`` re-creates the parser from it).
+stage stores it in its manifest; ``translate`` re-creates the parser from it). Settings with a
+``control`` entry (a folder of ``depnmt controls``, :mod:`depnmt.parse.controls`) make a parser
+whose trees are that control's trees of the backend's.
 How several sentences or roots become one tree, and how a re-tokenizing backend's tree is
 projected onto our tokens, is described in :mod:`depnmt.parse.projection`.
 
@@ -23,10 +25,11 @@ from ..errors import DepnmtError
 from .conllu import Sentence, read_conllu, write_conllu
 from .projection import line_tree
 
-__all__ = ["Parser", "Sentence", "make_parser", "read_conllu", "write_conllu", "BACKENDS"]
+__all__ = ["ControlledParser", "Parser", "Sentence", "make_parser", "read_conllu", "write_conllu",
+           "BACKENDS"]
 
 BACKENDS = ("stanza", "spacy", "conllu")
-SETTING_KEYS = {"backend", "model", "lang", "resources_dir", "retokenize"}
+SETTING_KEYS = {"backend", "model", "lang", "resources_dir", "retokenize", "control"}
 
 
 class Parser:
@@ -56,8 +59,27 @@ class Parser:
         return trees
 
 
+class ControlledParser(Parser):
+    """A backend's parser whose trees are replaced by a control's trees of them."""
+
+    def __init__(self, parser: Parser, control: Any):
+        self.parser, self.control = parser, control
+        self.settings = {**parser.settings, "control": control.to_dict()}
+
+    def describe(self) -> str:
+        return f"{self.parser.describe()}, {self.control.describe()} control trees"
+
+    def parse(self, batch: list[list[str]]) -> list[Sentence]:
+        return [self.control.apply(tree) for tree in self.parser.parse(batch)]
+
+
 def make_parser(settings: dict[str, Any]) -> Parser:
     """A parser for ``settings`` (see the module docstring); raises DepnmtError on bad settings."""
+    if settings.get("control") is not None:
+        from .controls import Control
+        control = Control.from_dict(settings["control"])
+        return ControlledParser(make_parser({k: v for k, v in settings.items()
+                                             if k != "control"}), control)
     backend = settings.get("backend") or "stanza"
     if backend == "conllu":
         raise DepnmtError("the 'conllu' backend reads trees made elsewhere and cannot parse new "

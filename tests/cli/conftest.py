@@ -87,13 +87,17 @@ def tiny_bpe(tmp_path_factory, shared_data) -> Path:
     return root / "bpe"
 
 
+def train_tiny(bpe: Path, model: Path, steps: int, valid_every: int) -> Path:
+    """``model``: a :data:`TINY_MODEL` trained on ``bpe`` for ``steps`` updates."""
+    assert run_cli(["train", "-i", bpe, "-o", model, *TINY_MODEL, "--max-steps", steps,
+                    "--valid-every", valid_every]) == 0
+    return model
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory, tiny_bpe) -> Path:
     """A 1-layer model trained for 12 updates (enough to have checkpoints and a config)."""
-    model = tmp_path_factory.mktemp("model") / "m"
-    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "12",
-                    "--valid-every", "6"]) == 0
-    return model
+    return train_tiny(tiny_bpe, tmp_path_factory.mktemp("model") / "m", 12, 6)
 
 
 def import_random_trees(tiny_bpe: Path, given: Path, out_name: str, langs: tuple[str, ...],

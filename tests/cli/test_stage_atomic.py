@@ -33,10 +33,13 @@ def stage_args(stage: str, tiny_bpe: Path, out: Path, variant: int) -> list:
     if stage == "parse":
         given = random_trees(prep, out.parent / f"given{variant}", variant)
         return ["parse", "-i", prep, "-o", out, "--backend", "conllu", "--conllu-dir", given]
-    if stage == "multitask":
+    if stage in ("multitask", "controls"):
         trees = out.parent / "trees"
         if not trees.exists():
             assert run_cli(stage_args("parse", tiny_bpe, trees, 0)) == 0
+        if stage == "controls":
+            return ["controls", "-i", trees, "-o", out, "--kind", "random-nonprojective",
+                    "--seed", str(variant + 1)]
         return ["multitask", "-i", prep, "-t", trees, "-o", out, "--parse-fraction", "0.5",
                 "--seed", str(variant + 1)]
     return ["prepare", "--src-lang", "en", "--tgt-lang", "de", "--train-src",
@@ -65,7 +68,7 @@ def test_two_bpe_writers_into_one_folder(tiny_bpe, tmp_path):
     assert leftovers(out) == []
 
 
-@pytest.mark.parametrize("stage", ["prepare", "bpe", "parse"])
+@pytest.mark.parametrize("stage", ["prepare", "bpe", "parse", "controls"])
 def test_killed_stage_leaves_a_complete_folder_or_none(stage, tiny_bpe, tmp_path):
     out, alone = tmp_path / "out", tmp_path / "alone"
     assert run_subprocess(stage_args(stage, tiny_bpe, out, 0)).returncode == 0

@@ -1,0 +1,113 @@
+"""``depnmt rescore``: the model's log-probability of given translations."""
+
+from __future__ import annotations
+
+import os
+from itertools import islice, zip_longest
+from pathlib import Path
+from typing import Iterator
+
+import click
+
+from .options import AMOUNT, POSITIVE
+from .translate import DEFAULT_MODEL_DIR, hardware_options
+
+CHUNK_PAIRS = 2000          # pairs read, scored and written at a time
+
+HELP = """Score given translations with a trained model (forced decoding).
+
+\b
+Reads  --src FILE (raw sentences; --src-format conllu: parsed sentences)
+       --tgt FILE (raw translations, one per source line)
+Writes one line per pair: score TAB logprob TAB tokens [TAB per-subword log-probs]
+
+Each translation is tokenized and split into subwords as the model's targets were in training,
+and scored in one teacher-forced pass: logprob = log p(translation | source), summed over its
+subwords and the end-of-sentence token (tokens = how many), score = logprob / lp(tokens), the
+length penalty of --alpha and --length-penalty (the model's unless given), as beam search
+ranks its hypotheses. The score of a translation the model's own beam found is the score its
+search gave it. Sources are prepared as `depnmt translate` prepares them (the model's parser
+and tree control for tree schemes). Use it to rank translations, or to test whether a model
+prefers a correct translation to a minimally wrong one.
+"""
+
+
+@click.command("rescore", help=HELP,
+               context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("-m", "--model", "model_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=lambda: os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR),
+              help="model directory written by `depnmt train` (default: $DEPNMT_MODEL or ./model)")
+@click.option("-c", "--checkpoint", metavar="NAME|FILE",
+              help="checkpoint: a name in MODEL/checkpoints or a .pt file  [default: best, "
+                   "else last]")
+@click.option("--src", "src_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="the source sentences, one per line")
+@click.option("--src-format", type=click.Choice(["text", "conllu"]), default="text",
+              help="text: raw sentences; conllu: parsed sentences (their words, and their trees "
+                   "for tree schemes)")
+@click.option("--tgt", "tgt_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="the translations to score, raw text, one per source line")
+@click.option("-o", "--output", "output_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="write the scores to this file (all or nothing) instead of standard output")
+@click.option("--per-token", is_flag=True,
+              help="add a column: each subword's log-probability, the end-of-sentence token "
+                   "last, separated by spaces")
+@click.option("--alpha", type=AMOUNT, default=None,
+              help="length penalty exponent of the score (0: score = logprob)",
+              show_default="the model's, set by train --alpha")
+@click.option("--length-penalty", type=click.Choice(["gnmt", "power"]), default=None,
+              help="form of lp(tokens): gnmt = ((5 + tokens) / 6)^alpha, power = tokens^alpha",
+              show_default="the model's, else gnmt")
+@click.option("--max-tokens", type=POSITIVE, default=None,
+              help="pairs of similar length are scored together in batches of at most this "
+                   "many source and target subwords (padding included)",
+              show_default="8000 on the CPU, 32000 on a GPU")
+@hardware_options("pairs", "arithmetic of the matrix multiplies, as translate --precision "
+                           "(fp32 gives the scores of an fp32 search)")
+def command(model_dir: Path, checkpoint: str | None, src_path: Path, src_format: str,
+            tgt_path: Path, output_path: Path | None, per_token: bool, alpha: float | None,
+            length_penalty: str | None, max_tokens: int | None, batch_size: int, device: str,
+            precision: str) -> None:
+    from ..forced import ForcedScorer, format_score
+    from ..modeldir import named_checkpoint
+    from .translate import output_writer
+    ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
+    scorer = ForcedScorer.from_model_dir(model_dir, checkpoint=ckpt, device=device,
+                                         precision=precision, max_tokens=max_tokens,
+                                         batch_size=batch_size, alpha=alpha,
+                                         length_penalty=length_penalty)
+    with output_writer(output_path) as write:
+        for words, trees, translations in chunks(scorer, src_path, src_format, tgt_path):
+            ids = [scorer.target_ids(line) for line in translations]
+            for result in scorer.score_words(words, ids, trees, per_token=per_token):
+                write(format_score(result) + "\n")
+
+
+def chunks(scorer, src_path: Path, src_format: str, tgt_path: Path) -> Iterator[tuple]:
+    """The pairs in chunks of :data:`CHUNK_PAIRS`: (source words, source trees or None,
+    translations); an error naming the file and line for an empty source or a missing line."""
+    from ..errors import InputError
+    from ..textio import iter_lines
+    if src_format == "conllu":
+        from ..parse.conllu import read_conllu_numbered
+        sources: Iterator = ((line, tree.words, tree)
+                             for line, tree in read_conllu_numbered(src_path))
+    else:
+        sources = ((n, scorer.translator.src_tokenizer.tokenize(text), None)
+                   for n, text in enumerate(iter_lines(src_path), start=1))
+    pairs = zip_longest(sources, enumerate(iter_lines(tgt_path), start=1))
+    count = 0
+    while chunk := list(islice(pairs, CHUNK_PAIRS)):
+        for source, target in chunk:
+            count += 1
+            if source is None:
+                raise InputError(tgt_path, target[0], f"translation {count} has no source: "
+                                                      f"{src_path} has only {count - 1}")
+            if target is None:
+                raise InputError(src_path, source[0], f"source {count} has no translation: "
+                                                      f"{tgt_path} has only {count - 1} lines")
+            if not source[1]:
+                raise InputError(src_path, source[0], "empty source: there is nothing to score "
+                                                      "a translation against")
+        trees = [s[2] for s, _ in chunk] if src_format == "conllu" else None
+        yield [list(s[1]) for s, _ in chunk], trees, [t[1] for _, t in chunk]
