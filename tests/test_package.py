@@ -2,10 +2,13 @@
 into a clean virtual environment and runs ``depnmt --help`` there, away from the repository.
 
 Offline: setuptools' PEP 517 hooks run in this environment (no build isolation, nothing
-downloaded); the venv sees this environment's packages (``--system-site-packages``: torch and the
-other dependencies) and gets the wheel with ``--no-deps``. The test checks that the installed
-``depnmt`` is the wheel's, not the editable checkout, and that every file of the package is in
-the wheel and the sdist.
+downloaded); the venv sees the packages of the environment the tests run in — the base
+interpreter's or an active virtual environment's — through a ``.pth`` file listing its
+site-packages folders after the venv's own (``--system-site-packages`` would see the base
+interpreter's only), and gets the wheel with ``--no-deps``. Those folders are added as plain
+paths, so their own ``.pth`` files (the editable install of the checkout) are not run. The
+test checks that the installed ``depnmt`` is the wheel's, not the editable checkout, and that
+every file of the package is in the wheel and the sdist.
 """
 
 from __future__ import annotations
@@ -47,6 +50,18 @@ def build(hook: str, source: Path, out: Path) -> Path:
     return out / name
 
 
+def site_folders() -> list[str]:
+    """The site-packages folders of the environment the tests run in, in import order."""
+    return [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+
+
+def see_this_environment(python: Path) -> None:
+    """Make the venv of ``python`` import this environment's packages after its own."""
+    purelib = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                  REPO).strip()
+    (Path(purelib) / "_tested_environment.pth").write_text("\n".join(site_folders()) + "\n")
+
+
 @pytest.mark.slow
 def test_sdist_and_wheel_install_and_run_in_a_clean_venv(tmp_path):
     source, dist = tmp_path / "src", tmp_path / "dist"
@@ -66,8 +81,9 @@ def test_sdist_and_wheel_install_and_run_in_a_clean_venv(tmp_path):
     assert package_files() <= in_wheel, package_files() - in_wheel
 
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
+    see_this_environment(python)
     run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel], tmp_path)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
