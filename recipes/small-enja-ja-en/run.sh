@@ -10,6 +10,13 @@
 #   MODE=word bash recipes/small-enja-ja-en/run.sh    # words, no BPE (DBSA paper's Table 3)
 #   STEPS=400 bash recipes/small-enja-ja-en/run.sh    # quick: 400 updates per system
 #   SEED=2 bash recipes/small-enja-ja-en/run.sh       # another seed alone
+#   CONTROL=random-projective SEEDS="1 2 3" SYSTEMS=abs+dep+rel bash recipes/small-enja-ja-en/run.sh
+#
+# CONTROL=KIND trains on control trees instead of the parser's (`depnmt controls --kind KIND
+# --seed CONTROL_SEED` (1) over both sides of $WORK/parse, into $WORK/parse-control-KIND; the
+# labels of CONTROL_LABELS, default keep): results in $WORK/bpe-run-control-KIND…/, beside the
+# real-tree runs; give it its own ARCHIVE. `translate` applies the same control to the test
+# sources, so the comparison with the real-tree runs asks whether the tree itself helps.
 #
 # Data: the first 20,000 training pairs (FIRST). Protocol (the default), as
 # recipes/multi30k-en-de/compare.sh: trained to the dev plateau (validation every epoch, early
@@ -47,6 +54,13 @@ sides=$(tree_sides $SYSTEMS)
 if [ -z "$sides" ]; then TREES=""
 elif ! done_stage "$TREES"; then
   depnmt parse -i "$WORK/prepare" -o "$TREES" --side both --backend spacy
+fi
+if [ -n "${CONTROL:-}" ]; then
+  [ -n "$sides" ] || { echo "error: CONTROL=$CONTROL: none of SYSTEMS uses trees" >&2; exit 2; }
+  control=$WORK/parse-control-$CONTROL
+  done_stage "$control" || depnmt controls -i "$TREES" -o "$control" --kind "$CONTROL" \
+    --seed "${CONTROL_SEED:-1}" --labels "${CONTROL_LABELS:-keep}" --side both
+  TREES=$control TAG="-control-$CONTROL$TAG"
 fi
 case $MODE in
   word) DATA=$WORK/words BASE=$WORK/word$TAG          # Table 3 "w/o BPE": words seen < 5 times -> <unk>

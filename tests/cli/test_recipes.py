@@ -520,3 +520,33 @@ def test_campaign_continues_from_its_archive_on_the_same_data(shared_data, tmp_p
         "error: prepare/train.en differs from the archive's record (sha256 ")
     assert errors[0].endswith(f"the data is not the archived campaign's ({archive}/data.json)")
     assert ": train" not in changed.stdout and not (work / "bpe-run-seed2").exists()
+
+
+@pytest.mark.slow
+def test_control_campaign_trains_on_control_trees_beside_the_real_ones(shared_data, tmp_path):
+    """CONTROL=random-projective: the recipe makes the control folder from its parse folder
+    (same tokens), trains into bpe-run-control-random-projective/ and the model records the
+    control, so that its translation of the test set parses with the same control."""
+    work = tmp_path / "work"
+    test = {}
+    for lang in ("ja", "en"):
+        lines = (shared_data / "small_parallel_enja" / f"test.{lang}").read_text().splitlines()
+        test[lang] = tmp_path / f"test.{lang}"
+        test[lang].write_text("\n".join(lines[:10]) + "\n")
+    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+           "DEPNMT_DATA_DIR": str(shared_data), "DEPNMT_WORK": str(work), "FIRST": "200",
+           "SYSTEMS": "abs+dep+rel", "STEPS": "2", "ARCH": TINY_ARCH,
+           "TEST_SRC": str(test["ja"]), "TEST_REF": str(test["en"]),
+           "CONTROL": "random-projective"}
+    for k in ("SEED", "SEEDS", "BEAM", "AVERAGE", "JOBS", "TRAIN_LAUNCH", "ARCHIVE"):
+        env.pop(k, None)
+    done = run_enja(env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    control = json.loads((work / "parse-control-random-projective" / "manifest.json").read_text())
+    assert control["control"]["settings"]["kind"] == "random-projective"
+    model = work / "bpe-run-control-random-projective" / "models" / "abs+dep+rel"
+    assert "random-projective" in (model / "config.json").read_text()
+    assert (work / "bpe-run-control-random-projective" / "hyps" / "abs+dep+rel.en").exists()
+    assert not (work / "bpe-run").exists()
+    refused = run_enja(env, SYSTEMS="abs")
+    assert refused.returncode == 2 and "none of SYSTEMS uses trees" in refused.stderr
