@@ -21,6 +21,7 @@ from .commands.examples import epilog
 from .commands.helpgroups import HelpGroup, LazyCommandPanel, help_config, rich_command
 from .errors import DepnmtError, reason
 from .heap import own_process
+from .textio import stand_in_for_closed_streams
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
 COMMANDS = {
@@ -94,8 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     """
     if argv is None:        # the console script; a caller passing argv keeps its own gc
         own_process()
+    stand_in_for_closed_streams()
     try:
         cli.main(args=argv, prog_name="depnmt", standalone_mode=False)
+        flushed(0)
     except DepnmtError as exc:
         fail(str(exc))
     except click.exceptions.Abort as exc:
@@ -114,10 +117,25 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(141)
     except OSError as exc:
         fail(describe_os_error(exc))
-    except SystemExit:
-        raise
+    except SystemExit as exc:
+        # click turns a write to a closed pipe into exit status 1, standard output wrapped in
+        # its (Py|_Py)PacifyFlushWrapper
+        pipe_closed = type(sys.stdout).__name__.endswith("PacifyFlushWrapper")
+        flushed(141 if pipe_closed else exc.code)
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        flushed(exc.exit_code)
+
+
+def flushed(code: int | str | None) -> None:
+    """Exit with ``code`` once standard output is flushed; a reader that went away meanwhile
+    (``| head``) is exit status 141, as for a shell command killed by SIGPIPE (flushing here,
+    not at the interpreter's exit, where it would print a message and exit 120)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        sys.exit(141)
+    sys.exit(code)
 
 
 def fail(message: str) -> None:

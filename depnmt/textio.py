@@ -353,6 +353,45 @@ def write_lines(path: str | Path, lines: Iterable[str]) -> int:
     return n
 
 
+class ClosedStream(io.TextIOBase):
+    """Stands for a standard stream the process was started without (``<&-``, ``>&-``): the
+    interpreter makes it None, which fails on first use with an ``AttributeError``; reading or
+    writing this one is a :class:`DepnmtError` naming it, and a command that does not use it
+    runs as usual."""
+
+    def __init__(self, name: str, hint: str):
+        super().__init__()
+        self.name, self.hint = name, hint
+
+    def _closed(self, *args, **kwargs):
+        raise DepnmtError(f"<{self.name}>: closed (the command was started without it); "
+                          f"{self.hint}")
+
+    write = read = readline = readlines = _closed
+
+    def __iter__(self):
+        return self._closed()
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+
+def stand_in_for_closed_streams() -> None:
+    """Replace a standard stream that the process was started without by a
+    :class:`ClosedStream` (standard error by one that drops what is written: nothing else can
+    be told)."""
+    import sys
+    if sys.stdin is None:
+        sys.stdin = ClosedStream("stdin", "give the input as a file")
+    if sys.stdout is None:
+        sys.stdout = ClosedStream("stdout", "write the output to a file (-o FILE or > FILE)")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the process)
+
+
 def stdin_bytes() -> IO[bytes]:
     """Standard input as a binary stream (messages name it ``<stdin>``)."""
     import sys

@@ -118,7 +118,7 @@ def help_config(commands_title: str = "Commands") -> RichHelpConfiguration:
     """rich-click's settings of every help page: :data:`THEME`, at most :data:`WIDTH` columns
     (exactly that without a terminal, so that example lines are not wrapped); colours only on
     a terminal or with FORCE_COLOR (not for rich-click's GITHUB_ACTIONS or PY_COLORS)."""
-    width = None if sys.stdout.isatty() else WIDTH
+    width = None if sys.stdout is not None and sys.stdout.isatty() else WIDTH
     return RichHelpConfiguration(theme=THEME, width=width, max_width=WIDTH, force_terminal=None,
                                  commands_panel_title=commands_title)
 
