@@ -41,23 +41,30 @@ from torch import Tensor
 from .errors import DepnmtError
 from .model.schemes import Extras
 from .model.transformer import DecoderState, TransformerNMT, decoding_dtype
+from .optionspec import AMOUNT, POSITIVE, Choice, option
 from .vocab import BOS, EOS, PAD
+
+LENGTH_PENALTIES = ("gnmt", "power")
 
 
 @dataclass
 class SearchConfig:
-    beam: int = 4
-    alpha: float = 0.6          # length penalty exponent; 0 = plain log-probability
+    """A model's search settings (``config.json``'s ``search``; the fields with help are
+    ``depnmt train`` options: the defaults of translate)."""
+
+    beam: int = option(4, "default beam size of translate (1 = greedy)", POSITIVE)
+    # length penalty exponent; 0 = plain log-probability
+    alpha: float = option(0.6, "default length penalty exponent alpha of translate", AMOUNT)
     max_len_a: float = 1.5      # max output length = a · source length + b
     max_len_b: int = 10
     at_limit: str = "eos"       # eos (fairseq) or cut (OpenNMT-py, CTranslate2): module docstring
-    length_penalty: str = "gnmt"   # gnmt or power (CTranslate2, fairseq): module docstring
+    # gnmt or power (CTranslate2, fairseq): module docstring
+    length_penalty: str = option("gnmt", "default length penalty form of translate: gnmt = "
+                                 "((5 + |Y|) / 6)^alpha, power = |Y|^alpha (CTranslate2's)",
+                                 Choice(LENGTH_PENALTIES))
 
     def __post_init__(self):
         check_length_penalty(self.length_penalty)
-
-
-LENGTH_PENALTIES = ("gnmt", "power")
 
 
 def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:

@@ -151,7 +151,7 @@ def test_validation_reads_the_device_once(tiny_bpe, tmp_path, monkeypatch):
     """The dev loss and token accuracy are read once, after the last dev batch (BLEU's
     decoding and the schemes' dev metrics are not the loop's code)."""
     trainer = make_trainer(tiny_bpe, tmp_path / "m", max_tokens=200)
-    trainer.dev_refs = []                       # no BLEU
+    trainer.setup.dev_refs = []                 # no BLEU
     calls = count_device_reads(monkeypatch)
     result = trainer.validate()
     monkeypatch.undo()

@@ -25,8 +25,8 @@ def modules() -> dict[str, Path]:
 
 
 def imported(path: Path, name: str, known: set[str]) -> set[str]:
-    """The modules ``path`` (module ``name``) imports, anywhere in it: absolute names, and for
-    ``from X import y`` the module ``X.y`` where that is one of ``known``."""
+    """The modules ``path`` (module ``name``) imports, anywhere in it (lazy imports included):
+    for ``from X import y`` the module ``X.y`` where that is one of ``known``, else ``X``."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -37,8 +37,10 @@ def imported(path: Path, name: str, known: set[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known)
+            submodules = {f"{base}.{a.name}" for a in node.names} & known
+            out.update(submodules)
+            if len(submodules) < len(node.names):       # names defined in ``base`` itself
+                out.add(base)
     return {m for m in out if m}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from depnmt.commands.options import DEPRECATED
-from depnmt.model.schemes import registry
+from depnmt.model.schemes import names
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(path for pattern in ("bench/**/*.py", "bench/**/*.sh", "recipes/**/*.sh")
@@ -42,7 +42,7 @@ def old_schemes(line: str) -> list[str]:
     names = []
     for value in SCHEME.findall(line):
         try:
-            canonical = registry.parse_name(value).canonical
+            canonical = names.parse_name(value).canonical
         except Exception:                       # noqa: BLE001 - not a literal name ($VAR, ...)
             continue
         if canonical != value:

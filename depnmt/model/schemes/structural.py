@@ -48,7 +48,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import click
 import torch
 from torch import Tensor
 
@@ -56,7 +55,7 @@ from ...trees import ancestor_matrix, depths, project_tree, sentence_heads
 from ..attention import AttentionTerms
 from .absolute import sinusoids
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import SubwordTreeOptions, option
+from .options import Choice, IntRange, SubwordTreeOptions, option
 from .registry import register
 from .relative import RelativeTables, distance_labels, with_special_tokens
 
@@ -66,9 +65,9 @@ PARTS = ("abs,rel", "abs", "rel")
 @dataclass
 class StructuralOptions(SubwordTreeOptions):
     structural_k: int = option(8, "structural: relative structural positions are clipped to ±K",
-                               click.IntRange(min=0))
+                               IntRange(min=0))
     structural_parts: str = option("abs,rel", "structural: absolute (depth PE), relative (tree "
-                                   "distance tables) or both", click.Choice(PARTS))
+                                   "distance tables) or both", Choice(PARTS))
 
 
 def structural_distance(heads: list[int]) -> Tensor:
