@@ -41,10 +41,10 @@ from typing import Any
 
 import torch
 
-from . import __version__
 from .errors import DepnmtError
 from .log import warn
 from .textio import atomic_open
+from .version import __version__
 
 FORMAT_VERSION = 1
 DIGEST = "sha256"

@@ -35,10 +35,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .errors import DepnmtError
 from .stagedir import stage_output
 from .textio import atomic_open, naming
+from .version import __version__
 
 EXPORT_CONFIG = "depnmt-export.json"
 EXPORT_FORMAT = 1

@@ -28,10 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .errors import DepnmtError, InputError
 from .stagedir import hold_lock
 from .textio import atomic_open, iter_lines, make_dir, read_json
+from .version import __version__
 from .vocab import Vocab
 
 CONFIG = "config.json"
