@@ -31,7 +31,7 @@ from .compat import (DEPRECATED, RENAMED_OPTIONS, check_old_layer_list, deprecat
 from .device import PRECISIONS
 from .errors import DepnmtError, UsageError
 from .log import warn
-from .model.schemes.names import parse_name, resolve, scheme_name
+from .model.schemes.names import SchemeName, parse_name, resolve, scheme_name
 from .model.schemes.registry import OPTION_FIELDS, declared_options, scheme_entries
 from .model.schemes.upgrade import upgrade_model_config
 from .model.transformer import ModelConfig
@@ -241,18 +241,20 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
     layers = params.pop("layers")
     if layers is not None:
         params["arch_encoder_layers"] = params["arch_decoder_layers"] = layers
-    params, given = today_terms(params, given)
+    name = parse_name(params["scheme"])             # the one parse of the scheme's name
+    params, given = today_terms(params, given, name)
     sections = {prefix: {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
                 for prefix in SECTIONS}
     arch = sections["arch_"]
     if arch["d_model"] % arch["n_heads"]:
         raise UsageError(f"--d-model {arch['d_model']} is not a multiple of --heads "
                          f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
-    model = ModelConfig(0, 0, **arch, schemes=scheme_entries_of(params["scheme"], params, given))
+    schemes = scheme_entries_of(params["scheme"], params, given, name.components)
+    model = ModelConfig(0, 0, **arch, schemes=schemes)
     return RunConfig(params["data_dir"], params["model_dir"], model,
                      TrainOptions(**sections["train_"]), SearchConfig(**sections["search_"]),
                      params["trees_dir"], params["resume"], params["tensorboard"],
-                     saved_settings(params))
+                     saved_settings(params, name.components))
 
 
 def load(config: Mapping[str, Any] | str | Path) -> RunConfig:
@@ -292,12 +294,13 @@ def saved_scheme_values(model: dict[str, Any]) -> dict[str, Any]:
             **{k: v for s in schemes for k, v in s["options"].items()}}
 
 
-def today_terms(params: dict[str, Any], given: set[str]) -> tuple[dict[str, Any], set[str]]:
+def today_terms(params: dict[str, Any], given: set[str], name: SchemeName | None = None
+                ) -> tuple[dict[str, Any], set[str]]:
     """A run's parameters (and the names of those given) in today's terms: the scheme's name
     (a 0.1.0 spelling: warned, replaced by today's), the options its variants or 0.1.0
     spelling set where they are not given, and the 0.1.0 options (``--gps-layers``: warned)
-    under their new names and values."""
-    name = parse_name(params["scheme"])
+    under their new names and values. ``name``: what the scheme's name means, when parsed."""
+    name = name or parse_name(params["scheme"])
     out = {**params, "scheme": name.canonical}
     out.update({k: v for k, v in name.options.items() if k not in given})
     given = set(given)
@@ -315,10 +318,12 @@ def today_terms(params: dict[str, Any], given: set[str]) -> tuple[dict[str, Any]
     return out, given
 
 
-def scheme_entries_of(scheme: str, values: dict, given: set[str]) -> list[dict]:
-    """The model config's ``schemes`` for the scheme name ``scheme`` from the scheme options'
-    values; a warning for each option given that none of the components uses."""
-    names = resolve(scheme)
+def scheme_entries_of(scheme: str, values: dict, given: set[str],
+                      components: list[str] | None = None) -> list[dict]:
+    """The model config's ``schemes`` for the scheme name ``scheme`` (its ``components`` when
+    parsed) from the scheme options' values; a warning for each option given that none of the
+    components uses."""
+    names = resolve(scheme) if components is None else components
     for option_name, users in declared_options().items():
         if option_name in given and not set(users) & set(names):
             warn(f"{flag_name(option_name)} is ignored: it is an option of {', '.join(users)}, "
@@ -326,11 +331,13 @@ def scheme_entries_of(scheme: str, values: dict, given: set[str]) -> list[dict]:
     return scheme_entries(names, values)
 
 
-def saved_settings(params: dict[str, Any]) -> dict[str, Any]:
+def saved_settings(params: dict[str, Any], components: list[str] | None = None
+                   ) -> dict[str, Any]:
     """What ``train.yaml`` records: the run's settings as a ``--config`` file (key: the
     option's first long flag without dashes, in ``depnmt train``'s order; only the options of
-    the schemes the run uses; no ``resume``; paths absolute; None values left out)."""
-    used = set(resolve(params["scheme"]))
+    the schemes the run uses, its ``components``; no ``resume``; paths absolute; None values
+    left out)."""
+    used = set(resolve(params["scheme"]) if components is None else components)
     unused = {name for name, users in declared_options().items() if not used & set(users)}
     return {p.keys[0]: plain_value(params[p.name]) for p in train_params()
             if p.name not in unused and p.name != "resume" and p.keys

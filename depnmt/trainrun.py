@@ -33,6 +33,7 @@ from .data import Example, attach_trees, load_parallel
 from .errors import DepnmtError
 from .log import warn
 from .manifest import load_manifest
+from .model.schemes.base import Scheme
 from .model.schemes.registry import SCHEMES, check_schemes, learn_options, with_learned
 from .model.transformer import ModelConfig
 from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
@@ -85,13 +86,13 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
             leftover.unlink(missing_ok=True)
     bpe = load_manifest(data_dir, "bpe")
     src_vocab, tgt_vocab = load_vocabs(data_dir)
-    cfg = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
+    cfg, schemes = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
     run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
                       cfg, src_vocab, tgt_vocab, settings=settings)
     run.tree_parsers = tree_parsers(cfg, trees_dir)
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
-    cfg.schemes = learn_options(cfg.schemes, run.train_data)          # the learn step
+    cfg.schemes = learn_options(cfg.schemes, run.train_data, schemes)     # the learn step
     prepare_dir = Path(bpe["prepare_dir"])
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
     run.dev_refs = read_lines(ref) if ref.exists() and run.dev_data else []
@@ -111,9 +112,10 @@ def check_model_dir(model_dir: Path, resume: bool) -> None:
 
 
 def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resume: bool,
-                 vocabs: tuple[Vocab, Vocab]) -> ModelConfig:
+                 vocabs: tuple[Vocab, Vocab]) -> tuple[ModelConfig, list[Scheme]]:
     """The run's model config: ``cfg`` (``--resume``: the saved one when None, and the saved
-    learned options either way) with the vocabulary sizes, checked."""
+    learned options either way) with the vocabulary sizes, checked; and its schemes, built
+    for the check (the learn step uses them)."""
     if resume:
         saved = ModelConfig.from_dict(read_config(model_dir)["model"])
         cfg = cfg or saved
@@ -123,8 +125,7 @@ def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resum
     if cfg.share_all_embeddings and src_vocab != tgt_vocab:
         raise DepnmtError(f"{data_dir}: --share-all-embeddings needs a joint vocabulary "
                           f"(run `depnmt bpe --joint`)")
-    check_schemes(cfg.schemes, cfg.dims)
-    return cfg
+    return cfg, check_schemes(cfg.schemes, cfg.dims)
 
 
 def tree_parsers(cfg: ModelConfig, trees_dir: Path | None) -> dict[str, dict]:

@@ -65,18 +65,24 @@ def build_schemes(entries: list[dict[str, Any]]) -> list[Scheme]:
     return [SCHEMES[e["name"]](**e["options"]) for e in entries]
 
 
-def check_schemes(entries: list[dict[str, Any]], dims: ModelDims) -> None:
-    """Every scheme's :meth:`Scheme.check` (before any data is loaded)."""
-    for scheme in build_schemes(entries):
+def check_schemes(entries: list[dict[str, Any]], dims: ModelDims) -> list[Scheme]:
+    """Every scheme's :meth:`Scheme.check` (before any data is loaded); returns the schemes
+    built for it (for :func:`learn_options`)."""
+    schemes = build_schemes(entries)
+    for scheme in schemes:
         scheme.check(dims)
+    return schemes
 
 
-def learn_options(entries: list[dict[str, Any]], examples: list[Any]) -> list[dict[str, Any]]:
+def learn_options(entries: list[dict[str, Any]], examples: list[Any],
+                  schemes: list[Scheme] | None = None) -> list[dict[str, Any]]:
     """The step between loading the training data and building the model: ``entries`` with
     the options each scheme learns from the training ``examples`` (trees attached) added, e.g.
-    GPS's label vocabulary (:meth:`Scheme.learn_options`)."""
+    GPS's label vocabulary (:meth:`Scheme.learn_options`); ``schemes``: those of ``entries``
+    when already built (:func:`check_schemes`)."""
+    schemes = build_schemes(entries) if schemes is None else schemes
     return [{"name": e["name"], "options": {**e["options"], **scheme.learn_options(examples)}}
-            for e, scheme in zip(entries, build_schemes(entries))]
+            for e, scheme in zip(entries, schemes)]
 
 
 def with_learned(entries: list[dict[str, Any]],
