@@ -150,6 +150,8 @@ def convert(param: Param, value: Any) -> Any:
         value = _boolean(value)
     elif isinstance(kind, Folder):
         value = Path(value)
+        if value.is_file():
+            raise ValueError(f"Directory {str(value)!r} is a file.")
     elif not isinstance(value, (list, dict)) and value is not None:
         value = str(value)
     return param.check(value) if param.check else value

@@ -212,13 +212,13 @@ def parse_values(values: Mapping[str, Any], source: str) -> tuple[dict[str, Any]
 def _param_of(key: str, by_key: dict[str, Param], old_keys: dict[str, str],
               source: str) -> Param:
     """The option a key sets; an old spelling gives its new option, with a warning."""
-    key = key.replace("_", "-")
-    if key not in by_key and key in old_keys:
-        warn(f"{source}: {deprecation_message(repr(key), repr(old_keys[key]))}")
-        key = old_keys[key]
-    if key not in by_key:
+    spelled = key.replace("_", "-")
+    if spelled not in by_key and spelled in old_keys:
+        warn(f"{source}: {deprecation_message(repr(spelled), repr(old_keys[spelled]))}")
+        spelled = old_keys[spelled]
+    if spelled not in by_key:
         raise DepnmtError(f"{source}: unknown option '{key}'{suggestion(key, by_key)}")
-    return by_key[key]
+    return by_key[spelled]
 
 
 def _checked(param: Param, value: Any, where: str) -> Any:

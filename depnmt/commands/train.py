@@ -57,7 +57,7 @@ def command(ctx: click.Context, **params) -> None:
     from ..runconfig import from_params
     from ..training import run
     try:
-        config = from_params(ctx.params, given_params(ctx))
+        config = from_params(params, given_params(ctx))
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
     run(config)

@@ -1,5 +1,5 @@
-"""``gps`` — global positional encoding for dependency trees ("GPS", the paper of
-``../shared/papers/002_*``, §3.2–3.3).
+"""``gps`` — global positional encoding for dependency trees ("GPS", the paper *Global
+positional encoding for dependency trees*, §3.2–3.3).
 
 **Syntactic position.** A word's position on the tree is its *root path*: the dependency labels
 on the path from the root down to it, both ends included — the root's own label first, the

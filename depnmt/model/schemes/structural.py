@@ -27,9 +27,8 @@ relative terms, like ``dep+rel``). The 0.1.0 preset ``Transformer_structural`` i
 stage's ``parataxis`` join is undone, :func:`depnmt.trees.sentence_heads`); a pair across them
 is "not on one root path". EOS and padding get no absolute term and relative label 0 (no term).
 
-*Provenance (checked 2026-11-23):* the paper's own text (arXiv 1909.00383, §3.2, its
-Eqs. for ``abs`` and ``rel``) could **not** be obtained in this environment (no copy in
-``../shared/papers``; the stored public copies hold only its abstract and introduction; no public
+*Provenance:* the paper's own text (arXiv 1909.00383, §3.2, its Eqs. for ``abs`` and ``rel``)
+was **not** available (the public copies found hold only its abstract and introduction; no public
 code of the authors' was found). What a secondary source (a public Chinese-language summary of the
 paper) confirms: ``abs`` is the distance on the dependency tree from the word to the origin, the
 main verb (= the root); ``rel`` of a pair on one path is the difference of their ``abs``, of any
