@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .errors import DepnmtError
+from .layerlists import LAYER_LIST, layer_numbers
+
 REMOVED_IN = "0.3.0"
 _WARNED: set[str] = set()
 
@@ -84,8 +87,6 @@ OLD_LAYER_LIST_FORMAT = "'all' or 0-based layer numbers joined by ',' (e.g. 0 or
 def one_based_layers(spec: str) -> str:
     """A 0.1.0 (0-based) layer list in today's 1-based spelling: ``"0,2"`` -> ``"1,3"``,
     ``"all"`` unchanged."""
-    from .errors import DepnmtError
-    from .model.schemes.base import LAYER_LIST, layer_numbers
     spec = str(spec).strip()
     if not LAYER_LIST.fullmatch(spec):
         raise DepnmtError(f"layer list '{spec}' must be {OLD_LAYER_LIST_FORMAT}")
@@ -94,7 +95,6 @@ def one_based_layers(spec: str) -> str:
 
 def check_old_layer_list(value: Any) -> Any:
     """The check of the 0.1.0 flags ``--gps-layers`` / ``--pascal-layers`` (0-based)."""
-    from .model.schemes.base import LAYER_LIST
     if value is not None and not LAYER_LIST.fullmatch(str(value)):
         raise ValueError(f"'{value}': expected {OLD_LAYER_LIST_FORMAT}")
     return value

@@ -14,7 +14,7 @@ import torch
 from click.testing import CliRunner
 
 from depnmt import compat
-from depnmt.model.schemes.base import parse_layers
+from depnmt.layerlists import parse_layers
 from depnmt.model.schemes.names import parse_name, part_names, scheme_name
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.schemes.upgrade import upgrade_model_config

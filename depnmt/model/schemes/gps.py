@@ -56,10 +56,11 @@ from torch import Tensor, nn
 
 from ...subwords import word_index
 from ...errors import DepnmtError
+from ...layerlists import check_layer_list, parse_layers
 from ...parse.conllu import sentence_error
 from ...trees import root_paths, sentence_heads
 from ..attention import AttentionTerms
-from .base import ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers
+from .base import ModelDims, Scheme, SchemeModule
 from .options import FloatRange, IntRange, learned, option
 from .registry import register
 

@@ -57,10 +57,10 @@ from torch import Tensor
 
 from ...subwords import word_spans
 from ...errors import DepnmtError
+from ...layerlists import check_layer_list, parse_layers
 from ...trees import sentence_heads
 from ..attention import AttentionTerms
-from .base import (ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers,
-                   sentence_errors)
+from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .options import Choice, FloatRange, IntRange, option
 from .registry import register
 
