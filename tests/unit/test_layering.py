@@ -1,7 +1,7 @@
 """The package's layering, read from its source with :mod:`ast`: imports go one way (commands →
 library → model; no cycle among ``depnmt``'s modules, lazy imports inside functions included),
-the model layer knows no command line (neither click nor ``depnmt.commands``), and no function
-is longer than :data:`MAX_FUNCTION_LINES` lines."""
+the model layer knows no command line (neither click nor ``depnmt.commands``), the library
+imports no command, and no function is longer than :data:`MAX_FUNCTION_LINES` lines."""
 
 from __future__ import annotations
 
@@ -118,6 +118,15 @@ def test_the_model_layer_knows_no_command_line():
         for m in imported(path, name, set())
         if any(m == c or m.startswith(c + ".") for c in COMMAND_LINE))
     assert not offending, "depnmt/model/ imports the command line:\n  " + "\n  ".join(offending)
+
+
+def test_only_the_command_layer_imports_the_commands():
+    """The library (``depnmt.api`` included) calls the same functions the commands call, never
+    a command: only ``depnmt.cli`` and ``depnmt.commands`` import ``depnmt.commands``."""
+    offending = sorted(f"{name} imports {m}" for name, deps in graph().items()
+                       if not (name == "depnmt.cli" or name.startswith("depnmt.commands"))
+                       for m in deps if m == "depnmt.cli" or m.startswith("depnmt.commands"))
+    assert not offending, "the library imports the command layer:\n  " + "\n  ".join(offending)
 
 
 def test_no_function_longer_than_the_limit():
