@@ -275,11 +275,10 @@ def read_stage_folder(stage: str) -> Callable[[Path], None]:
 
 def read_model(out: Path) -> None:
     """What ``translate`` reads of a model folder: its config and every checkpoint in it."""
-    from depnmt.checkpoint import load_checkpoint
-    from depnmt.modeldir import read_config
+    from depnmt.modeldir import load_model_checkpoint, read_config
     config = read_config(out)
     for path in sorted((out / "checkpoints").glob("*.pt")):
-        load_checkpoint(path, expected_model=config["model"])
+        load_model_checkpoint(path, config["model"])
 
 
 def read_export(out: Path) -> None:

@@ -177,7 +177,8 @@ def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
     import torch
     from depnmt.checkpoint import load_checkpoint
     from depnmt.errors import DepnmtError
-    from depnmt.model.schemes.registry import learn_options, parse_name, scheme_entries
+    from depnmt.model.schemes.names import parse_name
+    from depnmt.model.schemes.registry import learn_options, scheme_entries
     from depnmt.model.transformer import ModelConfig, TransformerNMT
     from depnmt.model.schemes.dbsa import DBSAModule
     from depnmt.modeldir import default_checkpoint, read_config

@@ -7,12 +7,14 @@
 The page is prose written by hand around generated blocks; each block sits between the markers
 ``<!-- report:NAME -->`` and ``<!-- /report:NAME -->`` and holds the ``depnmt report`` command
 (as the shell runs it, from the repository root) and the tables that command writes to
-``OUT.md``. A comparison none of whose runs is archived yet gets a line saying it is running
-and the command that will make its table. A comparison with papers' claims (:class:`Claim`)
-gets, once every system it names has all its runs, a table of each claim against the report's
-numbers (``OUT.json``) with a verdict by one rule (:func:`verdict`); until then a line saying
-how many runs each system has. ``tests/docs/test_results_page.py`` regenerates the
-page and fails when it differs, so no number on it can be edited by hand.
+``OUT.md``, as the page shows them (:func:`page_tables`: the systems named by their scheme
+today, whatever name their archived folders bear; at most 9 columns a table, so BLEU and chrF
+are on screen at 1280 pixels). A comparison none of whose runs is archived yet gets a line
+saying it is running and the command that will make its table. A comparison with papers'
+claims (:class:`Claim`) gets, once every system it names has all its runs, a table of each
+claim against the report's numbers (``OUT.json``) with a verdict by one rule (:func:`verdict`);
+until then a line saying how many runs each system has. ``tests/docs/test_results_page.py``
+regenerates the page and fails when it differs, so no number on it can be edited by hand.
 """
 
 from __future__ import annotations
@@ -155,18 +157,18 @@ class Comparison:
 
 MULTI30K = f"{ARCHIVE}/multi30k-en-de"
 ENJA = f"{ARCHIVE}/small-enja-ja-en-50000"
-OMOTE = (Claim("rel", "abs", 0.81, "Omote et al. Table 2, after Shaw et al."),
-         Claim("dep+rel", "abs", 1.31, "Omote et al. Table 2"),
-         Claim("dep+rel", "rel", 0.50, "Omote et al. Table 2"))
+OMOTE = (Claim("abs+rel", "abs", 0.81, "Omote et al. Table 2, after Shaw et al."),
+         Claim("abs+dep+rel", "abs", 1.31, "Omote et al. Table 2"),
+         Claim("abs+dep+rel", "abs+rel", 0.50, "Omote et al. Table 2"))
 COMPARISONS = (
     Comparison("multi30k-en-de", "../shared/data/multi30k/test_2016_flickr.de.gz", "de",
                ("abs", "rel", "pascal"),
                tuple(f"{MULTI30K}/{d}" for d in
                      ("compare-plateau", "compare-plateau-seed2", "compare-plateau-seed3")),
                claims=OMOTE + (
-                   Claim("gps", "abs", 0.8, "GPS paper Table 2, En→De", upto=1.1),
-                   Claim("pascal", "abs", 0.6, "GPS paper Table 2, En→De", upto=0.9),
-                   Claim("gps", "pascal", 0.1, "GPS paper Table 2, En→De", upto=0.2)),
+                   Claim("abs+gps", "abs", 0.8, "GPS paper Table 2, En→De", upto=1.1),
+                   Claim("abs+pascal", "abs", 0.6, "GPS paper Table 2, En→De", upto=0.9),
+                   Claim("abs+gps", "abs+pascal", 0.1, "GPS paper Table 2, En→De", upto=0.2)),
                setting="The papers measured other data with larger models, one run per system "
                        "(Omote et al.: ASPEC Ja→En, 1.34 million pairs, 6 layers, d_model "
                        "512; the GPS paper: News Commentary and WMT En↔De); here 29,000 "
@@ -178,7 +180,7 @@ COMPARISONS = (
                tuple(f"{ENJA}/{d}" for d in
                      ("bpe-run-plateau", "bpe-run-plateau-seed2", "bpe-run-plateau-seed3")),
                ("--ref-from-tokens",),
-               OMOTE + (Claim("dbsa-enc+dec", "abs", 1.00, "Deguchi et al. Table 2"),),
+               OMOTE + (Claim("abs+dbsa-enc+dbsa-dec", "abs", 1.00, "Deguchi et al. Table 2"),),
                "The papers trained on ASPEC (about 1.3–1.5 million pairs, 6 layers, d_model "
                "512) and report tokenized BLEU; here 50,000 pairs, a smaller model and "
                "sacreBLEU on detokenized text, so only the differences are set side by side."),
@@ -200,6 +202,57 @@ def run_report(comparison: Comparison) -> Report:
                 json.loads(out.with_suffix(".json").read_text(encoding="utf-8")))
 
 
+def todays_names(records: list[dict]) -> dict[str, str]:
+    """Each system's name on the page: its scheme's name today (``rel`` -> ``abs+rel``; the
+    archive's folders, and so the report's rows, may bear 0.1.0 names), or its own name where
+    two systems share a scheme."""
+    schemes = [r.get("scheme") for r in records]
+    return {r["system"]: r["scheme"] if r.get("scheme") and schemes.count(r["scheme"]) == 1
+            else r["system"] for r in records}
+
+
+def renamed(records: list[dict], names: dict[str, str]) -> list[dict]:
+    """``records`` with the systems (and the baselines of their comparisons) named ``names``."""
+    return [{**r, "system": names.get(r["system"], r["system"]),
+             "vs": {names.get(k, k): v for k, v in r.get("vs", {}).items()}} for r in records]
+
+
+# the report's systems table, split: the scores, then the runs' details (by their headers' starts)
+SCORES = ("system", "runs", "BLEU", "chrF", "BLEU of each run")
+DETAILS = ("system", "params (M)", "updates*", "epochs*", "dev loss*", "train min", "load",
+           "tgt tok/s", "× ")
+
+
+def page_tables(tables: str, names: dict[str, str]) -> str:
+    """The report's Markdown (``OUT.md``) as the page shows it, at most 9 columns a table: the
+    systems by ``names``, the systems table split into scores and run details, the comparisons
+    one table per metric; the notes as they are."""
+    return "\n\n".join(_page_table(b, names) if b.startswith("| system |") else b
+                       for b in tables.split("\n\n"))
+
+
+def _page_table(table: str, names: dict[str, str]) -> str:
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()]
+    head = rows[0]
+    for row in rows[2:]:
+        for i, name in enumerate(head):
+            if name in ("system", "vs"):
+                row[i] = names.get(row[i], row[i])
+    if head[:3] == ["system", "scheme", "runs"]:
+        ratio = next(i for i, h in enumerate(head) if h.startswith("× "))
+        head[ratio] = "× " + names.get(head[ratio][2:], head[ratio][2:])
+        keep = [[head.index(n) for n in SCORES],
+                [next(i for i, h in enumerate(head) if h.startswith(n)) for n in DETAILS]]
+    elif head[:2] == ["system", "vs"]:
+        starts = [head.index(f"Δ {metric} [95 % CI]") for metric in ("BLEU", "chrF")]
+        keep = [[0, 1, *range(start, start + 4)] for start in starts]
+    else:
+        keep = [list(range(len(head)))]
+    return "\n\n".join("\n".join(("|{}|" if r == 1 else "| {} |").format(
+        ("|" if r == 1 else " | ").join(row[i] for i in columns)) for r, row in enumerate(rows))
+        for columns in keep)
+
+
 def block(comparison: Comparison, report: Callable[[Comparison], Report] = run_report) -> str:
     """The generated text between ``comparison``'s markers."""
     command = f"```bash\n{comparison.command()}\n```"
@@ -208,7 +261,9 @@ def block(comparison: Comparison, report: Callable[[Comparison], Report] = run_r
                 f"generated here from `{comparison.runs_dirs[0].rsplit('/', 1)[0]}/` by\n\n"
                 f"{command}")
     tables, records = report(comparison)
-    text = f"{command}\n\n{tables}"
+    names = todays_names(records)
+    records = renamed(records, names)
+    text = f"{command}\n\n{page_tables(tables, names)}"
     if comparison.claims:
         text += "\n\n" + claims_table(comparison.claims, records, len(comparison.runs_dirs),
                                       comparison.setting)

@@ -43,8 +43,8 @@ import torch
 from depnmt.data import Batch, Example, add_features, collate
 from depnmt.device import PRECISIONS, autocast, resolve_device, train_precision
 from depnmt.model.schemes import Scheme
-from depnmt.model.schemes.registry import (build_schemes, learn_options, resolve,
-                                           scheme_entries)
+from depnmt.model.schemes.names import resolve
+from depnmt.model.schemes.registry import build_schemes, learn_options, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
 from depnmt.train import adam

@@ -8,7 +8,7 @@ cheap)::
     depnmt.Translator.load(model_dir).translate(["A man is riding a bike."])
 """
 
-__version__ = "0.2.0"
+from .version import __version__
 
 __all__ = ["Translator", "Translation", "train_model", "__version__"]
 _API = ("Translator", "train_model")

@@ -2,8 +2,9 @@
 
 Both are thin façades over the code the commands run, so a result is the command's:
 
-- :func:`train_model` runs ``depnmt train --config`` with a dict (keys as in the YAML file:
-  the flags without their dashes) or a YAML file, and returns the model directory;
+- :func:`train_model` trains the run a dict (keys as in ``depnmt train``'s YAML file: the
+  flags without their dashes) or a YAML file describes, as ``depnmt train --config`` does
+  (:mod:`depnmt.runconfig`, :func:`depnmt.training.run`), and returns the model directory;
 - :class:`Translator` loads a model directory as ``depnmt translate -m`` does and translates
   raw sentences to raw sentences (the model's own tokenizer, parser when its scheme reads
   source trees, BPE, search settings).
@@ -47,23 +48,11 @@ def train_model(config: dict[str, Any] | str | Path) -> Path:
     >>> model_dir = train_model({"input": "work/bpe", "output": "work/model",
     ...                          "max-steps": 1000, "device": "cpu"})   # doctest: +SKIP
     """
-    import click
-    from .commands.options import apply_config
-    from .commands.train import command
-    from .errors import DepnmtError
-    ctx = command.context_class(command, info_name=command.name, **command.context_settings)
-    try:
-        with ctx.scope(cleanup=False):
-            if isinstance(config, dict):
-                apply_config(ctx, config, "the train_model() config")
-                command.parse_args(ctx, [])
-            else:
-                command.parse_args(ctx, ["--config", str(config)])
-        with ctx:
-            command.invoke(ctx)
-    except click.ClickException as exc:
-        raise DepnmtError(exc.format_message()) from None
-    return Path(ctx.params["model_dir"])
+    from .runconfig import load
+    from .training import run
+    run_config = load(config)
+    run(run_config)
+    return Path(run_config.model_dir)
 
 
 class Translator:

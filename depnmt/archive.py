@@ -3,7 +3,7 @@
 A converged run of the comparison recipes leaves ~200 MB of checkpoints beside a few hundred
 kilobytes that its results table is computed from. This copies, for every finished run of the
 recipes' layout (``FOLDER/models/NAME`` with ``manifest.json``, beside a non-empty
-``FOLDER/hyps/NAME.LANG``; the runs :func:`depnmt.report.runs_in_folders` reads), exactly
+``FOLDER/hyps/NAME.LANG``; the runs :func:`depnmt.runs.runs_in_folders` reads), exactly
 those small files::
 
     OUT/<FOLDER's name>/models/NAME/config.json     what was trained, with which options
@@ -38,7 +38,7 @@ from typing import Sequence
 
 from .datarecord import record_runs
 from .errors import DepnmtError
-from .report import runs_in_folders
+from .runs import runs_in_folders
 from .stagedir import COMMIT_DELAY, hold_lock, sibling
 from .textio import atomic_open, make_dir, naming
 
@@ -73,7 +73,7 @@ def archive(folders: Sequence[Path], out: Path) -> list[Path]:
 
 
 def archive_runs(runs: Sequence, out: Path) -> list[Path]:
-    """Record the data of ``runs`` (:class:`depnmt.report.System`) and copy their files into
+    """Record the data of ``runs`` (:class:`depnmt.runs.System`) and copy their files into
     ``out`` (holding its lock); returns the archived model folders."""
     record_runs([(archived_name(run.model_dir), run.model_dir) for run in runs], out)
     delay = float(os.environ.get(COMMIT_DELAY, "0") or 0)   # tests: two archives at once

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import save_checkpoint
 from .errors import DepnmtError
-from .modeldir import RESERVED_CHECKPOINTS, checkpoint_dir, read_config
+from .modeldir import RESERVED_CHECKPOINTS, checkpoint_dir, load_model_checkpoint, read_config
 from .stagedir import hold_lock
 from .textio import make_dir, read_lines
 from .train import selection_metric, snapshots
@@ -96,7 +96,7 @@ def average(model_dir: Path, name: str, last: int | None = None, best: int | Non
     with hold_lock(make_dir(out.parent) / f".{out.name}.lock", out,
                    "another `depnmt average` writes it", wait=True):
         paths = choose(model_dir, last, best)
-        states = [load_checkpoint(p, expected_model=model_config)["model"] for p in paths]
+        states = [load_model_checkpoint(p, model_config)["model"] for p in paths]
         save_checkpoint(out, {"model_config": model_config,
                               "model": average_state_dicts(states, [str(p) for p in paths]),
                               "averaged_from": [p.name for p in paths]})

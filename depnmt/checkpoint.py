@@ -41,10 +41,10 @@ from typing import Any
 
 import torch
 
-from . import __version__
 from .errors import DepnmtError
 from .log import warn
 from .textio import atomic_open
+from .version import __version__
 
 FORMAT_VERSION = 1
 DIGEST = "sha256"
@@ -99,14 +99,14 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
         fh.write(data[half:])
 
 
-def load_checkpoint(path: Path, expected_model: dict | None = None) -> dict[str, Any]:
+def load_checkpoint(path: Path) -> dict[str, Any]:
     """Load ``path`` onto the CPU (tensors and plain data only), verify its digest and check it
-    fits this depnmt and (optionally) this model.
+    fits this depnmt (:func:`depnmt.modeldir.load_model_checkpoint` also checks it holds a given
+    model).
 
     Raises :class:`DepnmtError` naming the file when it is unreadable, holds anything but
-    tensors and plain data, is corrupted, from another checkpoint format, or was trained with
-    another architecture or positional scheme than ``expected_model`` (a
-    :class:`~depnmt.model.transformer.ModelConfig` dict). The returned state has no digest.
+    tensors and plain data, is corrupted or from another checkpoint format. The returned state
+    has no digest.
     """
     if not path.exists():
         raise DepnmtError(f"{path}: no checkpoint here")
@@ -133,8 +133,6 @@ def load_checkpoint(path: Path, expected_model: dict | None = None) -> dict[str,
     elif content_digest(state) != recorded:
         raise DepnmtError(f"{path}: corrupted checkpoint (its contents do not match the SHA-256 "
                           f"recorded when it was saved)")
-    if expected_model is not None:
-        check_same_model(path, state.get("model_config", {}), expected_model)
     return state
 
 
@@ -145,15 +143,3 @@ def _refused(message: str) -> str:
         return f"it holds {found.group(1)}, which a checkpoint never does"
     detail = re.search(r"WeightsUnpickler error: \s*(.+)", message)
     return f"not tensors and plain data: {detail.group(1) if detail else message.splitlines()[0]}"
-
-
-def check_same_model(path: Path, found: dict, expected: dict) -> None:
-    """Error naming the first differing setting (scheme first: the most common mistake); a
-    checkpoint saved with an old model config (a flat options bag) is compared upgraded."""
-    from .model.schemes.registry import upgrade_model_config
-    found, expected = upgrade_model_config(found), upgrade_model_config(expected)
-    keys = ["schemes"] + sorted(k for k in expected if k != "schemes")
-    for key in keys:
-        if found.get(key) != expected.get(key):
-            raise DepnmtError(f"{path}: checkpoint was trained with {key}={found.get(key)!r} but "
-                              f"this model is configured with {key}={expected.get(key)!r}")

@@ -16,12 +16,12 @@ import sys
 
 import click
 
-from . import __version__
 from .commands.examples import epilog
 from .commands.helpgroups import HelpGroup, LazyCommandPanel, help_config, rich_command
 from .errors import DepnmtError, reason
 from .heap import own_process
 from .textio import stand_in_for_closed_streams
+from .version import __version__
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
 COMMANDS = {

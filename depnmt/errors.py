@@ -31,3 +31,8 @@ def os_error(path: str | Path, action: str, exc: BaseException, line: int | None
 def reason(exc: BaseException) -> str:
     """What went wrong, without the errno and file name (``No space left on device``)."""
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+class UsageError(DepnmtError):
+    """Options that do not go together (``--d-model 100 --heads 8``): the command line reports
+    it as a usage error, as it does a malformed flag."""

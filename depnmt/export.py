@@ -35,10 +35,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .errors import DepnmtError
 from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, naming
+from .version import __version__
 
 EXPORT_CONFIG = "depnmt-export.json"
 EXPORT_FORMAT = 1
@@ -61,7 +61,7 @@ def import_ctranslate2():
 def position_kind(model_dir: Path, model: dict[str, Any]) -> str:
     """``abs``, ``rel`` or ``none``: how the model's scheme maps onto CTranslate2, or an error
     naming the scheme when it cannot."""
-    from .model.schemes.registry import scheme_name
+    from .model.schemes.names import scheme_name
     from .model.schemes.relative import Shaw, term_set
     names = [s["name"] for s in model["schemes"]]
     rel_used = any(s["name"] == "rel" and term_set(Shaw(**s["options"]).option("rel_terms"))
@@ -205,11 +205,10 @@ def write_export(tmp: Path, name: str, model_dir: Path, config: dict[str, Any], 
     """Write the export of ``model_dir`` into ``tmp`` (which :func:`export_ctranslate2` then
     renames to ``name``), ``depnmt-export.json`` last; returns the export record."""
     from .bpe import Segmenter
-    from .checkpoint import load_checkpoint
     from .model.transformer import ModelConfig
-    from .modeldir import load_vocabs
-    state = load_checkpoint(ckpt_path,
-                            expected_model=ModelConfig.from_dict(config["model"]).to_dict())
+    from .modeldir import load_model_checkpoint, load_vocabs
+    state = load_model_checkpoint(ckpt_path,
+                                  expected_model=ModelConfig.from_dict(config["model"]).to_dict())
     src_vocab, tgt_vocab = load_vocabs(model_dir)
     spec = build_spec(config, state["model"], kind, src_vocab.itos, tgt_vocab.itos)
     spec.validate()

@@ -50,8 +50,9 @@ def inspected_part(name: str) -> str:
     ``train --scheme`` takes, e.g. ``abs+dep``): its one part that labels pairs (``dep``,
     ``rel``, …) or ``path`` for ``gps``. 0.1.0's ``path`` and bare ``dep`` … still work, with a
     deprecation warning; a name with no such part, or with several, is a DepnmtError."""
+    from .compat import deprecation
     from .errors import DepnmtError
-    from .model.schemes.registry import deprecation, parse_name
+    from .model.schemes.names import parse_name
     if name.strip() in OLD_KINDS:
         deprecation(name.strip(), OLD_KINDS[name.strip()])
         return GPS_PATHS

@@ -14,9 +14,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import __version__
 from .errors import DepnmtError
 from .textio import atomic_open, count_lines, read_json
+from .version import __version__
 
 MANIFEST = "manifest.json"
 TRACKED_LIBRARIES = ("torch", "sacremoses", "subword-nmt", "stanza", "spacy", "ginza", "ja-ginza",

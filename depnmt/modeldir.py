@@ -28,10 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .errors import DepnmtError, InputError
 from .stagedir import hold_lock
 from .textio import atomic_open, iter_lines, make_dir, read_json
+from .version import __version__
 from .vocab import Vocab
 
 CONFIG = "config.json"
@@ -86,10 +86,10 @@ def read_config(model_dir: Path) -> dict[str, Any]:
 def upgrade_config(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     """A ``config_format`` 1 file in today's form (in memory; the file is left as it is):
     ``model.scheme`` + the flat ``model.scheme_options`` become ``model.schemes``, each scheme
-    with the options it declares (:func:`~depnmt.model.schemes.registry.upgrade_model_config`);
+    with the options it declares (:func:`~depnmt.model.schemes.upgrade.upgrade_model_config`);
     and the training section of a model saved before ``--precision`` existed says ``fp32``
     (what it trained in on the CPU), which ``train --resume`` inherits."""
-    from .model.schemes.registry import upgrade_model_config
+    from .model.schemes.upgrade import upgrade_model_config
     out = {**config, "config_format": CONFIG_FORMAT}
     model = config.get("model")
     if isinstance(model, dict) and isinstance(model.get("scheme"), list) \
@@ -208,3 +208,25 @@ def lock_for_writing(model_dir: Path) -> Iterator[None]:
             for leftover in folder.glob(".*.tmp") if folder.is_dir() else ():
                 leftover.unlink(missing_ok=True)
         yield
+
+
+def load_model_checkpoint(path: Path, expected_model: dict[str, Any]) -> dict[str, Any]:
+    """:func:`depnmt.checkpoint.load_checkpoint`, and a DepnmtError when the checkpoint was
+    trained with another architecture or positional scheme than ``expected_model`` (a
+    :class:`~depnmt.model.transformer.ModelConfig` dict)."""
+    from .checkpoint import load_checkpoint
+    state = load_checkpoint(path)
+    check_same_model(path, state.get("model_config", {}), expected_model)
+    return state
+
+
+def check_same_model(path: Path, found: dict, expected: dict) -> None:
+    """Error naming the first differing setting (scheme first: the most common mistake); a
+    checkpoint saved with an old model config (a flat options bag) is compared upgraded."""
+    from .model.schemes.upgrade import upgrade_model_config
+    found, expected = upgrade_model_config(found), upgrade_model_config(expected)
+    keys = ["schemes"] + sorted(k for k in expected if k != "schemes")
+    for key in keys:
+        if found.get(key) != expected.get(key):
+            raise DepnmtError(f"{path}: checkpoint was trained with {key}={found.get(key)!r} but "
+                              f"this model is configured with {key}={expected.get(key)!r}")

@@ -20,7 +20,7 @@ import io
 import json
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,8 @@ from . import score as sc
 from . import significance as sig
 from .errors import DepnmtError
 from .log import warn
-from .modeldir import read_config, read_metrics
+from .modeldir import read_config
+from .runs import System, mean_of, training_summary
 from .textio import atomic_open, read_lines
 
 METRICS = ("bleu", "chrf")
@@ -37,72 +38,6 @@ METRICS = ("bleu", "chrf")
 # the source words, all target words, the target words whose head is not in the future
 UAS = {"dev_uas_enc": "dev UAS enc", "dev_uas_dec": "dev UAS dec",
        "dev_uas_dec_visible": "dev UAS dec (visible heads)"}
-
-
-@dataclass
-class System:
-    """One run of a system: its name in the table, model directory and hypothesis file."""
-
-    name: str
-    model_dir: Path
-    hyp: Path
-
-
-def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict:
-    """What ``depnmt train`` logged: scheme, seed, parameters, updates, seconds, mean target
-    tokens/s and 1-minute load average over the logged windows, best dev BLEU, the selected validation (updates, epoch and
-    dev loss of the last one marked best) and the last dev UAS values (DBSA). ``records``: the
-    run's ``metrics.jsonl`` when the caller has read it already."""
-    from .model.schemes.registry import scheme_name      # (imports torch: only when used)
-    config = read_config(model_dir)
-    records = read_metrics(model_dir) if records is None else records
-    start = next((r for r in records if r["event"] == "start"), {})
-    train = [r for r in records if r["event"] == "train"]
-    valid = [r for r in records if r["event"] == "valid"]
-    ends = [r for r in records if r["event"] == "end"]
-    selected = next((r for r in reversed(valid) if r.get("best")), None)
-    summary = {
-        "scheme": scheme_name(config["model"]["schemes"]),       # e.g. abs+dbsa-enc
-        "seed": config.get("training", {}).get("seed"),
-        "parameters": start.get("parameters"),
-        "updates": max((r["step"] for r in records), default=0),
-        "train_seconds": sum(r["elapsed"] for r in ends) if ends else
-        (records[-1]["time"] if records else None),
-        "tgt_tokens_per_s": (sum(r["tgt_tokens_per_s"] for r in train) / len(train)
-                             if train else None),
-        "load": _mean([r["load"] for r in train if "load" in r]),
-        "dev_bleu": max((r["dev_bleu"] for r in valid if "dev_bleu" in r), default=None),
-        "selected_step": selected and selected["step"],
-        "selected_epoch": selected and selected["epoch"],
-        "selected_dev_nll": selected and selected.get("dev_nll"),
-        "finished": bool(ends),
-    }
-    if valid:
-        summary.update({k: v for k, v in valid[-1].items() if k.startswith("dev_uas")})
-    return summary
-
-
-def runs_in_folders(folders: Sequence[Path]) -> list[System]:
-    """The runs of the recipes' layout: every ``FOLDER/models/NAME`` with a finished training
-    (``manifest.json``) and a hypothesis file ``FOLDER/hyps/NAME.<target language>``; each
-    folder is one replicate (e.g. ``compare``, ``compare-seed2``). Unfinished ones are skipped
-    with a warning."""
-    runs = []
-    for folder in folders:
-        models = folder / "models"
-        if not models.is_dir():
-            raise DepnmtError(f"{folder}: no models/ folder (expected the layout of the "
-                              f"comparison recipes: models/NAME and hyps/NAME.LANG)")
-        for model in sorted(p for p in models.iterdir() if p.is_dir()):
-            config = read_config(model)
-            hyp = folder / "hyps" / f"{model.name}.{config['tgt_lang']}"
-            if (model / "manifest.json").exists() and hyp.exists() and hyp.stat().st_size:
-                runs.append(System(model.name, model, hyp))
-            else:
-                warn(f"{model}: skipped (training or translation not finished)")
-    if not runs:
-        raise DepnmtError(f"no finished runs in {', '.join(map(str, folders))}")
-    return runs
 
 
 def references_from_tokens(runs: Sequence[System], refs: Sequence[Sequence[str]],
@@ -143,11 +78,6 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
     return groups
 
 
-def _mean(values: Sequence) -> float | None:
-    kept = [v for v in values if v is not None]
-    return sum(kept) / len(kept) if kept else None
-
-
 def system_record(name: str, runs: Sequence[dict]) -> dict:
     """Aggregate one system's run records (each with scores and a training summary)."""
     schemes = {r["scheme"] for r in runs}
@@ -160,7 +90,7 @@ def system_record(name: str, runs: Sequence[dict]) -> dict:
         record[f"{key}_mean"], record[f"{key}_sd"] = sig.mean_sd([r[key] for r in runs])
     for key in ("selected_dev_nll", "selected_step", "selected_epoch", "train_seconds",
                 "tgt_tokens_per_s", "load"):
-        record[f"{key}_mean"] = _mean([r[key] for r in runs])
+        record[f"{key}_mean"] = mean_of([r[key] for r in runs])
     for key in UAS:                     # DBSA: where every run logged it
         if all(key in r for r in runs):
             record[f"{key}_mean"], record[f"{key}_sd"] = sig.mean_sd([r[key] for r in runs])

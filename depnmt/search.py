@@ -41,23 +41,30 @@ from torch import Tensor
 from .errors import DepnmtError
 from .model.schemes import Extras
 from .model.transformer import DecoderState, TransformerNMT, decoding_dtype
+from .optionspec import AMOUNT, POSITIVE, Choice, option
 from .vocab import BOS, EOS, PAD
+
+LENGTH_PENALTIES = ("gnmt", "power")
 
 
 @dataclass
 class SearchConfig:
-    beam: int = 4
-    alpha: float = 0.6          # length penalty exponent; 0 = plain log-probability
+    """A model's search settings (``config.json``'s ``search``; the fields with help are
+    ``depnmt train`` options: the defaults of translate)."""
+
+    beam: int = option(4, "default beam size of translate (1 = greedy)", POSITIVE)
+    # length penalty exponent; 0 = plain log-probability
+    alpha: float = option(0.6, "default length penalty exponent alpha of translate", AMOUNT)
     max_len_a: float = 1.5      # max output length = a · source length + b
     max_len_b: int = 10
     at_limit: str = "eos"       # eos (fairseq) or cut (OpenNMT-py, CTranslate2): module docstring
-    length_penalty: str = "gnmt"   # gnmt or power (CTranslate2, fairseq): module docstring
+    # gnmt or power (CTranslate2, fairseq): module docstring
+    length_penalty: str = option("gnmt", "default length penalty form of translate: gnmt = "
+                                 "((5 + |Y|) / 6)^alpha, power = |Y|^alpha (CTranslate2's)",
+                                 Choice(LENGTH_PENALTIES))
 
     def __post_init__(self):
         check_length_penalty(self.length_penalty)
-
-
-LENGTH_PENALTIES = ("gnmt", "power")
 
 
 def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
@@ -295,10 +302,7 @@ def _beam(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor], cfg:
         # (n,): which sentences are at their limit; None while none is (known on the host)
         at_limit = step >= last if any(step >= lim for lim in lasts) else None
         lprobs = _next_log_probs(model, state, seqs[:, -1:], banned, None if cut else at_limit, k)
-        vocab = lprobs.shape[1]
-        cand = (scores.view(n * k, 1) + lprobs).view(n, k * vocab)
-        cand_scores, cand_idx = cand.topk(min(2 * k, k * vocab), dim=1)          # (n, 2K)
-        cand_beam, cand_tok = cand_idx // vocab, cand_idx % vocab
+        cand_scores, cand_beam, cand_tok = _candidates(scores, lprobs, k)
         is_eos = (cand_tok == EOS) & torch.isfinite(cand_scores)
         rank = torch.arange(cand_scores.shape[1], device=device).expand_as(cand_scores)
         final = is_eos & (rank < k)
@@ -308,11 +312,7 @@ def _beam(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor], cfg:
         finished.add(sent, *_best_final(final, cand_scores, cand_beam, cand_tok, seqs, k,
                                         length_penalty(step + 1, cfg.alpha,
                                                        cfg.length_penalty), nbest))
-        # the K best continuations that are not EOS stay alive
-        order = (rank + is_eos.long() * 4 * k).argsort(dim=1)[:, :k]
-        alive_scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -math.inf)
-        src_rows = (torch.arange(n, device=device)[:, None] * k + cand_beam.gather(1, order))
-        tokens = cand_tok.gather(1, order)
+        alive_scores, src_rows, tokens = _alive(cand_scores, cand_beam, cand_tok, is_eos, rank, k)
         # past its limit a sentence can add nothing
         going = ((finished.count[sent] < k) & (last > step)).tolist()     # the step's host read
         keep = [i for i in range(n) if going[i]]
@@ -330,6 +330,27 @@ def _beam(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor], cfg:
         scores = alive_scores
     finished.add_if_none(sent, seqs[::k, 1:])
     return finished, limits
+
+
+def _candidates(scores: Tensor, lprobs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The ``2K`` best one-token extensions of each sentence's ``K`` live hypotheses (their
+    scores ``scores [n, K]``, next-token log-probabilities ``lprobs [n·K, V]``): their scores,
+    the live hypothesis each extends (0..K-1) and its token, each ``[n, 2K]``."""
+    n, vocab = scores.shape[0], lprobs.shape[1]
+    cand = (scores.view(n * k, 1) + lprobs).view(n, k * vocab)
+    cand_scores, cand_idx = cand.topk(min(2 * k, k * vocab), dim=1)          # (n, 2K)
+    return cand_scores, cand_idx // vocab, cand_idx % vocab
+
+
+def _alive(cand_scores: Tensor, cand_beam: Tensor, cand_tok: Tensor, is_eos: Tensor, rank: Tensor,
+           k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The ``K`` best candidates ``[n, 2K]`` that do not end (EOS) stay alive: their scores
+    ``[n, K]`` (-inf where fewer), the rows ``[n, K]`` of the hypotheses they extend (in the
+    ``n·K`` rows of the step) and their tokens ``[n, K]``."""
+    order = (rank + is_eos.long() * 4 * k).argsort(dim=1)[:, :k]
+    alive_scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -math.inf)
+    rows = torch.arange(len(order), device=order.device)[:, None] * k + cand_beam.gather(1, order)
+    return alive_scores, rows, cand_tok.gather(1, order)
 
 
 AT_LIMIT = ("eos", "cut")

@@ -50,7 +50,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -62,42 +62,16 @@ from .device import autocast, grad_scaler, precision_name, train_precision
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
 from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from .modeldir import checkpoint_dir, read_config
+from .modeldir import checkpoint_dir, load_model_checkpoint, read_config
 from .search import SearchConfig
 from .stopsignals import StopSignals, Stopped
+from .runconfig import TrainOptions
 from .textio import append_line, atomic_open
 from .trainrun import METRICS, TrainingRun
 from .vocab import PAD
 
-
-
-@dataclass
-class TrainOptions:
-    """Optimisation and schedule settings (``depnmt train`` flags)."""
-
-    max_tokens: int = 4096          # padded tokens per batch (of each process)
-    batch_sentences: int = 0        # also at most this many sentences per batch; 0 = no limit
-    update_freq: int = 1            # batches accumulated per optimizer step (by each process)
-    lr: float = 7e-4                # peak learning rate, reached after `warmup` steps
-    warmup: int = 4000
-    label_smoothing: float = 0.1
-    clip_norm: float = 0.0
-    max_epochs: int = 0             # 0 = no limit
-    max_steps: int = 0
-    max_minutes: float = 0.0        # wall-clock budget of the whole run (incl. validation)
-    valid_every: int = 0            # steps; 0 = once per epoch
-    save_every: int = 0             # steps; 0 = at each validation
-    patience: int = 0               # validations without improvement before stopping; 0 = off
-    early_stop_metric: str = "bleu"  # bleu (loss when there are no dev references), loss or acc
-    keep_last: int = 0              # model snapshots step{N}.pt kept (at each validation/save)
-    valid_beam: int = 1
-    valid_max_sentences: int = 0    # dev sentences decoded for BLEU; 0 = all
-    max_len: int = 250              # training pairs longer than this (subwords) are skipped
-    seed: int = 1
-    device: str = "auto"
-    amp: bool = True                # False = precision fp32 (the older --no-amp)
-    precision: str = "auto"         # auto | fp32 | bf16 | fp16 (depnmt.device.train_precision)
-    log_every: int = 100
+if TYPE_CHECKING:
+    from .board import TensorBoardLog
 
 
 @dataclass
@@ -154,26 +128,21 @@ NO_LIMIT_WARNING = ("no limit: no epoch, update or time limit and no early stopp
 
 
 class Trainer:
-    """Owns the model, optimizer and progress of one training run and runs its loop (the run
-    itself — model directory, data, config — is set up by :func:`depnmt.trainrun.prepare_run`)."""
+    """Owns the model, optimizer and progress of one training run and runs its loop; the run
+    itself (model directory, data, config: ``setup``) is set up by
+    :func:`depnmt.trainrun.prepare_run`."""
 
-    board = None        # a depnmt.board.TensorBoardLog with --tensorboard: gets every record
-
-    def __init__(self, setup: TrainingRun):
-        self.setup, opts = setup, setup.opts
-        self.data_dir, self.model_dir, self.trees_dir = setup.data_dir, setup.model_dir, \
-            setup.trees_dir
-        self.opts, self.search, self.model_cfg = opts, setup.search, setup.model_cfg
-        self.src_vocab, self.tgt_vocab = setup.src_vocab, setup.tgt_vocab
-        self.train_data, self.dev_data, self.dev_refs = setup.train_data, setup.dev_data, \
-            setup.dev_refs
+    def __init__(self, setup: TrainingRun, board: TensorBoardLog | None = None):
+        """``board``: where ``--tensorboard`` writes every record (None: nowhere)."""
+        self.setup, self.opts, self.board = setup, setup.opts, board
+        opts = self.opts
         random.seed(opts.seed)      # before anything random (model initialisation included);
         torch.manual_seed(opts.seed)  # a resumed run then restores the saved RNG states
         self.device = dist.local_device(opts.device)
         self.amp = train_precision(self.device, opts.precision if opts.amp else "fp32")
-        self.ckpt_dir = checkpoint_dir(self.model_dir)
+        self.ckpt_dir = checkpoint_dir(self.setup.model_dir)
         self._log_records = 0
-        self.model = TransformerNMT(self.model_cfg).to(self.device)   # alike on every rank
+        self.model = TransformerNMT(self.setup.model_cfg).to(self.device)   # alike on every rank
         self.lazy_features = dist.world_size() > 1
         self._add_features()
         dist.seed_rank(opts.seed)
@@ -182,8 +151,8 @@ class Trainer:
             self.optimizer, lambda s: inverse_sqrt(s, opts.warmup))
         self.scaler = grad_scaler(self.device, self.amp)
         self.progress = Progress()
-        self.batcher = TokenBatcher(example_lengths(self.train_data), opts.max_tokens, opts.seed,
-                                    max_sentences=opts.batch_sentences or None)
+        self.batcher = TokenBatcher(example_lengths(setup.train_data), opts.max_tokens,
+                                    opts.seed, max_sentences=opts.batch_sentences or None)
         if setup.resume:
             self._restore()
         self._loss_scale = self.scaler.get_scale()      # fp16: drops when a step is skipped
@@ -201,11 +170,11 @@ class Trainer:
         which validates."""
         schemes = self.model.schemes.schemes
         if dist.is_main():
-            add_features(self.dev_data, schemes)
+            add_features(self.setup.dev_data, schemes)
         if not self.lazy_features:
-            add_features(self.train_data, schemes)
+            add_features(self.setup.train_data, schemes)
             return
-        for ex in self.train_data[dist.rank()::dist.world_size()]:
+        for ex in self.setup.train_data[dist.rank()::dist.world_size()]:
             scheme_features(ex, schemes)
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -224,7 +193,7 @@ class Trainer:
     def _state(self, rngs: list[dict]) -> dict[str, Any]:
         """The checkpoint; ``rngs``: every rank's RNG states (``rng`` is rank 0's, and
         ``rng_ranks`` holds them all when there are several ranks)."""
-        return {"model_config": self.model_cfg.to_dict(), "model": self.model.state_dict(),
+        return {"model_config": self.setup.model_cfg.to_dict(), "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict(), "progress": asdict(self.progress),
                 "rng": rngs[0], **({"rng_ranks": rngs} if len(rngs) > 1 else {})}
@@ -242,7 +211,7 @@ class Trainer:
 
     def _restore(self) -> None:
         path = self.ckpt_dir / "last.pt"
-        state = load_checkpoint(path, expected_model=self.model_cfg.to_dict())
+        state = load_model_checkpoint(path, self.setup.model_cfg.to_dict())
         try:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -275,7 +244,7 @@ class Trainer:
     def _rewind_log(self, path: Path) -> None:
         """Keep the metrics.jsonl records written before the checkpoint we resume from (those
         after it are logged again when their steps are re-run); rewritten atomically."""
-        log = self.model_dir / METRICS
+        log = self.setup.model_dir / METRICS
         lines = log.read_text(encoding="utf-8").splitlines(keepends=True) if log.exists() else []
         keep = self.progress.log_records
         if keep is None:                    # a checkpoint of an earlier depnmt: by step
@@ -315,7 +284,7 @@ class Trainer:
         if not dist.is_main():
             return
         record = {"time": round(self.progress.elapsed, 2), **record}
-        append_line(self.model_dir / METRICS, json.dumps(record))
+        append_line(self.setup.model_dir / METRICS, json.dumps(record))
         self._log_records += 1
         if self.board is not None:
             self.board.write(record)
@@ -415,8 +384,9 @@ class Trainer:
         tokens = 0
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)   # nll, right tokens
         counts: dict[str, list[int]] = {}          # schemes' dev metrics, e.g. DBSA's UAS
-        batcher = TokenBatcher(example_lengths(self.dev_data), self.opts.max_tokens, shuffle=False)
-        for _, batch in iterate_batches(self.dev_data, batcher, 0,
+        batcher = TokenBatcher(example_lengths(self.setup.dev_data), self.opts.max_tokens,
+                               shuffle=False)
+        for _, batch in iterate_batches(self.setup.dev_data, batcher, 0,
                                         schemes=self.model.schemes.schemes):
             batch = batch.to(self.device)
             with autocast(self.device, self.amp):
@@ -433,10 +403,10 @@ class Trainer:
         result["dev_ppl"] = math.exp(min(result["dev_nll"], 50))
         result["dev_acc"] = 100.0 * correct / max(tokens, 1)
         result.update({f"dev_{name}": 100.0 * c / t for name, (c, t) in counts.items() if t})
-        if self.dev_refs:
-            n = self.opts.valid_max_sentences or len(self.dev_data)
-            hyps = self.translator.translate_examples(self.dev_data[:n])
-            refs = [self.dev_refs[e.index] for e in self.dev_data[:n]]
+        if self.setup.dev_refs:
+            n = self.opts.valid_max_sentences or len(self.setup.dev_data)
+            hyps = self.translator.translate_examples(self.setup.dev_data[:n])
+            refs = [self.setup.dev_refs[e.index] for e in self.setup.dev_data[:n]]
             result["dev_bleu"] = sacrebleu.corpus_bleu(hyps, [refs]).score
         return result
 
@@ -445,9 +415,10 @@ class Trainer:
         """Decodes dev examples to detokenized text exactly as ``translate`` would."""
         if getattr(self, "_translator", None) is None:
             from .translate import Translator
-            search = SearchConfig(**{**asdict(self.search), "beam": self.opts.valid_beam})
-            self._translator = Translator(self.model, read_config(self.model_dir), self.src_vocab,
-                                          self.tgt_vocab, None, self.device, search,
+            search = SearchConfig(**{**asdict(self.setup.search), "beam": self.opts.valid_beam})
+            run = self.setup
+            self._translator = Translator(self.model, read_config(run.model_dir), run.src_vocab,
+                                          run.tgt_vocab, None, self.device, search,
                                           amp=self.amp)
         return self._translator
 
@@ -489,7 +460,7 @@ class Trainer:
         if not self.opts.keep_last or not dist.is_main():
             return
         save_checkpoint(self.ckpt_dir / f"step{self.progress.step}.pt",
-                        {"model_config": self.model_cfg.to_dict(),
+                        {"model_config": self.setup.model_cfg.to_dict(),
                          "model": self.model.state_dict(), "progress": asdict(self.progress)})
         for old in snapshots(self.ckpt_dir)[:-self.opts.keep_last]:
             old.unlink(missing_ok=True)
@@ -595,11 +566,11 @@ class Trainer:
                               f"{o.update_freq}): lower --max-tokens or --update-freq")
         n_params = sum(t.numel() for t in self.model.parameters())
         where = f"{self.device}" + (f" × {world} processes" if world > 1 else "")
-        info(f"training {'+'.join(self.model_cfg.scheme_names)} on {where} in "
-             f"{precision_name(self.amp)} ({n_params:,} parameters, {len(self.train_data):,} "
+        info(f"training {'+'.join(self.setup.model_cfg.scheme_names)} on {where} in "
+             f"{precision_name(self.amp)} ({n_params:,} parameters, {len(self.setup.train_data):,} "
              f"pairs, {n_batches} batches/epoch)")
-        info(model_summary(self.model_cfg, n_params))
-        info(budget_summary(o, bool(self.dev_refs)))
+        info(model_summary(self.setup.model_cfg, n_params))
+        info(budget_summary(o, bool(self.setup.dev_refs)))
         if not has_limit(o):
             warn(NO_LIMIT_WARNING)
         self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
@@ -610,8 +581,8 @@ class Trainer:
         """This rank's batches of each remaining update of the current epoch (on CUDA collated
         and pinned in a background thread)."""
         p = self.progress
-        updates = iterate_updates(self.train_data, self.batcher, p.epoch, self.opts.update_freq,
-                                  start=p.batches_done, rank=dist.rank(),
+        updates = iterate_updates(self.setup.train_data, self.batcher, p.epoch,
+                                  self.opts.update_freq, start=p.batches_done, rank=dist.rank(),
                                   world=dist.world_size(), schemes=self.model.schemes.schemes)
         return prefetch(pinned(updates)) if self.device.type == "cuda" else updates
 
@@ -626,7 +597,8 @@ class Trainer:
         stopped = Stopped(signum)
         self.log({"event": "stopped", "step": self.progress.step, "signal": stopped.name})
         info(f"{stopped} after update {self.progress.step}: saved {self.ckpt_dir / 'last.pt'}; "
-             f"continue with `depnmt train -i {self.data_dir} -o {self.model_dir} --resume`")
+             f"continue with `depnmt train -i {self.setup.data_dir} -o {self.setup.model_dir} "
+             f"--resume`")
         dist.barrier()      # no rank exits (and makes torchrun kill the others) before the save
         raise stopped
 

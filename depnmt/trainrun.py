@@ -1,11 +1,11 @@
-"""One training run's setup: everything before the first update, in the order it happens.
+"""One training run's set-up: everything before the first update, in the order it happens.
 
 fairseq splits its ``train.py`` (set-up, epochs) from its ``Trainer`` (model, optimizer, one
 step); JoeyNMT's ``training.py`` likewise keeps data and config loading outside its
 ``TrainManager``. Here :func:`prepare_run` does the set-up and returns a :class:`TrainingRun`
 (plain data, no model), :class:`depnmt.train.Trainer` owns the model and the loop, and
-:func:`run_training` joins them with what surrounds a run (process group, the model directory's
-lock, SIGTERM/SIGINT, TensorBoard, the manifest):
+:func:`depnmt.training.run` joins them with what surrounds a run (process group, the model
+directory's lock, SIGTERM/SIGINT, TensorBoard, the manifest):
 
 1. the model directory: a fresh run must not overwrite a trained model, ``--resume`` needs one;
    a fresh run clears what a run killed before its first ``last.pt`` left;
@@ -24,8 +24,6 @@ Tree features are computed later, by the model's own scheme stack (``Trainer``).
 
 from __future__ import annotations
 
-import sys
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +32,12 @@ from . import distributed as dist
 from .data import Example, attach_trees, load_parallel
 from .errors import DepnmtError
 from .log import warn
-from .manifest import load_manifest, write_manifest
+from .manifest import load_manifest
+from .model.schemes.base import Scheme
 from .model.schemes.registry import SCHEMES, check_schemes, learn_options, with_learned
 from .model.transformer import ModelConfig
 from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
+from .runconfig import TrainOptions
 from .search import SearchConfig
 from .textio import read_lines
 from .vocab import Vocab
@@ -54,7 +54,7 @@ class TrainingRun:
     data_dir: Path
     model_dir: Path
     trees_dir: Path | None
-    opts: Any                                       # depnmt.train.TrainOptions
+    opts: TrainOptions
     search: SearchConfig
     resume: bool
     model_cfg: ModelConfig                          # complete: vocabularies, learned options
@@ -73,7 +73,8 @@ class TrainingRun:
         return self.tree_parsers.get("src") if needs else None
 
 
-def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None, opts: Any,
+def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
+                opts: TrainOptions,
                 trees_dir: Path | None = None, resume: bool = False,
                 search: SearchConfig | None = None,
                 settings: dict[str, Any] | None = None) -> TrainingRun:
@@ -85,13 +86,13 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None, 
             leftover.unlink(missing_ok=True)
     bpe = load_manifest(data_dir, "bpe")
     src_vocab, tgt_vocab = load_vocabs(data_dir)
-    cfg = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
+    cfg, schemes = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
     run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
                       cfg, src_vocab, tgt_vocab, settings=settings)
     run.tree_parsers = tree_parsers(cfg, trees_dir)
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
-    cfg.schemes = learn_options(cfg.schemes, run.train_data)          # the learn step
+    cfg.schemes = learn_options(cfg.schemes, run.train_data, schemes)     # the learn step
     prepare_dir = Path(bpe["prepare_dir"])
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
     run.dev_refs = read_lines(ref) if ref.exists() and run.dev_data else []
@@ -111,9 +112,10 @@ def check_model_dir(model_dir: Path, resume: bool) -> None:
 
 
 def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resume: bool,
-                 vocabs: tuple[Vocab, Vocab]) -> ModelConfig:
+                 vocabs: tuple[Vocab, Vocab]) -> tuple[ModelConfig, list[Scheme]]:
     """The run's model config: ``cfg`` (``--resume``: the saved one when None, and the saved
-    learned options either way) with the vocabulary sizes, checked."""
+    learned options either way) with the vocabulary sizes, checked; and its schemes, built
+    for the check (the learn step uses them)."""
     if resume:
         saved = ModelConfig.from_dict(read_config(model_dir)["model"])
         cfg = cfg or saved
@@ -123,8 +125,7 @@ def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resum
     if cfg.share_all_embeddings and src_vocab != tgt_vocab:
         raise DepnmtError(f"{data_dir}: --share-all-embeddings needs a joint vocabulary "
                           f"(run `depnmt bpe --joint`)")
-    check_schemes(cfg.schemes, cfg.dims)
-    return cfg
+    return cfg, check_schemes(cfg.schemes, cfg.dims)
 
 
 def tree_parsers(cfg: ModelConfig, trees_dir: Path | None) -> dict[str, dict]:
@@ -202,46 +203,3 @@ def write_settings(path: Path, settings: dict[str, Any]) -> None:
         fh.write(f"# this run's settings: `depnmt train --config {path} -o DIR` trains the "
                  f"same into DIR, `... --resume` continues it; flags given beside --config win\n")
         yaml.safe_dump(settings, fh, sort_keys=False, allow_unicode=True)
-
-
-def run_training(run_args: dict[str, Any], board: Any = None) -> None:
-    """The whole ``depnmt train``: joins torchrun's processes (if any), holds the model
-    directory's lock (rank 0, which writes it), sets the run up, trains until a budget ends it
-    or a signal stops it (``last.pt`` saved, exit 143/130, no manifest), writes the manifest.
-    ``run_args``: :func:`prepare_run`'s arguments; ``board``: a TensorBoardLog or None."""
-    from .stopsignals import StopSignals, Stopped
-    from .train import Trainer
-    model_dir = run_args["model_dir"]
-    with dist.process_group(run_args["opts"].device):
-        with lock_if_main(model_dir):
-            trainer = Trainer(prepare_run(**run_args))
-            trainer.board = board
-            try:
-                with StopSignals() as signals:
-                    trainer.run(signals)
-            except Stopped as exc:
-                sys.exit(exc.exit_status)
-            finally:
-                if board is not None:
-                    board.close()
-            if dist.is_main():
-                write_train_manifest(trainer)
-
-
-def lock_if_main(model_dir: Path):
-    """The model directory's lock on rank 0 (the writer), nothing on the other ranks."""
-    from .modeldir import lock_for_writing
-    return lock_for_writing(model_dir) if dist.is_main() else nullcontext()
-
-
-def write_train_manifest(trainer: Any) -> None:
-    from .device import precision_name
-    run = trainer.setup
-    write_manifest(run.model_dir, "train",
-                   inputs={"bpe": str(run.data_dir.resolve()),
-                           "trees": str(run.trees_dir.resolve()) if run.trees_dir else None},
-                   options=asdict(run.opts), outputs=[METRICS],
-                   extra={"progress": {k: v for k, v in asdict(trainer.progress).items()
-                                       if k != "history"},
-                          "precision": precision_name(trainer.amp)})
-

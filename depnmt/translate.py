@@ -28,7 +28,6 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 import torch
 
 from .bpe import Segmenter
-from .checkpoint import load_checkpoint
 from .data import Example, add_features, collate, encode_source, pad_2d
 from .device import autocast, resolve_device, search_attention, train_precision
 from .errors import DepnmtError
@@ -37,7 +36,7 @@ from .model.packed import pack_linears
 from .model.quantize import QUANTIZATIONS, check_int8, quantize_int8
 from .model.schemes import Extras
 from .model.transformer import ModelConfig, TransformerNMT
-from .modeldir import default_checkpoint, load_vocabs, read_config
+from .modeldir import default_checkpoint, load_model_checkpoint, load_vocabs, read_config
 from .search import Hypothesis, SearchConfig, search, search_nbest
 from .subwords import merge_subwords
 from .trees import truncate_tree
@@ -107,7 +106,7 @@ class Translator:
         config = read_config(model_dir)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)
-        state = load_checkpoint(ckpt_path, expected_model=model_cfg.to_dict())
+        state = load_model_checkpoint(ckpt_path, model_cfg.to_dict())
         dev = resolve_device(device)
         if quantize == "int8":
             check_int8(dev)

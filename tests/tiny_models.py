@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from depnmt.model.schemes.registry import resolve, scheme_entries
+from depnmt.model.schemes.names import resolve
+from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.vocab import EOS, PAD
 

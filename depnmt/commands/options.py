@@ -1,17 +1,23 @@
 """What the commands' options share: the value ranges of the numeric options (click rejects a
 value out of range with a usage error naming the option, exit status 2), ``--config FILE``, and
-the 0.1.0 spellings of options that still work, with a warning (:data:`DEPRECATED`)."""
+the 0.1.0 spellings of options that still work, with a warning
+(:data:`~depnmt.compat.DEPRECATED`)."""
 
 from __future__ import annotations
 
 import click
 
-POSITIVE = click.IntRange(min=1)
-COUNT = click.IntRange(min=0)                       # 0 usually means "off" or "no limit"
-AMOUNT = click.FloatRange(min=0)
-RATE = click.FloatRange(min=0, min_open=True)       # a learning rate
-DROPOUT = click.FloatRange(0, 1, max_open=True)     # dropout, label smoothing: 1 leaves nothing
-SEED = click.IntRange(0, 2**32 - 1)                 # what every random generator accepts
+from .. import optionspec
+from ..compat import DEPRECATED, deprecation_message
+from ..optionspec import plain_value, read_yaml_config, suggestion
+from .fields import click_type
+
+POSITIVE = click_type(optionspec.POSITIVE)
+COUNT = click_type(optionspec.COUNT)                # 0 usually means "off" or "no limit"
+AMOUNT = click_type(optionspec.AMOUNT)
+RATE = click_type(optionspec.RATE)                  # a learning rate
+DROPOUT = click_type(optionspec.DROPOUT)            # dropout, label smoothing: 1 leaves nothing
+SEED = click_type(optionspec.SEED)                  # what every random generator accepts
 
 
 # -- --config FILE: a command's options from a YAML file -------------------------------------
@@ -33,27 +39,6 @@ def config_option(help: str | None = None):
 def _read_config_option(ctx: click.Context, param: click.Parameter, path: str | None) -> None:
     if path is not None:
         apply_config(ctx, read_yaml_config(path), path)
-
-
-def read_yaml_config(path: str) -> dict:
-    """The mapping in the YAML file ``path`` (an empty file: ``{}``); a DepnmtError naming the
-    file when it is not valid YAML or not a mapping."""
-    import yaml
-    from ..errors import DepnmtError
-    from ..textio import read_lines
-    try:
-        data = yaml.safe_load("\n".join(read_lines(path)))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else path
-        raise DepnmtError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") \
-            from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise DepnmtError(f"{path}: expected a mapping of option names to values "
-                          f"(`max-tokens: 4000`), found a {type(data).__name__}")
-    return data
 
 
 def apply_config(ctx: click.Context, config: dict, source: str) -> None:
@@ -100,13 +85,6 @@ def config_keys(command: click.Command) -> dict[str, click.Option]:
             for opt in param.opts if opt.startswith("--")}
 
 
-def suggestion(key: str, options: dict) -> str:
-    """`` (did you mean 'max-tokens'?)`` for the option name closest to ``key``, or ``""``."""
-    import difflib
-    close = difflib.get_close_matches(key.replace("_", "-"), list(options), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
 def checked_value(ctx: click.Context, param: click.Parameter, value: object, where: str):
     """``value`` converted and checked as the option's flag would be (its type and callback);
     click's ``BadParameter`` naming the option and ``where`` if it does not fit. A YAML float
@@ -131,44 +109,6 @@ def config_settings(command: click.Command, values: dict[str, object]) -> dict[s
         keys.setdefault(param.name, key)
     return {key: plain_value(values[name]) for name, key in keys.items()
             if values.get(name) is not None}
-
-
-def plain_value(value: object) -> object:
-    """``value`` as YAML writes it safely: a path as its absolute string, a tuple as a list."""
-    from pathlib import Path
-    if isinstance(value, Path):
-        return str(value.resolve())
-    if isinstance(value, tuple):
-        return [plain_value(v) for v in value]
-    return value
-
-
-# -- the 0.1.0 spellings of renamed options ----------------------------------------------------
-# command ("analyze awsl" for a subcommand) -> {old flag: the option it now is, as help shows
-# it}. Each old flag is a hidden option of that command that sets the same parameter and warns
-# once (:func:`deprecated_aliases`); a --config key spelled the old way (a 0.1.0 train.yaml's
-# `data:`) works and warns too. The one table of them: the tests run every entry.
-DEPRECATED: dict[str, dict[str, str]] = {
-    "prepare": {"--out-dir": "-o/--output"},
-    "bpe": {"--out-dir": "-o/--output"},
-    "multitask": {"--out-dir": "-o/--output"},
-    "train": {"--data": "-i/--input", "--model-dir": "-o/--output"},
-    "average": {"--model-dir": "-m/--model", "--name": "-o/--output"},
-    "translate": {"--model-dir": "-m/--model"},
-    "export": {"--model-dir": "-m/--model"},
-    "score": {"-m": "--metrics", "-t": "--tokenize"},
-    "report": {"-t": "--tokenize", "--out": "-o/--output"},
-    "archive": {"--out": "-o/--output"},
-    "plot": {"-l": "--label"},
-    "analyze awsl": {"--model-dir": "-m/--model", "--src": "-i/--input",
-                     "--out": "-o/--output"},
-}
-REMOVED_IN = "0.3.0"
-
-
-def deprecation_message(old: str, new: str) -> str:
-    """The warning (without ``warning:``) for the old spelling ``old`` of ``new``."""
-    return f"{old} is deprecated; use {new} (the old spelling goes in {REMOVED_IN})"
 
 
 class DeprecatedAlias(click.Option):

@@ -64,8 +64,8 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     """
     from ..errors import DepnmtError
     from ..log import info
-    from ..report import (System, markdown, plot, references_from_tokens, results,
-                          runs_in_folders, write_together)
+    from ..report import markdown, plot, references_from_tokens, results, write_together
+    from ..runs import System, runs_in_folders
     from ..textio import read_lines, write_stdout
 
     runs = [System(*s) for s in systems] + (runs_in_folders(folders) if folders else [])

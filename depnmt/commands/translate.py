@@ -6,7 +6,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import click
 
@@ -122,13 +122,7 @@ def hardware_options(items: str, precision_help: str):
               help="DBSA(Enc) models: the parse head attends to each source token's gold head "
                    "from the input trees (needs --input-format conllu) instead of its own "
                    "prediction, to measure what a perfect parse would give")
-def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, input_format: str,
-            output_path: Path | None, nbest: int | None, beam: int | None,
-            alpha: float | None, length_penalty: str | None, max_len_a: float | None,
-            max_len_b: int | None, at_limit: str | None, max_tokens: int | None, batch_size: int,
-            device: str, precision: str, quantize: str, ct2_dir: Path | None, threads: int,
-            induced_trees: Path | None, induced_target_trees: Path | None,
-            dbsa_gold_arcs: bool) -> None:
+def command(**flags: Any) -> None:
     """Translate raw text with a trained model (-m), or with its CTranslate2 export (--ct2).
 
     \b
@@ -138,59 +132,84 @@ def command(model_dir: Path, checkpoint: str | None, input_path: Path | None, in
     truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
     --checkpoint avg5 translates with the average `depnmt average -o avg5` wrote.
     """
+    search = {name: flags[name] for name in SEARCH_FLAGS}
+    if flags["ct2_dir"] is not None:
+        translate_with_ct2(flags, search)
+    else:
+        translate_with_model(flags, search)
+
+
+SEARCH_FLAGS = ("beam", "alpha", "length_penalty", "max_len_a", "max_len_b", "at_limit")
+
+
+def translate_with_ct2(flags: dict[str, Any], search: dict[str, Any]) -> None:
+    """``--ct2 DIR``: raw text through the CTranslate2 export."""
+    from ..errors import DepnmtError
+    from ..heap import startup_objects
+    from ..textio import iter_lines, stdin_lines
+    if flags["checkpoint"] or flags["induced_trees"] or flags["induced_target_trees"] \
+            or flags["input_format"] != "text":
+        raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees, "
+                          "--induced-target-trees or --input-format conllu)")
+    if flags["quantize"] != "none":
+        raise DepnmtError("--ct2 computes in the export's own type: for int8, export with "
+                          "depnmt export --quantization int8, or drop --ct2")
+    with startup_objects():
+        from ..ct2translate import CT2Translator
+        ct2 = CT2Translator.from_dir(flags["ct2_dir"], flags["device"], flags["threads"],
+                                     max_tokens=flags["max_tokens"],
+                                     batch_size=flags["batch_size"], **search)
+    nbest = flags["nbest"]
+    check_nbest_flag(nbest, ct2.search_cfg.beam, flags["beam"])
+    lines = iter_lines(flags["input_path"]) if flags["input_path"] else stdin_lines()
+    with output_writer(flags["output_path"]) as write:
+        write_results(write, ct2.translate_lines(lines, nbest=nbest or 0), nbest)
+
+
+def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
+    """``-m MODEL_DIR``: raw text or CoNLL-U through the model, and the trees it induces."""
     from ..errors import DepnmtError
     from ..heap import startup_objects
     from ..modeldir import named_checkpoint
-    from ..textio import iter_lines, stdin_lines
-
-    search = dict(beam=beam, alpha=alpha, length_penalty=length_penalty,
-                  max_len_a=max_len_a, max_len_b=max_len_b, at_limit=at_limit)
-    if ct2_dir is not None:
-        if checkpoint or induced_trees or induced_target_trees or input_format != "text":
-            raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees, "
-                              "--induced-target-trees or --input-format conllu)")
-        if quantize != "none":
-            raise DepnmtError("--ct2 computes in the export's own type: for int8, export with "
-                              "depnmt export --quantization int8, or drop --ct2")
-        with startup_objects():
-            from ..ct2translate import CT2Translator
-            ct2 = CT2Translator.from_dir(ct2_dir, device, threads, max_tokens=max_tokens,
-                                         batch_size=batch_size, **search)
-        check_nbest_flag(nbest, ct2.search_cfg.beam, beam)
-        lines = iter_lines(input_path) if input_path else stdin_lines()
-        with output_writer(output_path) as write:
-            write_results(write, ct2.translate_lines(lines, nbest=nbest or 0), nbest)
-        return
-    ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
+    checkpoint, nbest = flags["checkpoint"], flags["nbest"]
+    ckpt = named_checkpoint(flags["model_dir"], checkpoint) if checkpoint else None
     with startup_objects():
         from ..translate import Translator
-        translator = Translator.from_model_dir(model_dir, ckpt, device, precision,
-                                               max_tokens=max_tokens, batch_size=batch_size,
-                                               quantize=quantize, **search)
-    check_nbest_flag(nbest, translator.search_cfg.beam, beam)
-    if dbsa_gold_arcs:
-        if input_format != "conllu":
+        translator = Translator.from_model_dir(flags["model_dir"], ckpt, flags["device"],
+                                               flags["precision"], max_tokens=flags["max_tokens"],
+                                               batch_size=flags["batch_size"],
+                                               quantize=flags["quantize"], **search)
+    check_nbest_flag(nbest, translator.search_cfg.beam, flags["beam"])
+    if flags["dbsa_gold_arcs"]:
+        if flags["input_format"] != "conllu":
             raise DepnmtError("--dbsa-gold-arcs takes the gold trees from the input: give "
                               "--input-format conllu")
         translator.use_gold_arcs()
-    induced: list | None = [] if induced_trees is not None else None
-    targets: list | None = [] if induced_target_trees is not None else None
-    with output_writer(output_path) as write:
-        if input_format == "conllu":
-            from ..parse.conllu import read_conllu_input
-            trees = read_conllu_input(input_path)
-            results = translator.translate_words([list(t.words) for t in trees], trees,
-                                                 trees_out=induced, target_trees_out=targets,
-                                                 nbest=nbest or 0)
-        else:
-            lines = iter_lines(input_path) if input_path else stdin_lines()
-            results = translator.translate_lines(lines, trees_out=induced,
-                                                 target_trees_out=targets, nbest=nbest or 0)
-        write_results(write, results, nbest)
+    induced: list | None = [] if flags["induced_trees"] is not None else None
+    targets: list | None = [] if flags["induced_target_trees"] is not None else None
+    with output_writer(flags["output_path"]) as write:
+        write_results(write, model_results(translator, flags, induced, targets), nbest)
     from ..parse import write_conllu
-    for path, collected in ((induced_trees, induced), (induced_target_trees, targets)):
+    for path, collected in ((flags["induced_trees"], induced),
+                            (flags["induced_target_trees"], targets)):
         if collected is not None:
             write_conllu(path, collected)
+
+
+def model_results(translator: Any, flags: dict[str, Any], induced: list | None,
+                  targets: list | None) -> Iterator:
+    """The translations of the input (``--input-format``: raw lines or CoNLL-U trees)."""
+    from ..textio import iter_lines, stdin_lines
+    input_path, nbest = flags["input_path"], flags["nbest"] or 0
+    if flags["input_format"] == "conllu":
+        from ..parse.conllu import read_conllu_input
+        trees = read_conllu_input(input_path)
+        return translator.translate_words([list(t.words) for t in trees], trees,
+                                          trees_out=induced, target_trees_out=targets,
+                                          nbest=nbest)
+    lines = iter_lines(input_path) if input_path else stdin_lines()
+    return translator.translate_lines(lines, trees_out=induced, target_trees_out=targets,
+                                      nbest=nbest)
 
 
 def check_nbest_flag(nbest: int | None, beam: int, beam_flag: int | None) -> None:

@@ -23,7 +23,7 @@ from .attention import KeyValues, MultiHeadAttention, stacked_linears
 from .dropout import Dropout
 from .packed import PackedWeights
 from .schemes import Extras, ModelDims, SchemeStack, build_schemes
-from .schemes.registry import upgrade_model_config
+from .schemes.upgrade import upgrade_model_config
 from .schemes.base import masked_sum, positions
 
 

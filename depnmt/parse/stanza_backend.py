@@ -16,8 +16,8 @@ import shlex
 from typing import Any
 
 from ..errors import DepnmtError
-from . import Parser
 from .conllu import Sentence
+from .parser import Parser
 
 PROCESSORS = "tokenize,pos,lemma,depparse"
 

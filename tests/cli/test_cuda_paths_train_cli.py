@@ -151,7 +151,7 @@ def test_validation_reads_the_device_once(tiny_bpe, tmp_path, monkeypatch):
     """The dev loss and token accuracy are read once, after the last dev batch (BLEU's
     decoding and the schemes' dev metrics are not the loop's code)."""
     trainer = make_trainer(tiny_bpe, tmp_path / "m", max_tokens=200)
-    trainer.dev_refs = []                       # no BLEU
+    trainer.setup.dev_refs = []                 # no BLEU
     calls = count_device_reads(monkeypatch)
     result = trainer.validate()
     monkeypatch.undo()
@@ -211,12 +211,12 @@ def test_with_several_processes_no_rank_keeps_the_corpus_features(tiny_bpe, tmp_
     trees = import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-lazy"), "parse-lazy",
                                 ("en",), ["nsubj", "obj"], seed=4)
     one = make_trainer(tiny_bpe, tmp_path / "one", ("deplabel", "rel"), trees)
-    assert all(e.feats for e in one.train_data) and not one.lazy_features
+    assert all(e.feats for e in one.setup.train_data) and not one.lazy_features
     monkeypatch.setattr(dist, "world_size", lambda: 2)
     two = make_trainer(tiny_bpe, tmp_path / "two", ("deplabel", "rel"), trees)
-    assert two.lazy_features and not any(e.feats for e in two.train_data)
+    assert two.lazy_features and not any(e.feats for e in two.setup.train_data)
     (a,), (b,) = first_update(one), first_update(two)       # batch 0 of the epoch, both
     assert a.ids == b.ids and a.src_feats.keys() == b.src_feats.keys() != set()
     assert all(torch.equal(a.src_feats[k], b.src_feats[k]) for k in a.src_feats)
-    assert not any(e.feats for e in two.train_data)          # nothing kept
+    assert not any(e.feats for e in two.setup.train_data)    # nothing kept
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.checkpoint import load_checkpoint
 from depnmt.errors import DepnmtError
 from depnmt.model.transformer import ModelConfig
-from depnmt.modeldir import CONFIG_FORMAT, read_config
+from depnmt.modeldir import CONFIG_FORMAT, load_model_checkpoint, read_config
 
 from .conftest import run_cli
 
@@ -49,11 +48,12 @@ def test_old_config_is_upgraded_to_per_scheme_options():
     assert set(schemes["gps"]["gps_labels"]) == {"root", "nsubj", "obj", "det", "amod", "obl"}
     # the checkpoint still holds the old config; it is the same model
     cfg = ModelConfig.from_dict(config["model"])
-    load_checkpoint(OLD / "checkpoints" / "last.pt", expected_model=cfg.to_dict())
+    load_model_checkpoint(OLD / "checkpoints" / "last.pt", cfg.to_dict())
 
 
 def test_resume_flags_come_from_an_old_config():
-    from depnmt.commands.train import command, inherit_saved
+    from depnmt.commands.train import command
+    from depnmt.runconfig import inherit_saved
     ctx = command.make_context("train", ["--data", "d", "-o", str(OLD)])
     params = inherit_saved(ctx.params, set(), OLD)
     assert params["scheme"] == "abs+rel+dep+gps"

@@ -167,7 +167,7 @@ def test_compare_recipes_know_every_system():
     assert "warning: system gps-3 is deprecated; use abs+gps-layer4" in result.stderr
     assert lines["sides"] == " / src / tgt / both / both"
     assert lines["seeded"] == "out/compare / out/compare-seed3"    # other seeds side by side
-    from depnmt.model.schemes.registry import parse_name
+    from depnmt.model.schemes.names import parse_name
     for name, flags in lines.items():                   # every scheme name exists
         if name not in ("sides", "seeded"):
             assert parse_name(flags.split()[1]).canonical == flags.split()[1]

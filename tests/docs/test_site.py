@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from depnmt.cli import COMMANDS, cli
 from depnmt.errors import DepnmtError
-from depnmt.model.schemes.registry import parse_name
+from depnmt.model.schemes.names import parse_name
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

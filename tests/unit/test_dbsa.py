@@ -19,7 +19,8 @@ from depnmt.model.attention import (AttentionTerms, HeadOverride, HeadResult, Ke
 from depnmt.model.schemes import Extras
 from depnmt.model.schemes.dbsa import (PARSE_HEAD, ParseHead, ParseKeys, induced_tree,
                                        parse_targets, uas_counts)
-from depnmt.model.schemes.registry import build_schemes, resolve, scheme_entries
+from depnmt.model.schemes.names import resolve
+from depnmt.model.schemes.registry import build_schemes, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
 from depnmt.parse.conllu import tree_problem

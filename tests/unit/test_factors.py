@@ -69,10 +69,10 @@ def test_sum_and_concat_are_the_literal_combinations():
 
 
 def test_bad_options_are_clear():
-    with pytest.raises(click.BadParameter, match="expected some of"):
-        check_factor_list(None, None, "label,shape")
-    with pytest.raises(click.BadParameter):
-        check_factor_list(None, None, "label,label")
+    with pytest.raises(ValueError, match="expected some of"):
+        check_factor_list("label,shape")
+    with pytest.raises(ValueError):
+        check_factor_list("label,label")
     scheme = Factors(factor_combine="concat", factor_dim=4, factors="label,pos",
                      factor_vocab={"label": [], "pos": []})
     with pytest.raises(DepnmtError, match="leaves no room"):

@@ -15,10 +15,11 @@ from depnmt.analyze import awsl, format_table, pair_weights, plot
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
 from depnmt.model.schemes.absolute import sinusoidal_table
-from depnmt.model.schemes.base import parse_layers
+from depnmt.layerlists import parse_layers
 from depnmt.model.schemes.gps import GPS, SPECIAL_LABELS, UNK_LABEL, label_paths
 from depnmt.model.schemes.pascal import parent_positions
-from depnmt.model.schemes.registry import build_schemes, resolve, scheme_entries
+from depnmt.model.schemes.names import resolve
+from depnmt.model.schemes.registry import build_schemes, scheme_entries
 from depnmt.model.schemes.structural import structural_distance
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.parse import Sentence

@@ -113,14 +113,14 @@ def test_published_torch_range_is_the_tested_range():
 def test_each_scheme_is_chosen_by_todays_name(monkeypatch):
     """The check trains every registered scheme alone with `--scheme NAME`: today's name of
     that one component (``noabs+dep``), which means it without a deprecation warning."""
-    from depnmt.model.schemes import registry
+    from depnmt.model.schemes import names, registry
     check = load_check()
     warned = []
-    monkeypatch.setattr(registry, "deprecation", lambda old, new: warned.append(old))
+    monkeypatch.setattr(names, "deprecation", lambda old, new: warned.append(old))
     registry.load_builtin_schemes()
     for name in registry.SCHEMES:
         spelled = check.scheme_flags(name, 2)[1]
-        assert registry.parse_name(spelled).components == [name], spelled
+        assert names.parse_name(spelled).components == [name], spelled
     assert not warned
 
 

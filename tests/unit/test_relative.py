@@ -12,7 +12,8 @@ import torch
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
 from depnmt.model.attention import AttentionTerms, RelativeTerm, reference_attention
-from depnmt.model.schemes.registry import resolve, scheme_entries
+from depnmt.model.schemes.names import resolve
+from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.schemes.relative import dep_labels, deplabel_labels, shaw_labels
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.parse import Sentence

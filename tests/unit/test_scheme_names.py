@@ -13,11 +13,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from depnmt.model.schemes import registry
-from depnmt.model.schemes.base import parse_layers
-from depnmt.model.schemes.registry import (parse_name, part_names, scheme_entries,
-                                           scheme_name, scheme_params, upgrade_model_config)
+from depnmt import compat
+from depnmt.layerlists import parse_layers
+from depnmt.model.schemes.names import parse_name, part_names, scheme_name
+from depnmt.model.schemes.registry import scheme_entries
+from depnmt.model.schemes.upgrade import upgrade_model_config
 from depnmt.model.transformer import ModelConfig, TransformerNMT
+from depnmt.runconfig import today_terms
 
 REPO = Path(__file__).resolve().parents[2]
 SAFE = re.compile(r"[A-Za-z0-9+._-]+")
@@ -101,9 +103,9 @@ OLD_RECIPE = {
 @pytest.fixture(autouse=True)
 def fresh_warnings():
     """Each test sees the first use of a spelling (warnings are once per process)."""
-    registry._WARNED.clear()
+    compat._WARNED.clear()
     yield
-    registry._WARNED.clear()
+    compat._WARNED.clear()
 
 
 def entries(components: list[str], options: dict) -> list[dict]:
@@ -166,16 +168,15 @@ def test_a_name_must_say_whether_it_keeps_the_absolute_pe():
 def train_config(monkeypatch, tmp_path, *args) -> tuple[dict, str]:
     """``depnmt train ARGS`` up to the training itself: (the model config's scheme entries
     as the run would save them, stderr)."""
-    import depnmt.trainrun
+    import depnmt.training
     from depnmt.commands.train import command
     seen = {}
-    monkeypatch.setattr(depnmt.trainrun, "run_training",
-                        lambda cfg, board: seen.update(cfg))
+    monkeypatch.setattr(depnmt.training, "run", lambda config: seen.update(config=config))
     result = CliRunner().invoke(command, ["-i", str(tmp_path / "bpe"), "-o",
                                           str(tmp_path / "model"), "--layers", "3", *args],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return seen["model_cfg"].schemes, result.stderr if hasattr(result, "stderr") else ""
+    return seen["config"].model.schemes, result.stderr if hasattr(result, "stderr") else ""
 
 
 def test_train_takes_todays_names_and_old_spellings_alike(monkeypatch, tmp_path):
@@ -199,10 +200,10 @@ def test_train_takes_todays_names_and_old_spellings_alike(monkeypatch, tmp_path)
 
 
 def test_old_and_new_layer_flags_together_are_a_usage_error():
-    import click
+    from depnmt.errors import UsageError
     params = {"scheme": "abs+gps", "gps_layer": "2", "gps_layers": "0"}
-    with pytest.raises(click.UsageError, match="--gps-layers .* and --gps-layer"):
-        scheme_params(params, {"gps_layer", "gps_layers"})
+    with pytest.raises(UsageError, match="--gps-layers .* and --gps-layer"):
+        today_terms(params, {"gps_layer", "gps_layers"})
 
 
 def test_layers_are_counted_from_one():
@@ -353,9 +354,10 @@ def test_train_takes_every_name(name, monkeypatch, tmp_path):
 
 
 def test_resuming_a_0_1_0_model_takes_its_options_in_todays_terms_silently(capsys):
-    from depnmt.commands.train import command, inherit_saved
+    from depnmt.commands.train import command
+    from depnmt.runconfig import inherit_saved
     folder = REPO / "docs" / "results" / "multi30k-en-de" / "compare-plateau" / "models" / "gps"
     ctx = command.make_context("train", ["-i", "d", "-o", str(folder)])
-    params, given = scheme_params(inherit_saved(ctx.params, set(), folder), set())
+    params, given = today_terms(inherit_saved(ctx.params, set(), folder), set())
     assert (params["scheme"], params["gps_layer"], given) == ("abs+gps", "1", set())
     assert "gps_layers" not in params and capsys.readouterr().err == ""

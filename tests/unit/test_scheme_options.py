@@ -1,25 +1,27 @@
 """Scheme options (depnmt/model/schemes/options.py, registry.py): one dataclass per scheme,
-flags generated from it, one meaning per option name, per-scheme options in the model config."""
+flags generated from it (depnmt/commands/fields.py), one meaning per option name, per-scheme
+options in the model config."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import click
 import pytest
 
+from depnmt.commands.fields import click_option
 from depnmt.model.schemes.base import Scheme
-from depnmt.model.schemes.options import SubwordTreeOptions, option
-from depnmt.model.schemes.registry import (OPTION_FIELDS, SCHEMES, all_cli_options,
-                                           declared_options, learn_options, register,
-                                           scheme_entries, with_learned)
+from depnmt.model.schemes.options import IntRange, SubwordTreeOptions, option
+from depnmt.model.schemes.registry import (OPTION_FIELDS, SCHEMES, declared_options,
+                                           learn_options, register, scheme_entries,
+                                           with_learned)
 from depnmt.model.schemes.relative import ShawOptions
+from depnmt.runconfig import scheme_option_params
 
 
 def test_two_meanings_of_one_option_name_are_refused_at_registration():
     @dataclass
     class Clash:
-        rel_k: int = option(5, "another k", click.IntRange(min=0))
+        rel_k: int = option(5, "another k", IntRange(min=0))
 
     class Other(Scheme):
         name = "clash_test"
@@ -48,7 +50,8 @@ def test_a_shared_options_class_is_one_declaration():
 
 
 def test_every_declared_option_is_one_flag_with_its_default():
-    flags = {o.name: o for o in all_cli_options() if not o.hidden}   # (hidden: 0.1.0 names)
+    flags = {o.name: o for o in map(click_option, scheme_option_params())
+             if not o.hidden}                                  # (hidden: 0.1.0 names)
     assert list(flags) == list(declared_options())            # once each, none learned
     assert flags["rel_k"].opts == ["--rel-k"] and flags["rel_k"].default == 2
     assert flags["subword_tree"].default == "chain" and "gps_labels" not in flags
@@ -81,7 +84,7 @@ def test_learned_options_are_a_step_of_their_own_and_resume_keeps_the_saved_ones
 
 
 def test_a_flag_of_a_scheme_not_in_use_is_ignored_with_a_warning(capsys):
-    from depnmt.commands.train import scheme_entries_of
+    from depnmt.runconfig import scheme_entries_of
     entries = scheme_entries_of("abs", {"rel_k": 5}, {"rel_k"})
     assert entries == [{"name": "abs", "options": {}}]
     assert "--rel-k is ignored: it is an option of rel, deplabel_rel, which --scheme abs " \

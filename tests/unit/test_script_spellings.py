@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from depnmt.commands.options import DEPRECATED
-from depnmt.model.schemes import registry
+from depnmt.model.schemes import names as scheme_names
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(path for pattern in ("bench/**/*.py", "bench/**/*.sh", "recipes/**/*.sh")
@@ -42,7 +42,7 @@ def old_schemes(line: str) -> list[str]:
     names = []
     for value in SCHEME.findall(line):
         try:
-            canonical = registry.parse_name(value).canonical
+            canonical = scheme_names.parse_name(value).canonical
         except Exception:                       # noqa: BLE001 - not a literal name ($VAR, ...)
             continue
         if canonical != value:
@@ -65,7 +65,7 @@ def leftovers(text: str) -> list[str]:
 @pytest.fixture(autouse=True)
 def quiet_deprecations(monkeypatch):
     """``parse_name`` of a 0.1.0 spelling warns; here it only answers."""
-    monkeypatch.setattr(registry, "deprecation", lambda old, new: None)
+    monkeypatch.setattr(scheme_names, "deprecation", lambda old, new: None)
 
 
 def test_leftovers_finds_each_kind_of_old_spelling():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from depnmt.data import Example
-from depnmt.model.schemes.registry import resolve
+from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.treedist import treedist_labels
 from depnmt.trees import project_tree, tree_distance
 from tests.unit.test_relative import (ancestors, batch_of, literal_attention, lookup,

@@ -40,12 +40,10 @@ one model, e.g. ``abs`` + ``dep`` + ``rel``), never a particular paper.
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator
 
-import click
 import torch
 from torch import Tensor, nn
 
@@ -218,60 +216,6 @@ def sentence_errors(example: Any) -> Iterator[None]:
         yield
     except ValueError as exc:
         raise sentence_error(example.src_tree, example.index + 1, str(exc)) from None
-
-
-# -- layer lists (``--gps-layer``, ``--pascal-layer``) ------------------------------------------
-
-LAYER_LIST = re.compile(r"\s*(all|[0-9]+(\s*,\s*[0-9]+)*)\s*")
-LAYER_LIST_FORMAT = ("'all' or layer numbers from 1 (the bottom layer) joined by ',' "
-                     "(e.g. 1 or 1,2,3)")
-OLD_LAYER_LIST_FORMAT = "'all' or 0-based layer numbers joined by ',' (e.g. 0 or 0,1,2)"
-
-
-def check_layer_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """click callback of ``--gps-layer`` / ``--pascal-layer``: the format, layers counted
-    from 1 (the layer count is checked against the model by :meth:`Scheme.check`)."""
-    if value is not None and not (LAYER_LIST.fullmatch(str(value))
-                                  and 0 not in _numbers(str(value))):
-        raise click.BadParameter(f"'{value}': expected {LAYER_LIST_FORMAT}")
-    return value
-
-
-def check_old_layer_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """click callback of the 0.1.0 spellings ``--gps-layers`` / ``--pascal-layers`` (0-based)."""
-    if value is not None and not LAYER_LIST.fullmatch(str(value)):
-        raise click.BadParameter(f"'{value}': expected {OLD_LAYER_LIST_FORMAT}")
-    return value
-
-
-def _numbers(spec: str) -> list[int]:
-    """The layer numbers of a well-formed list (none for ``all``)."""
-    return [] if spec.strip() == "all" else [int(part) for part in spec.split(",")]
-
-
-def one_based_layers(spec: str) -> str:
-    """A 0.1.0 (0-based) layer list in today's 1-based spelling: ``"0,2"`` -> ``"1,3"``,
-    ``"all"`` unchanged."""
-    spec = str(spec).strip()
-    if not LAYER_LIST.fullmatch(spec):
-        raise DepnmtError(f"layer list '{spec}' must be {OLD_LAYER_LIST_FORMAT}")
-    return spec if spec == "all" else ",".join(str(n + 1) for n in _numbers(spec))
-
-
-def parse_layers(spec: str, n_layers: int, flag: str = "layer list") -> list[int]:
-    """``"1"``, ``"1,3"`` or ``"all"`` (layers counted from 1 = the bottom encoder layer) ->
-    sorted 0-based indices of the encoder layers (DepnmtError naming ``flag`` if malformed or
-    out of range)."""
-    spec = str(spec).strip()
-    if not LAYER_LIST.fullmatch(spec):
-        raise DepnmtError(f"{flag} '{spec}' must be {LAYER_LIST_FORMAT}")
-    if spec == "all":
-        return list(range(n_layers))
-    layers = sorted(set(_numbers(spec)))
-    if any(not 1 <= layer <= n_layers for layer in layers):
-        raise DepnmtError(f"{flag} '{spec}': layers are numbered 1..{n_layers} (1 = the "
-                          f"bottom encoder layer) for a {n_layers}-layer encoder")
-    return [layer - 1 for layer in layers]
 
 
 def pad_features(feats: list[dict[str, Tensor]], length: int) -> dict[str, Tensor]:

@@ -72,7 +72,6 @@ from dataclasses import dataclass, make_dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-import click
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -88,7 +87,7 @@ from ..attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
 from ..derived import Derived
 from ..packed import PackedWeights
 from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
-from .options import option
+from .options import Choice, FloatRange, IntRange, option
 from .registry import register
 
 PARSE_HEAD = 0          # the head M_parse replaces (Eq. 17 lists it first; the plugin: head 0)
@@ -102,13 +101,13 @@ SCORERS = ("biaffine", "deep")
 class DBSAOptions:
     dbsa_chain_head: str = option("last", "DBSA on BPE (Fig. 4): a word's arc lands on the head "
                                   "word's last or first piece (first: the plugin's "
-                                  "bpe_dependency.py)", click.Choice(CHAIN_HEADS))
+                                  "bpe_dependency.py)", Choice(CHAIN_HEADS))
     dbsa_scorer: str = option("biaffine", "parse head's scores: biaffine (DBSA, Eq. 14) or deep "
                               "(LISA as the PASCAL fork implements it: leaky-ReLU projections, "
-                              "no 1/sqrt(d_k))", click.Choice(SCORERS))
+                              "no 1/sqrt(d_k))", Choice(SCORERS))
     dbsa_heads: int = option(1, "DBSA: number of parse heads (heads 0 … N−1 of the layer; the "
                              "plugin's --dependency-heads): one bi-affine over their queries, "
-                             "A_parse = the mean of their distributions", click.IntRange(min=1))
+                             "A_parse = the mean of their distributions", IntRange(min=1))
 
 
 def side_options(side: str, stack: str, trees: str) -> type:
@@ -116,9 +115,9 @@ def side_options(side: str, stack: str, trees: str) -> type:
     ``stack`` (encoder/decoder) whose head 0 is the parse head (paper §4.1: 4) and the weight λ
     of the ``trees`` (source/target) parse loss (Eq. 18; paper §4.2: 1.0)."""
     layer = option(4, f"dbsa_{side}: {stack} layer p_{side[0]} (1-based) whose head 0 is the "
-                   "parse head (paper §4.1: 4)", click.IntRange(min=1))
+                   "parse head (paper §4.1: 4)", IntRange(min=1))
     weight = option(1.0, f"dbsa_{side}: weight λ_{side} of the {trees} parse loss (Eq. 18; "
-                    "paper §4.2: 1.0)", click.FloatRange(min=0))
+                    "paper §4.2: 1.0)", FloatRange(min=0))
     return make_dataclass(f"DBSA{stack.capitalize()}Options",
                           [(f"dbsa_{side}_layer", int, layer),
                            (f"dbsa_lambda_{side}", float, weight)], bases=(DBSAOptions,))

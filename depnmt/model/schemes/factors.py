@@ -31,14 +31,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import click
 import torch
 from torch import Tensor, nn
 
 from ...errors import DepnmtError
 from ...subwords import word_spans
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import learned, option
+from .options import Choice, IntRange, learned, option
 from .registry import register
 
 FACTORS = ("label", "pos", "dir", "subword")
@@ -49,13 +48,13 @@ PAD_ID, UNK_ID, EOS_ID = 0, 1, 2
 COMBINE = ("sum", "concat")
 
 
-def check_factor_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """click callback of ``--factors``: a comma-separated subset of :data:`FACTORS`."""
+def check_factor_list(value: Any) -> Any:
+    """The check of ``--factors``: a comma-separated subset of :data:`FACTORS`."""
     if value is not None:
         parts = [p.strip() for p in str(value).split(",")]
         if not parts or any(p not in FACTORS for p in parts) or len(set(parts)) != len(parts):
-            raise click.BadParameter(f"'{value}': expected some of {', '.join(FACTORS)}, "
-                                     f"comma-separated, each once")
+            raise ValueError(f"'{value}': expected some of {', '.join(FACTORS)}, "
+                             f"comma-separated, each once")
     return value
 
 
@@ -63,13 +62,13 @@ def check_factor_list(ctx: click.Context, param: click.Parameter, value: Any) ->
 class FactorOptions:
     factors: str = option("label,pos,dir", "factors: source word features embedded with each "
                           "token, comma-separated: label, pos, dir (head left/right/root), "
-                          "subword (B/I/E/O)", callback=check_factor_list)
+                          "subword (B/I/E/O)", check=check_factor_list)
     factor_combine: str = option("sum", "factors: add each feature's d_model embedding (sum) "
                                  "or replace the last dimensions of the input with the "
                                  "features' embeddings (concat, the paper's fixed total size)",
-                                 click.Choice(COMBINE))
+                                 Choice(COMBINE))
     factor_dim: int = option(16, "factors: embedding size of each feature with --factor-combine "
-                             "concat", click.IntRange(min=1))
+                             "concat", IntRange(min=1))
     factor_vocab: dict | None = learned("the label and POS values of the training trees, most "
                                         "frequent first")
 

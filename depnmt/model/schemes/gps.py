@@ -1,5 +1,5 @@
-"""``gps`` — global positional encoding for dependency trees ("GPS", the paper of
-``../shared/papers/002_*``, §3.2–3.3).
+"""``gps`` — global positional encoding for dependency trees ("GPS", the paper *Global
+positional encoding for dependency trees*, §3.2–3.3).
 
 **Syntactic position.** A word's position on the tree is its *root path*: the dependency labels
 on the path from the root down to it, both ends included — the root's own label first, the
@@ -51,17 +51,17 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import click
 import torch
 from torch import Tensor, nn
 
 from ...subwords import word_index
 from ...errors import DepnmtError
+from ...layerlists import check_layer_list, parse_layers
 from ...parse.conllu import sentence_error
 from ...trees import root_paths, sentence_heads
 from ..attention import AttentionTerms
-from .base import ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers
-from .options import learned, option
+from .base import ModelDims, Scheme, SchemeModule
+from .options import FloatRange, IntRange, learned, option
 from .registry import register
 
 PAD_LABEL, UNK_LABEL, ROOT_LABEL = 0, 1, "root"
@@ -197,13 +197,13 @@ class GPSModule(SchemeModule):
 class GPSOptions:
     gps_layer: str = option("1", "gps: encoder layers with the syntax term, counted from 1 "
                             "(1 = bottom; the GPS paper's Table 3 layer 0): e.g. 1, 1,2,3 or all",
-                            callback=check_layer_list)
+                            check=check_layer_list)
     gps_dim: int | None = option(None, "gps: size of the label embeddings and of the path LSTM "
-                                 "[default: d_model]", click.IntRange(min=1))
+                                 "[default: d_model]", IntRange(min=1))
     gps_dropout: float = option(0.0, "gps: dropout of the path encoder, on the label embeddings "
                                 "and on s_i (the paper: 0.1 on WMT16/17, 0.3 on NC11, as its "
                                 "Transformer's --dropout; 0 = none, as before)",
-                                click.FloatRange(0.0, 1.0, max_open=True))
+                                FloatRange(0.0, 1.0, max_open=True))
     gps_labels: list[str] | None = learned("the dependency labels of the training trees' root "
                                            "paths, most frequent first")
 

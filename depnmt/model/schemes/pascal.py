@@ -52,28 +52,27 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import click
 import torch
 from torch import Tensor
 
 from ...subwords import word_spans
 from ...errors import DepnmtError
+from ...layerlists import check_layer_list, parse_layers
 from ...trees import sentence_heads
 from ..attention import AttentionTerms
-from .base import (ModelDims, Scheme, SchemeModule, check_layer_list, parse_layers,
-                   sentence_errors)
-from .options import option
+from .base import ModelDims, Scheme, SchemeModule, sentence_errors
+from .options import Choice, FloatRange, IntRange, option
 from .registry import register
 
 PARENT_RULES = ("mean", "first")
 WEIGHTINGS = ("normal", "uniform")
 
 
-def check_head_list(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """click callback of ``--pascal-layer-heads``: comma-separated counts ≥ 0 (their number and
+def check_head_list(value: Any) -> Any:
+    """The check of ``--pascal-layer-heads``: comma-separated counts ≥ 0 (their number and
     size are checked against the model by :meth:`Pascal.check`)."""
     if value is not None and not all(p.strip().isdigit() for p in str(value).split(",")):
-        raise click.BadParameter(f"'{value}': expected counts such as 8 or 8,4")
+        raise ValueError(f"'{value}': expected counts such as 8 or 8,4")
     return value
 
 
@@ -81,28 +80,28 @@ def check_head_list(ctx: click.Context, param: click.Parameter, value: Any) -> A
 class PascalOptions:
     pascal_layer: str = option("1", "pascal: encoder layers with parent-scaled heads, counted "
                                "from 1 (1 = bottom), e.g. 1, 1,2 or all",
-                               callback=check_layer_list)
+                               check=check_layer_list)
     pascal_heads: int | None = option(None, "pascal: parent-scaled heads per chosen layer (the "
                                       "last N heads) [default: all heads]",
-                                      click.IntRange(min=1))
+                                      IntRange(min=1))
     pascal_sigma: float = option(1.0, "pascal: standard deviation σ of the Gaussian on the "
-                                 "parent", click.FloatRange(min=0, min_open=True))
+                                 "parent", FloatRange(min=0, min_open=True))
     pascal_parent: str = option("mean", "pascal: a subword's parent is the mean position of its "
                                 "head word's subwords, or the first one",
-                                click.Choice(PARENT_RULES))
+                                Choice(PARENT_RULES))
     pascal_parent_ignoring: float = option(0.0, "pascal: probability that a token's row is left "
                                            "unscaled in training (parent ignoring)",
-                                           click.FloatRange(0, 1))
+                                           FloatRange(0, 1))
     pascal_layer_heads: str | None = option(None, "pascal: parent-scaled heads of each chosen "
                                             "layer, lowest first, e.g. 8,4 (0: unscaled); "
                                             "overrides --pascal-heads", str,
-                                            callback=check_head_list)
+                                            check=check_head_list)
     pascal_weighting: str = option("normal", "pascal: weight of a key around the parent: normal "
                                    "(Gaussian, --pascal-sigma) or uniform (1 within "
                                    "--pascal-window positions, else 0)",
-                                   click.Choice(WEIGHTINGS))
+                                   Choice(WEIGHTINGS))
     pascal_window: float = option(1.0, "pascal: uniform weighting: keys j with |j − p| < "
-                                  "window + 1 keep their score", click.FloatRange(min=0))
+                                  "window + 1 keep their score", FloatRange(min=0))
 
 
 def parent_positions(heads: list[int], sent_ids: list[int] | None, subwords: list[str],

@@ -40,7 +40,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import click
 import torch
 from torch import Tensor, nn
 
@@ -48,7 +47,7 @@ from ...trees import LINEAL, NON_DEP, SIB, pair_relations, project_tree, relativ
 from ..attention import AttentionTerms, RelativeTerm
 from ..derived import Derived
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import SubwordTreeOptions, option
+from .options import Choice, IntRange, SubwordTreeOptions, option
 from .registry import FUSIONS, register
 
 TERM_CHOICES = ("key,value", "key", "value", "none")
@@ -57,27 +56,27 @@ TERM_CHOICES = ("key,value", "key", "value", "none")
 def terms_option(what: str) -> Any:
     """The ``--{scheme}-terms`` ablation option: which of the key/value tables to use."""
     return option("key,value", f"which of {what} to use (ablations, Omote et al. Table 3)",
-                  click.Choice(TERM_CHOICES))
+                  Choice(TERM_CHOICES))
 
 
 @dataclass
 class ShawOptions:
     rel_k: int = option(2, "rel: maximum relative distance k (Eq. 15)",     # Omote §5.1: k = 2
-                        click.IntRange(min=0))
+                        IntRange(min=0))
     rel_terms: str = terms_option("rel's a^K (key) / a^V (value)")
 
 
 @dataclass
 class DepOptions(SubwordTreeOptions):
     dep_l: int = option(2, "dep: maximum relative depth l (Eqs. 19–20)",   # Omote §5.1: l = 2
-                        click.IntRange(min=0))
+                        IntRange(min=0))
     dep_terms: str = terms_option("dep's b^K / b^V")
 
 
 @dataclass
 class DepLabelOptions(SubwordTreeOptions):
     deplabel_k: int = option(2, "deplabel: ancestor/descendant labels with |label| > k get a "
-                             "zero vector", click.IntRange(min=0))
+                             "zero vector", IntRange(min=0))
     deplabel_terms: str = terms_option("deplabel's b^K / b^V")
 
 

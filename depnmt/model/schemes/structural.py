@@ -27,9 +27,8 @@ relative terms, like ``dep+rel``). The 0.1.0 preset ``Transformer_structural`` i
 stage's ``parataxis`` join is undone, :func:`depnmt.trees.sentence_heads`); a pair across them
 is "not on one root path". EOS and padding get no absolute term and relative label 0 (no term).
 
-*Provenance (checked 2026-11-23):* the paper's own text (arXiv 1909.00383, §3.2, its
-Eqs. for ``abs`` and ``rel``) could **not** be obtained in this environment (no copy in
-``../shared/papers``; the stored public copies hold only its abstract and introduction; no public
+*Provenance:* the paper's own text (arXiv 1909.00383, §3.2, its Eqs. for ``abs`` and ``rel``)
+was **not** available (the public copies found hold only its abstract and introduction; no public
 code of the authors' was found). What a secondary source (a public Chinese-language summary of the
 paper) confirms: ``abs`` is the distance on the dependency tree from the word to the origin, the
 main verb (= the root); ``rel`` of a pair on one path is the difference of their ``abs``, of any
@@ -48,7 +47,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import click
 import torch
 from torch import Tensor
 
@@ -56,7 +54,7 @@ from ...trees import ancestor_matrix, depths, project_tree, sentence_heads
 from ..attention import AttentionTerms
 from .absolute import sinusoids
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import SubwordTreeOptions, option
+from .options import Choice, IntRange, SubwordTreeOptions, option
 from .registry import register
 from .relative import RelativeTables, distance_labels, with_special_tokens
 
@@ -66,9 +64,9 @@ PARTS = ("abs,rel", "abs", "rel")
 @dataclass
 class StructuralOptions(SubwordTreeOptions):
     structural_k: int = option(8, "structural: relative structural positions are clipped to ±K",
-                               click.IntRange(min=0))
+                               IntRange(min=0))
     structural_parts: str = option("abs,rel", "structural: absolute (depth PE), relative (tree "
-                                   "distance tables) or both", click.Choice(PARTS))
+                                   "distance tables) or both", Choice(PARTS))
 
 
 def structural_distance(heads: list[int]) -> Tensor:

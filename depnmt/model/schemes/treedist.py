@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import click
 import torch
 from torch import Tensor
 
 from ...trees import tree_distance
-from .options import SubwordTreeOptions, option
+from .options import IntRange, SubwordTreeOptions, option
 from .registry import register
 from .relative import TreeScheme, terms_option
 
@@ -45,7 +44,7 @@ def treedist_labels(heads: list[int], k: int) -> Tensor:
 @dataclass
 class TreeDistanceOptions(SubwordTreeOptions):
     treedist_k: int = option(4, "treedist: tree distances (path lengths) are clipped to K",
-                             click.IntRange(min=1))
+                             IntRange(min=1))
     treedist_terms: str = terms_option("treedist's key / value tables")
 
 

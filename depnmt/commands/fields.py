@@ -1,0 +1,49 @@
+"""Flags from configuration fields: each :class:`~depnmt.optionspec.Param` (a training run's
+options, :func:`depnmt.runconfig.train_params`; the schemes' options among them) becomes one
+click option with its help, default and value checks, so adding an option is adding a field."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from ..optionspec import Choice, FloatRange, Folder, IntRange, Kind, Param
+
+
+def click_type(kind: Kind) -> Any:
+    """The click type of a value kind (:mod:`depnmt.optionspec`); a Python type stays itself."""
+    from pathlib import Path
+    if isinstance(kind, Choice):
+        return click.Choice(kind.choices)
+    if isinstance(kind, IntRange):
+        return click.IntRange(kind.min, kind.max)
+    if isinstance(kind, FloatRange):
+        return click.FloatRange(kind.min, kind.max, min_open=kind.min_open,
+                                max_open=kind.max_open)
+    if isinstance(kind, Folder):
+        return click.Path(path_type=Path, file_okay=False)
+    return kind
+
+
+def click_callback(check: Callable[[Any], Any] | None) -> Callable | None:
+    """A click callback running ``check``: its ValueError becomes click's ``BadParameter``."""
+    if check is None:
+        return None
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return callback
+
+
+def click_option(param: Param) -> click.Option:
+    """The flag of ``param``."""
+    kind = dict(is_flag=True) if param.kind is bool else dict(type=click_type(param.kind))
+    extra = {} if param.show_default is None else dict(show_default=param.show_default)
+    return click.Option([*param.flags, param.name], default=param.default, help=param.help,
+                        required=param.required, metavar=param.metavar, hidden=param.hidden,
+                        envvar=param.envvar, show_envvar=param.envvar is not None,
+                        callback=click_callback(param.check), **kind, **extra)

@@ -1,0 +1,38 @@
+"""The parser interface of the backends (:mod:`depnmt.parse.stanza_backend`,
+:mod:`depnmt.parse.spacy_backend`): each implements :meth:`Parser.analyse`, and
+:meth:`Parser.parse` makes one tree per line of it (:mod:`depnmt.parse.projection`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import DepnmtError
+from .conllu import Sentence
+from .projection import line_tree
+
+
+class Parser:
+    """Base class of the backends: they implement :meth:`analyse`; :meth:`parse` does the rest."""
+
+    settings: dict[str, Any]
+
+    def analyse(self, batch: list[list[str]]) -> list[Sentence]:
+        """The backend's raw analysis of each (non-empty) token list: a forest over the backend's
+        own tokens, with ``sent_ids`` when the backend reports sentences."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A short human-readable name of the backend and model, for messages and manifests."""
+        return f"{self.settings['backend']} {self.settings.get('model') or ''}".strip()
+
+    def parse(self, batch: list[list[str]]) -> list[Sentence]:
+        """One tree per item of ``batch``, over exactly its tokens (see :mod:`.projection`)."""
+        trees = [Sentence.empty() for _ in batch]
+        todo = [i for i, tokens in enumerate(batch) if tokens]
+        analyses = self.analyse([list(batch[i]) for i in todo]) if todo else []
+        if len(analyses) != len(todo):
+            raise DepnmtError(f"{self.describe()}: returned {len(analyses)} analyses for "
+                              f"{len(todo)} sentences")
+        for i, analysis in zip(todo, analyses):
+            trees[i] = line_tree(list(batch[i]), analysis)
+        return trees

@@ -1,0 +1,344 @@
+"""One training run's configuration, in one place and without a command line: the typed
+:class:`RunConfig` (paths, the model with its scheme's entries, training, search) that
+``depnmt train`` and :func:`depnmt.train_model` both build and hand to
+:func:`depnmt.training.run`.
+
+Every option of a run is a field with its help: :class:`TrainOptions` here,
+:class:`~depnmt.search.SearchConfig`'s search defaults, :data:`ARCH` for the
+:class:`~depnmt.model.transformer.ModelConfig`, each scheme's options dataclass
+(:mod:`depnmt.model.schemes.options`). :func:`train_params` lists them in ``depnmt train``'s
+order as :class:`~depnmt.optionspec.Param` (the command layer makes its flags from them); a
+run's parameters are named by section (``arch_d_model``, ``train_max_tokens``,
+``search_beam``; scheme options by their own names). A run is built from
+
+- a mapping (a ``--config`` YAML file, ``train_model``'s dict; :func:`parse_values`: keys as
+  the flags without dashes, values checked as the flag's), or the flags of the command line;
+- with ``--resume``, the saved settings of the run it continues (:func:`inherit_saved`);
+
+and validated in one place (:func:`from_params`). ``MODEL_DIR/train.yaml`` records the run's
+settings as such a file (:func:`saved_settings`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from .compat import (DEPRECATED, RENAMED_OPTIONS, check_old_layer_list, deprecation,
+                     deprecation_message)
+from .device import PRECISIONS
+from .errors import DepnmtError, UsageError
+from .log import warn
+from .model.schemes.names import SchemeName, parse_name, resolve, scheme_name
+from .model.schemes.registry import OPTION_FIELDS, declared_options, scheme_entries
+from .model.schemes.upgrade import upgrade_model_config
+from .model.transformer import ModelConfig
+from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, Folder, Param,
+                         convert, field_param, field_params, flag_name, option, plain_value,
+                         read_yaml_config, suggestion)
+from .search import SearchConfig
+
+
+@dataclass
+class TrainOptions:
+    """Optimisation and schedule settings (``depnmt train`` flags)."""
+
+    max_tokens: int = option(4096, (
+        "padded tokens per batch: sentences × the batch's longest sequence of either side "
+        "(source incl. EOS, target incl. BOS/EOS); sentences are sorted by that length so "
+        "batches fill up (per process under torchrun)"), POSITIVE)
+    batch_sentences: int = option(0, (
+        "also close a batch at this many sentences (0 = no limit); combined with --max-tokens, "
+        "whichever is reached first: for batches of exactly N sentences (Omote et al.'s "
+        "batch sizes) raise --max-tokens to N × the longest pair"), COUNT)
+    update_freq: int = option(1, "batches accumulated per update (gradient accumulation; per "
+                              "process under torchrun)", POSITIVE)
+    lr: float = option(7e-4, "peak learning rate (Adam 0.9/0.98/1e-9)", RATE)
+    warmup: int = option(4000, "linear warm-up steps, then inverse square root decay", COUNT)
+    label_smoothing: float = option(0.1, "label smoothing epsilon", DROPOUT)
+    clip_norm: float = option(0.0, "gradient norm clipping (0 = off)", AMOUNT)
+    max_epochs: int = option(0, "stop after this many epochs (0 = no limit)", COUNT)
+    max_steps: int = option(0, "stop after this many updates (0 = no limit)", COUNT)
+    max_minutes: float = option(0.0, "stop after this wall-clock budget (0 = no limit)", AMOUNT)
+    valid_every: int = option(0, "validate every N updates (0 = every epoch)", COUNT)
+    save_every: int = option(0, "also save last.pt every N updates (0 = at validation)", COUNT)
+    patience: int = option(0, "early stopping: validations without improvement of "
+                           "--early-stop-metric (0 = off)", COUNT)
+    early_stop_metric: str = option("bleu", (
+        "dev metric that selects best.pt and drives --patience: bleu (dev BLEU; the loss when "
+        "there are no dev references), acc (dev token accuracy, as Omote et al.) or loss"),
+        Choice(["bleu", "acc", "loss"]))
+    keep_last: int = option(0, "also keep the model at the last N validations/saves as "
+                            "checkpoints/step{UPDATE}.pt, older ones deleted (for `depnmt "
+                            "average`; 0 = none)", COUNT)
+    valid_beam: int = option(1, "beam size for dev BLEU (1 = greedy, fastest)", POSITIVE)
+    valid_max_sentences: int = option(0, "dev sentences decoded for BLEU (0 = all)", COUNT)
+    max_len: int = option(250, "skip training pairs longer than this (subwords); also the "
+                          "source length limit of translate", POSITIVE)
+    seed: int = option(1, "random seed (initialisation, data order)", SEED)
+    device: str = option("auto", "auto (CUDA when available), cpu, cuda or cuda:N (under "
+                         "torchrun: cuda = cuda:LOCAL_RANK)", str)
+    precision: str = option("auto", (
+        "autocast dtype of the forward pass: auto = bf16 on CPUs with native bf16 matrix "
+        "multiplies (avx512_bf16/amx_bf16 in /proc/cpuinfo), fp32 on other CPUs, bf16 on CUDA "
+        "GPUs of compute capability 8.0 on (Ampere, Hopper), fp16 with loss scaling on older "
+        "ones (bf16 there is emulated: slow, with a warning); loss, softmaxes and optimizer "
+        "state stay fp32"), Choice(PRECISIONS), envvar="DEPNMT_PRECISION")
+    amp: bool = option(True, "--no-amp is --precision fp32 (older flag)", flag="--amp/--no-amp")
+    log_every: int = option(100, "updates between metrics.jsonl lines", POSITIVE)
+
+
+# the fields of the model config that are options: name -> (flag, values, help)
+ARCH: dict[str, tuple[str, Any, str]] = {
+    "d_model": ("--d-model", POSITIVE, "model (embedding) dimension d_model"),
+    "n_heads": ("--heads", POSITIVE, "attention heads"),
+    "d_ff": ("--d-ff", POSITIVE, "feed-forward inner dimension"),
+    "encoder_layers": ("--encoder-layers", POSITIVE, "encoder layers"),
+    "decoder_layers": ("--decoder-layers", POSITIVE, "decoder layers"),
+    "dropout": ("--dropout", DROPOUT, "dropout on embeddings, sublayer outputs and FFN"),
+    "attention_dropout": ("--attention-dropout", DROPOUT, "dropout on attention weights"),
+    "tie_decoder_embeddings": ("--tie-embeddings/--no-tie-embeddings", bool,
+                               "share the decoder's input embedding and output projection"),
+    "share_all_embeddings": ("--share-all-embeddings", bool,
+                             "also share the source embedding (needs `depnmt bpe --joint`)"),
+}
+# section prefix of a run's parameters -> the config.json section --resume reads it from
+SECTIONS = {"arch_": "model", "train_": "training", "search_": "search"}
+SCHEME_HELP = ("positional scheme: abs (keep the absolute PE) or noabs (drop it) and parts "
+               "joined by '+', e.g. abs+dep+rel, abs+dbsa-enc, abs+gps-all, noabs+dep (the "
+               "parts: see above)")
+INPUTS = [
+    Param("data_dir", ("-i", "--input"), None, "folder written by `depnmt bpe`", Folder(),
+          required=True, metavar="BPE_DIR"),
+    Param("model_dir", ("-o", "--output"), None, "where the model directory (config, "
+          "vocabularies, checkpoints, metrics) goes", Folder(), required=True,
+          metavar="MODEL_DIR"),
+    Param("trees_dir", ("-t", "--trees"), None, "folder written by `depnmt parse` (needed by "
+          "tree-based schemes)", Folder()),
+    Param("scheme", ("--scheme",), "abs", SCHEME_HELP),
+]
+LAYERS = Param("layers", ("--layers",), None, "shortcut: encoder and decoder layers", POSITIVE)
+OUTPUTS = [
+    Param("resume", ("--resume",), False, "continue from MODEL_DIR/checkpoints/last.pt "
+          "(optimizer, schedule, RNG and data order included); flags not given take the values "
+          "the model was trained with", bool),
+    Param("tensorboard", ("--tensorboard",), None, "also write training loss, learning rate, "
+          "tokens/s and the dev metrics as TensorBoard scalars to this folder (needs `pip "
+          "install 'depnmt[tensorboard]'`)", Folder()),
+]
+
+
+@dataclass
+class RunConfig:
+    """One training run: where its data and model go, the model (its ``schemes`` entries
+    complete with the options each declares; the vocabulary sizes are set from the data), the
+    training and search settings, and what ``train.yaml`` records (:func:`saved_settings`)."""
+
+    data_dir: Path
+    model_dir: Path
+    model: ModelConfig
+    training: TrainOptions
+    search: SearchConfig
+    trees_dir: Path | None = None
+    resume: bool = False
+    tensorboard: Path | None = None
+    settings: dict[str, Any] | None = None
+
+
+def model_params() -> list[Param]:
+    """The model config's options (:data:`ARCH`), defaults from :class:`ModelConfig`."""
+    defaults = {f.name: f.default for f in fields(ModelConfig)}
+    return [Param(f"arch_{name}", (flag,), defaults[name], help_, kind, show_default=True)
+            for name, (flag, kind, help_) in ARCH.items()]
+
+
+def scheme_option_params() -> list[Param]:
+    """Every registered scheme's options, one each, and the hidden 0.1.0 names of
+    :data:`~depnmt.compat.RENAMED_OPTIONS` (``--gps-layers``: 0-based)."""
+    params = []
+    for name in declared_options():
+        f = OPTION_FIELDS[name][0]
+        params.append(field_param(f, show_default=f.default is not None))
+    return params + [Param(old, (flag_name(old),), None, f"0.1.0 spelling of {flag_name(new)}, "
+                           f"0-based (deprecated)", check=check_old_layer_list, hidden=True)
+                     for old, (new, _) in RENAMED_OPTIONS.items()]
+
+
+def core_params() -> list[Param]:
+    """The options of a training run besides the schemes', in ``depnmt train``'s order."""
+    return [*INPUTS, *model_params(), LAYERS,
+            *field_params(TrainOptions, "train_", show_default=True),
+            *field_params(SearchConfig, "search_", show_default=True), *OUTPUTS]
+
+
+def train_params() -> list[Param]:
+    """Every option of a training run, in ``depnmt train``'s order."""
+    return [*core_params(), *scheme_option_params()]
+
+
+# -- a run's parameters from a mapping ---------------------------------------------------------
+def parse_values(values: Mapping[str, Any], source: str) -> tuple[dict[str, Any], set[str]]:
+    """A run's parameters (name -> value, every option: the default where ``values`` gives
+    none) and the names of those given, from ``values`` (keys as the flags without dashes,
+    ``max-tokens`` or ``max_tokens``; 0.1.0 keys warn), as ``depnmt train --config`` reads a
+    file named ``source``: an unknown or repeated key, a bad value or a missing required option
+    is a DepnmtError naming it. An environment variable of an option wins over the file, as
+    on the command line."""
+    params = train_params()
+    by_key = {key: p for p in params for key in p.keys}
+    old_keys = {old[2:]: new.split("/")[-1][2:] for old, new in DEPRECATED["train"].items()}
+    out = {p.name: p.default for p in params}
+    keys: dict[str, str] = {}                           # parameter name -> the key that set it
+    for key, value in values.items():
+        param = _param_of(str(key), by_key, old_keys, source)
+        if param.name in keys:
+            also = f" (also as '{keys[param.name]}')" if keys[param.name] != key else ""
+            raise DepnmtError(f"{source}: option '{key}' is given twice{also}")
+        keys[param.name] = key
+        if value is not None:                           # `key:` with no value: the default
+            out[param.name] = _checked(param, value, f"{key} in {source}")
+    given = {name for name in keys if values[keys[name]] is not None}
+    for param in params:
+        if param.envvar and os.environ.get(param.envvar):
+            out[param.name] = _checked(param, os.environ[param.envvar], param.envvar)
+            given.add(param.name)
+        if param.required and param.name not in given:
+            raise DepnmtError(f"Missing option {' / '.join(map(repr, param.flags))}.")
+    return out, given
+
+
+def _param_of(key: str, by_key: dict[str, Param], old_keys: dict[str, str],
+              source: str) -> Param:
+    """The option a key sets; an old spelling gives its new option, with a warning."""
+    spelled = key.replace("_", "-")
+    if spelled not in by_key and spelled in old_keys:
+        warn(f"{source}: {deprecation_message(repr(spelled), repr(old_keys[spelled]))}")
+        spelled = old_keys[spelled]
+    if spelled not in by_key:
+        raise DepnmtError(f"{source}: unknown option '{key}'{suggestion(key, by_key)}")
+    return by_key[spelled]
+
+
+def _checked(param: Param, value: Any, where: str) -> Any:
+    """``value`` converted and checked as the option's flag would be; a DepnmtError worded as
+    the command line words a bad value."""
+    try:
+        return convert(param, value)
+    except ValueError as exc:
+        flag = next(f for f in reversed(param.flags) if f.startswith("-")).split("/")[0]
+        raise DepnmtError(f"Invalid value for '{flag}' ({where}): {exc}") from None
+
+
+# -- the run from its parameters ---------------------------------------------------------------
+def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
+    """The run the parameters ``params`` describe (``given``: the names of those the user gave;
+    with ``resume`` the others take the saved run's values, :func:`inherit_saved`), in
+    today's terms (a 0.1.0 scheme name or option warns, :func:`today_terms`) and checked: a
+    :class:`~depnmt.errors.UsageError` for options that do not go together."""
+    params = inherit_saved(params, given) if params["resume"] else dict(params)
+    layers = params.pop("layers")
+    if layers is not None:
+        params["arch_encoder_layers"] = params["arch_decoder_layers"] = layers
+    name = parse_name(params["scheme"])             # the one parse of the scheme's name
+    params, given = today_terms(params, given, name)
+    sections = {prefix: {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+                for prefix in SECTIONS}
+    arch = sections["arch_"]
+    if arch["d_model"] % arch["n_heads"]:
+        raise UsageError(f"--d-model {arch['d_model']} is not a multiple of --heads "
+                         f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
+    schemes = scheme_entries_of(params["scheme"], params, given, name.components)
+    model = ModelConfig(0, 0, **arch, schemes=schemes)
+    return RunConfig(params["data_dir"], params["model_dir"], model,
+                     TrainOptions(**sections["train_"]), SearchConfig(**sections["search_"]),
+                     params["trees_dir"], params["resume"], params["tensorboard"],
+                     saved_settings(params, name.components))
+
+
+def load(config: Mapping[str, Any] | str | Path) -> RunConfig:
+    """The run a ``train.yaml``-style mapping or YAML file describes (:func:`parse_values`)."""
+    if isinstance(config, Mapping):
+        values, source = config, "the train_model() config"
+    else:
+        values, source = read_yaml_config(str(config)), str(config)
+    return from_params(*parse_values(values, source))
+
+
+def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None) -> dict:
+    """``--resume``: every option not given takes the value the model was trained with (its
+    ``config.json``: architecture, scheme and its options, training and search settings), so
+    `depnmt train -i D -o M --resume` continues the run as it was configured; options that are
+    given (e.g. a larger ``--max-steps``) override it."""
+    from .modeldir import CONFIG, read_config
+    model_dir = Path(model_dir if model_dir is not None else params["model_dir"])
+    if not (model_dir / CONFIG).exists():
+        return dict(params)                 # the trainer reports the missing checkpoint
+    saved = read_config(model_dir)          # (an old config.json upgraded to today's form)
+    values = saved_scheme_values(saved["model"])   # today's scheme name and option names
+    for prefix, section in SECTIONS.items():
+        values.update({prefix + k: v for k, v in saved.get(section, {}).items()})
+    out = {name: values.get(name, value) if name not in given else value
+           for name, value in params.items()}
+    if "layers" in given:
+        out["arch_encoder_layers"] = out["arch_decoder_layers"] = params["layers"]
+    return out
+
+
+def saved_scheme_values(model: dict[str, Any]) -> dict[str, Any]:
+    """A saved model config's scheme as a run's parameters: ``scheme`` (today's name) and
+    every scheme option's saved value."""
+    schemes = upgrade_model_config(model)["schemes"]
+    return {"scheme": scheme_name(schemes),
+            **{k: v for s in schemes for k, v in s["options"].items()}}
+
+
+def today_terms(params: dict[str, Any], given: set[str], name: SchemeName | None = None
+                ) -> tuple[dict[str, Any], set[str]]:
+    """A run's parameters (and the names of those given) in today's terms: the scheme's name
+    (a 0.1.0 spelling: warned, replaced by today's), the options its variants or 0.1.0
+    spelling set where they are not given, and the 0.1.0 options (``--gps-layers``: warned)
+    under their new names and values. ``name``: what the scheme's name means, when parsed."""
+    name = name or parse_name(params["scheme"])
+    out = {**params, "scheme": name.canonical}
+    out.update({k: v for k, v in name.options.items() if k not in given})
+    given = set(given)
+    for old, (new, convert_old) in RENAMED_OPTIONS.items():
+        value = out.pop(old, None)
+        if old in given and value is not None:
+            if new in given:
+                raise UsageError(f"{flag_name(old)} (0-based, the old spelling of "
+                                 f"{flag_name(new)}) and {flag_name(new)} are the same "
+                                 f"option: give {flag_name(new)} once")
+            deprecation(f"{flag_name(old)} {value}", f"{flag_name(new)} {convert_old(value)}")
+            out[new] = convert_old(value)
+            given.add(new)
+        given.discard(old)
+    return out, given
+
+
+def scheme_entries_of(scheme: str, values: dict, given: set[str],
+                      components: list[str] | None = None) -> list[dict]:
+    """The model config's ``schemes`` for the scheme name ``scheme`` (its ``components`` when
+    parsed) from the scheme options' values; a warning for each option given that none of the
+    components uses."""
+    names = resolve(scheme) if components is None else components
+    for option_name, users in declared_options().items():
+        if option_name in given and not set(users) & set(names):
+            warn(f"{flag_name(option_name)} is ignored: it is an option of {', '.join(users)}, "
+                 f"which --scheme {scheme} does not use")
+    return scheme_entries(names, values)
+
+
+def saved_settings(params: dict[str, Any], components: list[str] | None = None
+                   ) -> dict[str, Any]:
+    """What ``train.yaml`` records: the run's settings as a ``--config`` file (key: the
+    option's first long flag without dashes, in ``depnmt train``'s order; only the options of
+    the schemes the run uses, its ``components``; no ``resume``; paths absolute; None values
+    left out)."""
+    used = set(resolve(params["scheme"]) if components is None else components)
+    unused = {name for name, users in declared_options().items() if not used & set(users)}
+    return {p.keys[0]: plain_value(params[p.name]) for p in train_params()
+            if p.name not in unused and p.name != "resume" and p.keys
+            and params.get(p.name) is not None}
