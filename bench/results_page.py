@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -119,7 +120,7 @@ class Comparison:
     to the repository root, as a user types them there)."""
 
     name: str                        # the marker's NAME
-    ref: str                         # the test set's reference translation
+    ref: str                         # the test set's reference, in the data folder (DATA)
     lang: str                        # target language (sacreBLEU's tokenizer follows it)
     baselines: tuple[str, ...]       # -b, in order (tokens/s ratios are to the first)
     runs_dirs: tuple[str, ...]       # -f, one folder per seed
@@ -130,16 +131,19 @@ class Comparison:
     def argv(self, out: str = "results") -> list[str]:
         """``depnmt report`` arguments writing ``OUT.md`` (and ``.json``, ``.png``), with the
         folders archived so far."""
-        return [*self.head(), *(a for d in self.report_dirs() for a in ("-f", d)), "-o", out]
+        return [*self.head(str(data_folder())),
+                *(a for d in self.report_dirs() for a in ("-f", d)), "-o", out]
 
-    def head(self) -> list[str]:
-        """The arguments before the ``-f`` folders."""
-        return ["depnmt", "report", "-r", self.ref, *self.options, "-l", self.lang,
+    def head(self, data: str) -> list[str]:
+        """The arguments before the ``-f`` folders, the reference in the data folder ``data``."""
+        return ["depnmt", "report", "-r", f"{data}/{self.ref}", *self.options, "-l", self.lang,
                 *(a for b in self.baselines for a in ("-b", b))]
 
     def command(self) -> str:
-        """The call as it is shown on the page: one ``-f`` per line."""
-        lines = [shlex.join(self.head())] + [f"  -f {shlex.quote(d)}" for d in self.report_dirs()]
+        """The call as it is shown on the page: one ``-f`` per line, the reference in the folder
+        where ``depnmt prepare --corpus`` finds the corpus (``$DEPNMT_DATA_DIR``)."""
+        head = shlex.join(self.head("@DATA@")).replace("@DATA@", SHOWN_DATA)
+        lines = [head] + [f"  -f {shlex.quote(d)}" for d in self.report_dirs()]
         return " \\\n".join(lines) + " -o results"
 
     def archived_dirs(self) -> list[str]:
@@ -160,8 +164,16 @@ ENJA = f"{ARCHIVE}/small-enja-ja-en-50000"
 OMOTE = (Claim("abs+rel", "abs", 0.81, "Omote et al. Table 2, after Shaw et al."),
          Claim("abs+dep+rel", "abs", 1.31, "Omote et al. Table 2"),
          Claim("abs+dep+rel", "abs+rel", 0.50, "Omote et al. Table 2"))
+SHOWN_DATA = "$DEPNMT_DATA_DIR"
+
+
+def data_folder() -> Path:
+    """The corpora's folder: ``$DEPNMT_DATA_DIR``, else ``shared/data`` beside the repository."""
+    return Path(os.environ.get("DEPNMT_DATA_DIR") or REPO.parent / "shared" / "data")
+
+
 COMPARISONS = (
-    Comparison("multi30k-en-de", "../shared/data/multi30k/test_2016_flickr.de.gz", "de",
+    Comparison("multi30k-en-de", "multi30k/test_2016_flickr.de.gz", "de",
                ("abs", "rel", "pascal"),
                tuple(f"{MULTI30K}/{d}" for d in
                      ("compare-plateau", "compare-plateau-seed2", "compare-plateau-seed3")),
@@ -175,7 +187,7 @@ COMPARISONS = (
                        "captions and a smaller model, so only the differences are set side by "
                        "side."),
     # the corpus's test.en is tokenized: the report makes prepare's references from it
-    Comparison("small-enja-ja-en-50000", "../shared/data/small_parallel_enja/test.en", "en",
+    Comparison("small-enja-ja-en-50000", "small_parallel_enja/test.en", "en",
                ("abs", "rel"),
                tuple(f"{ENJA}/{d}" for d in
                      ("bpe-run-plateau", "bpe-run-plateau-seed2", "bpe-run-plateau-seed3")),

@@ -39,6 +39,7 @@ from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, F
                          convert, field_param, field_params, flag_name, option, plain_value,
                          read_yaml_config, suggestion)
 from .search import SearchConfig
+from .stagedir import check_distinct
 
 
 @dataclass
@@ -251,6 +252,10 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
                          f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
     schemes = scheme_entries_of(params["scheme"], params, given, name.components)
     model = ModelConfig(0, 0, **arch, schemes=schemes)
+    inputs = {"bpe folder (-i)": params["data_dir"], "parse folder (-t)": params["trees_dir"]}
+    if params["model_dir"] is not None:
+        check_distinct(Path(params["model_dir"]),
+                       {what: Path(path) for what, path in inputs.items() if path is not None})
     return RunConfig(params["data_dir"], params["model_dir"], model,
                      TrainOptions(**sections["train_"]), SearchConfig(**sections["search_"]),
                      params["trees_dir"], params["resume"], params["tensorboard"],

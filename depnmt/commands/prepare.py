@@ -42,7 +42,8 @@ def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
 @deprecated_aliases("prepare")
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--corpus", type=click.Choice(sorted(CORPORA)),
-              help="A named corpus, found in $DEPNMT_DATA_DIR, ../shared/data or downloaded: "
+              help="A named corpus, found in $DEPNMT_DATA_DIR, a shared/data folder nearby or "
+                   "downloaded: "
                    + "; ".join(f"{c.name}: {c.description}" for c in CORPORA.values()) + ".")
 @click.option("--train-src", type=FILE, help="Training source file (plain text or .gz, one "
               "sentence per line).")

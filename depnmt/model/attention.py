@@ -20,8 +20,9 @@ A positional scheme never touches this module's code; it hands over:
   queries, keys and values); otherwise, and over a decoding step's cache (whose slices would
   be copies), it computes all heads and drops the replaced ones.
 
-Relative terms use the gather/scatter form (see ``../shared/STYLE.md``), never a
-``[B, Tq, Tk, d_k]`` tensor:
+Relative terms use the gather/scatter form (the products with the R table rows, picked by
+label), never a ``[B, Tq, Tk, d_k]`` tensor; on an H200 it trained as fast as one-hot matrix
+multiplies in its place, or faster (``docs/gpu.md``):
 
 * key term   ``e_ij += q_i · a^K_{l(i,j)}``:   ``(q @ a^K.T)`` is ``[B, H, Tq, R]``, gathered by ``l``;
 * value term ``z_i  += Σ_j α_ij a^V_{l(i,j)}``: ``α`` is summed into R bins (scatter_add) and the
@@ -165,6 +166,12 @@ def _expand_labels(labels: Tensor, batch: int, heads: int) -> Tensor:
     return labels.unsqueeze(1).expand(batch, heads, tq, tk)
 
 
+def stackable(linears: tuple[nn.Module, ...]) -> bool:
+    """Whether the layers are plain ``nn.Linear`` ones, whose weights :func:`stacked_linears`
+    can stack (not, e.g., the int8 layers of :mod:`~depnmt.model.quantize`)."""
+    return all(isinstance(lin, nn.Linear) for lin in linears)
+
+
 def stacked_linears(linears: tuple[nn.Linear, ...],
                     dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
     """The weights ``[Σ out, in]`` and biases ``[Σ out]`` of linear layers that read the same
@@ -228,7 +235,10 @@ class MultiHeadAttention(nn.Module):
         by one matrix multiply with ``W^Q``, ``W^K``, ``W^V`` stacked ``[3D, D]`` (each output
         is the dot product of the projection's own; the stacking is part of the graph, so each
         weight gets its gradient), reading ``x`` once instead of three times."""
-        weight, bias = stacked_linears((self.q_proj, self.k_proj, self.v_proj), None)
+        linears = (self.q_proj, self.k_proj, self.v_proj)
+        if not stackable(linears):                      # e.g. int8 layers (quantize.py)
+            return tuple(self.split_heads(lin(x)) for lin in linears)
+        weight, bias = stacked_linears(linears, None)
         q, k, v = F.linear(x, weight, bias).chunk(3, dim=-1)
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..device import autocast_dtype
 from ..vocab import PAD
-from .attention import KeyValues, MultiHeadAttention, stacked_linears
+from .attention import KeyValues, MultiHeadAttention, stackable, stacked_linears
 from .dropout import Dropout
 from .packed import PackedWeights
 from .schemes import Extras, ModelDims, SchemeStack, build_schemes
@@ -254,9 +254,11 @@ class TransformerNMT(nn.Module):
         """Every decoder layer's cross-attention keys and values ``[B, H, S, d_k]`` of
         ``memory [B, S, D]``, by one matrix multiply with all their ``W^K``, ``W^V`` stacked
         ``[2 · layers · D, D]`` (each output the dot product of its own projection)."""
-        linears = [lin for layer in self.decoder
-                   for lin in (layer.cross_attn.k_proj, layer.cross_attn.v_proj)]
-        weight, bias = stacked_linears(tuple(linears), None)
+        linears = tuple(lin for layer in self.decoder
+                        for lin in (layer.cross_attn.k_proj, layer.cross_attn.v_proj))
+        if not stackable(linears):                      # e.g. int8 layers (quantize.py)
+            return [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        weight, bias = stacked_linears(linears, None)
         split = self.decoder[0].cross_attn.split_heads          # every layer's H and d_k
         heads = [split(t) for t in F.linear(memory, weight, bias).chunk(len(linears), dim=-1)]
         return list(zip(heads[::2], heads[1::2]))

@@ -103,3 +103,18 @@ def test_export_into_or_over_its_model_folder_is_refused(tiny_model, tmp_path, c
     assert line.startswith(f"error: {model / 'ct2'}: the output folder lies inside the model "
                            f"folder ({model})")
     assert observe(model) == before
+
+
+@pytest.mark.parametrize("where", ["same", "inside"])
+def test_train_into_or_inside_its_data_folder_is_refused(where, tiny_bpe, tmp_path, capsys):
+    """``train -i BPE -o BPE`` turned the data folder into a model folder."""
+    data = tmp_path / "bpe"
+    shutil.copytree(tiny_bpe, data)
+    before = observe(data)
+    out = data if where == "same" else data / "model"
+    assert run_cli(["train", "-i", data, "-o", out, "--max-steps", "1"]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    expected = ("the output folder must differ from the bpe folder (-i)" if where == "same"
+                else f"the output folder lies inside the bpe folder (-i) ({data})")
+    assert line.startswith(f"error: {out}: {expected}")
+    assert observe(data) == before

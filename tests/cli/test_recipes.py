@@ -464,6 +464,23 @@ def run_enja(env: dict, **more) -> subprocess.CompletedProcess:
                           timeout=600, check=False)
 
 
+def tiny_enja_env(shared_data: Path, tmp_path: Path, test_lines: int, **settings) -> dict:
+    """The environment of a tiny small_parallel_enja campaign in ``tmp_path / "work"``: the
+    first ``test_lines`` test sentences (a quick translation), a tiny model, ``settings``."""
+    test = {}
+    for lang in ("ja", "en"):
+        lines = (shared_data / "small_parallel_enja" / f"test.{lang}").read_text().splitlines()
+        test[lang] = tmp_path / f"test.{lang}"
+        test[lang].write_text("\n".join(lines[:test_lines]) + "\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SEED", "SEEDS", "BEAM", "AVERAGE", "JOBS", "TRAIN_LAUNCH", "ARCHIVE",
+                        "CONTROL")}
+    return {**env, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
+            "DEPNMT_DATA_DIR": str(shared_data), "DEPNMT_WORK": str(tmp_path / "work"),
+            "ARCH": TINY_ARCH, "TEST_SRC": str(test["ja"]), "TEST_REF": str(test["en"]),
+            **settings}
+
+
 def changed_corpus(shared_data: Path, root: Path) -> Path:
     """A data folder whose small_parallel_enja differs from the real one in one training line."""
     corpus = root / "data" / "small_parallel_enja"
@@ -482,17 +499,8 @@ def test_campaign_continues_from_its_archive_on_the_same_data(shared_data, tmp_p
     translated). Remade from a corpus with one changed line, the data fails the check with one
     line naming prepare/train.en before seed 2 is trained."""
     work, archive = tmp_path / "work", tmp_path / "archive"
-    test = {}                                  # 30 test sentences: a quick translation
-    for lang in ("ja", "en"):
-        lines = (shared_data / "small_parallel_enja" / f"test.{lang}").read_text().splitlines()
-        test[lang] = tmp_path / f"test.{lang}"
-        test[lang].write_text("\n".join(lines[:30]) + "\n")
-    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
-           "DEPNMT_DATA_DIR": str(shared_data), "DEPNMT_WORK": str(work), "FIRST": "300",
-           "SYSTEMS": "abs", "STEPS": "4", "ARCH": TINY_ARCH, "ARCHIVE": str(archive),
-           "TEST_SRC": str(test["ja"]), "TEST_REF": str(test["en"])}
-    for k in ("SEED", "SEEDS", "BEAM", "AVERAGE", "JOBS", "TRAIN_LAUNCH"):
-        env.pop(k, None)
+    env = tiny_enja_env(shared_data, tmp_path, 30, FIRST="300", SYSTEMS="abs", STEPS="4",
+                        ARCHIVE=str(archive))
     first = run_enja(env)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "abs (seed 1): train" in first.stdout
@@ -528,18 +536,8 @@ def test_control_campaign_trains_on_control_trees_beside_the_real_ones(shared_da
     (same tokens), trains into bpe-run-control-random-projective/ and the model records the
     control, so that its translation of the test set parses with the same control."""
     work = tmp_path / "work"
-    test = {}
-    for lang in ("ja", "en"):
-        lines = (shared_data / "small_parallel_enja" / f"test.{lang}").read_text().splitlines()
-        test[lang] = tmp_path / f"test.{lang}"
-        test[lang].write_text("\n".join(lines[:10]) + "\n")
-    env = {**os.environ, "DEPNMT_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1",
-           "DEPNMT_DATA_DIR": str(shared_data), "DEPNMT_WORK": str(work), "FIRST": "200",
-           "SYSTEMS": "abs+dep+rel", "STEPS": "2", "ARCH": TINY_ARCH,
-           "TEST_SRC": str(test["ja"]), "TEST_REF": str(test["en"]),
-           "CONTROL": "random-projective"}
-    for k in ("SEED", "SEEDS", "BEAM", "AVERAGE", "JOBS", "TRAIN_LAUNCH", "ARCHIVE"):
-        env.pop(k, None)
+    env = tiny_enja_env(shared_data, tmp_path, 10, FIRST="200", SYSTEMS="abs+dep+rel",
+                        STEPS="2", CONTROL="random-projective")
     done = run_enja(env)
     assert done.returncode == 0, done.stderr[-2000:]
     control = json.loads((work / "parse-control-random-projective" / "manifest.json").read_text())

@@ -45,8 +45,11 @@ def test_a_hand_edited_number_is_replaced_and_the_prose_kept():
 
 
 def test_the_command_shown_is_the_command_run():
+    """Shown with ``$DEPNMT_DATA_DIR`` for the data folder, which the run uses."""
     comparison = gen.COMPARISONS[0]
     shown = comparison.command().replace(" \\\n ", "").split()
+    assert shown[3].startswith("$DEPNMT_DATA_DIR/")
+    shown[3] = shown[3].replace("$DEPNMT_DATA_DIR", str(gen.data_folder()))
     assert shown == comparison.argv("results")
 
 
