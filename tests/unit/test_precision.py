@@ -192,7 +192,8 @@ def test_train_bounds_the_onednn_cache_before_it_builds_a_model(monkeypatch, tmp
     from depnmt.device import ONEDNN_CACHE_VAR
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
     with pytest.raises(SystemExit):
-        main(["train", "-i", str(tmp_path), "-o", str(tmp_path / "m")])
+        (tmp_path / "data").mkdir()
+        main(["train", "-i", str(tmp_path / "data"), "-o", str(tmp_path / "m")])
     assert os.environ.get(ONEDNN_CACHE_VAR) == "64"
 
 
