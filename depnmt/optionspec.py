@@ -14,6 +14,8 @@ value of the right type but a wrong form (``--gps-layer 0``)."""
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -163,9 +165,12 @@ def _number(kind: Kind, value: Any) -> int | float:
     if integer and isinstance(value, (bool, float)):
         raise ValueError(f"{value!r} is not an integer")
     try:
-        return int(value) if integer else float(value)
+        number = int(value) if integer else float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{value!r} is not a valid {what}.") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number.")
+    return number
 
 
 def _in_range(kind: IntRange | FloatRange, value: int | float) -> int | float:

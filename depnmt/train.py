@@ -202,6 +202,7 @@ class Trainer:
         """Write the checkpoint to each of ``names`` in order (default ``last.pt``; give
         ``last.pt`` last) in the checkpoint folder. Every rank must call this (the ranks' RNG
         states are gathered); rank 0 writes."""
+        self._check_weights_finite()
         rngs = dist.gather_objects(self._rng_state())
         if dist.is_main():
             self.progress.log_records = self._log_records
@@ -525,6 +526,8 @@ class Trainer:
                     p.batches_done = done
                     stepped = stats["stepped"]      # else: nothing of this update counts
                     if stepped:
+                        self._check_finite(stats["loss"])
+                    if stepped:
                         add_to_window(window, stats)
                         bar.update(task, completed=p.step, description=f"epoch {p.epoch} "
                                    f"loss {stats['loss']:.3f}")
@@ -555,6 +558,26 @@ class Trainer:
         self.save("last.pt")
         self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1)})
         return p
+
+    def _check_weights_finite(self) -> None:
+        """Refuse to save weights that are not numbers (every rank holds the same weights, so
+        every rank stops): a :class:`DepnmtError`, the checkpoints keep the last saved ones."""
+        params = [p.detach() for p in self.model.parameters()]
+        if not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+            raise DepnmtError(
+                f"update {self.progress.step}: the weights are not finite (inf or NaN), so they "
+                f"are not saved; the checkpoints keep the last saved ones. Lower --lr (or set "
+                f"--clip-norm), then --resume or start again")
+
+    def _check_finite(self, loss: float) -> None:
+        """A :class:`DepnmtError` when an update's loss is not finite: the weights it stepped
+        to are not numbers, so nothing more is saved (``last.pt`` and ``best.pt`` keep the last
+        validated weights) and the run stops."""
+        if not math.isfinite(loss):
+            raise DepnmtError(
+                f"update {self.progress.step}: the training loss is {loss} (not finite), so the "
+                f"weights are no longer numbers; the checkpoints keep the last saved ones. Lower "
+                f"--lr (or set --clip-norm), then --resume or start again")
 
     def _announce(self) -> None:
         """Print and log the start; an error when an epoch is shorter than one update."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from .fields import FiniteFloatRange
 from .options import SEED
 
 HELP = """Make control trees: a parse folder whose trees are random, shuffled, chains or noisy
@@ -52,7 +53,7 @@ on the folder records the control, and `depnmt translate` applies it to the tree
               show_default=True,
               help="DEPRELs: each word keeps its own, the sentence's are shuffled among its "
                    "words, or `root` on the root and `dep` on every other word.")
-@click.option("--noise", type=click.FloatRange(0, 1, min_open=True), default=None, metavar="P",
+@click.option("--noise", type=FiniteFloatRange(0, 1, min_open=True), default=None, metavar="P",
               help="For --kind noise: the fraction of non-root words whose head is re-drawn.")
 @click.option("--side", type=click.Choice(["src", "tgt", "both"]), default=None,
               help="Which side's trees to replace (the other is copied).  [default: every "

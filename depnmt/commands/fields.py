@@ -4,6 +4,8 @@ click option with its help, default and value checks, so adding an option is add
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable
 
 import click
@@ -19,11 +21,22 @@ def click_type(kind: Kind) -> Any:
     if isinstance(kind, IntRange):
         return click.IntRange(kind.min, kind.max)
     if isinstance(kind, FloatRange):
-        return click.FloatRange(kind.min, kind.max, min_open=kind.min_open,
+        return FiniteFloatRange(kind.min, kind.max, min_open=kind.min_open,
                                 max_open=kind.max_open)
     if isinstance(kind, Folder):
         return click.Path(path_type=Path, file_okay=False)
     return kind
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's ``FloatRange`` without ``nan`` and ``inf`` (which its bounds let through, and
+    which would train to NaN weights or end in a traceback)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def click_callback(check: Callable[[Any], Any] | None) -> Callable | None:

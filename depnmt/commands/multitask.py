@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from .fields import FiniteFloatRange
 from .options import SEED, deprecated_aliases
 
 DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -21,7 +22,7 @@ DIR = click.Path(exists=True, file_okay=False, path_type=Path)
               required=True, metavar="OUT",
               help="Output folder: a `prepare` folder for `depnmt bpe`, written all or nothing "
                    "(it appears, or replaces a previous output, when the run completes).")
-@click.option("--parse-fraction", type=click.FloatRange(0.0, 1.0), default=1.0,
+@click.option("--parse-fraction", type=FiniteFloatRange(0.0, 1.0), default=1.0,
               show_default=True, help="Share of the training sentences whose parse pair is added.")
 @click.option("--seed", type=SEED, default=1, show_default=True,
               help="Which sentences --parse-fraction < 1 picks.")
