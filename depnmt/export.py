@@ -186,12 +186,13 @@ def export_ctranslate2(model_dir: Path, out_dir: Path, checkpoint: Path | None =
     """Write the CTranslate2 model of ``model_dir`` and everything needed to run it into
     ``out_dir`` (built in a temporary folder beside it, then renamed, by one writer:
     :func:`~depnmt.stagedir.stage_output`); returns the export record."""
-    from .modeldir import default_checkpoint, read_config
+    from .modeldir import check_subword_files, default_checkpoint, read_config
 
     check_distinct(out_dir, {"model folder": model_dir, **({"--checkpoint file": checkpoint}
                                                    if checkpoint else {})})
     config = read_config(model_dir)
     kind = position_kind(model_dir, config["model"])
+    check_subword_files(model_dir, config)
     refuse_existing(out_dir, force)
     ct2 = import_ctranslate2()
     with stage_output(out_dir, "export", owns=None) as tmp:

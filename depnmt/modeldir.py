@@ -137,6 +137,61 @@ def _check_type(path: Path, key: str, value: Any, types: type | tuple[type, ...]
                           f"{json.dumps(value)[:40]} {hint}")
 
 
+# -- the subword files: vocabularies and segmenter files, checked as a whole --------------------
+
+def subword_files(folder: Path) -> list[str]:
+    """The names of a bpe or model folder's vocabularies and the files its segmenters read
+    (BPE codes, filter vocabularies; as ``bpe.json`` names them)."""
+    from .bpe import CONFIG_FILE
+    sides = read_json(folder / CONFIG_FILE, "").get("sides", {}) \
+        if (folder / CONFIG_FILE).is_file() else {}
+    named = {cfg[key] for cfg in sides.values() for key in ("codes", "filter_vocab")
+             if isinstance(cfg, dict) and cfg.get(key)}
+    return ["vocab.src.txt", "vocab.tgt.txt", *sorted(named)]
+
+
+def subword_digests(model_dir: Path) -> dict[str, str]:
+    """``{name: sha256}`` of the model folder's :func:`subword_files` (``config.json``'s
+    ``files``, written by ``train``)."""
+    from .datarecord import sha256
+    return {name: sha256(model_dir / name) for name in subword_files(model_dir)}
+
+
+def check_subword_files(model_dir: Path, config: dict[str, Any]) -> None:
+    """The model folder's vocabularies and codes are those it was trained with: each file
+    ``config.json`` records (``files``) present with its sha256, else a :class:`DepnmtError`
+    naming it; a folder of an earlier depnmt (no ``files``) loads with a warning."""
+    from .datarecord import sha256
+    from .log import warn
+    recorded = config.get("files")
+    if not isinstance(recorded, dict):
+        warn(f"{model_dir}/{CONFIG}: records no checksums of its vocabularies and codes "
+             f"(written by an earlier depnmt); they are not checked")
+        return
+    for name, digest in recorded.items():
+        path = model_dir / name
+        if not path.is_file():
+            raise DepnmtError(f"{path}: missing ({CONFIG} lists it; the model needs it)")
+        actual = sha256(path)
+        if actual != digest:
+            raise DepnmtError(f"{path}: not the file the model was trained with (sha256 "
+                              f"{actual[:12]}…, {CONFIG} records {digest[:12]}…): it was "
+                              f"changed or cut short; restore it from the bpe folder")
+
+
+def check_same_subwords(data_dir: Path, model_dir: Path) -> None:
+    """``--resume``: the data folder's vocabularies and codes are byte for byte the model's
+    (another segmentation of the same size would swap them under the trained weights); else
+    a :class:`DepnmtError` naming the first file that differs."""
+    from .datarecord import sha256
+    for name in subword_files(model_dir):
+        ours, theirs = model_dir / name, data_dir / name
+        if not theirs.is_file() or sha256(theirs) != sha256(ours):
+            raise DepnmtError(f"{theirs}: differs from the model's {ours}: --resume needs the "
+                              f"data the model was trained on (the same vocabularies and "
+                              f"subword codes)")
+
+
 def save_vocabs(model_dir: Path, vocabs: tuple[Vocab, Vocab]) -> None:
     """Write the (source, target) vocabularies into the model directory."""
     for side, vocab in zip(("src", "tgt"), vocabs):

@@ -36,7 +36,8 @@ from .manifest import load_manifest
 from .model.schemes.base import Scheme
 from .model.schemes.registry import SCHEMES, check_schemes, learn_options, with_learned
 from .model.transformer import ModelConfig
-from .modeldir import checkpoint_dir, load_vocabs, read_config, save_vocabs, write_config
+from .modeldir import (check_same_subwords, checkpoint_dir, load_vocabs, read_config,
+                       save_vocabs, subword_digests, write_config)
 from .runconfig import TrainOptions
 from .search import SearchConfig
 from .textio import read_lines
@@ -85,6 +86,8 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
         for leftover in (model_dir / METRICS, checkpoint_dir(model_dir) / "best.pt"):
             leftover.unlink(missing_ok=True)
     bpe = load_manifest(data_dir, "bpe")
+    if resume:
+        check_same_subwords(data_dir, model_dir)
     src_vocab, tgt_vocab = load_vocabs(data_dir)
     cfg, schemes = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
     run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
@@ -190,6 +193,7 @@ def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
         "training": asdict(run.opts),
         "data": {"bpe_dir": str(run.data_dir.resolve()),
                  "trees_dir": str(run.trees_dir.resolve()) if run.trees_dir else None},
+        "files": subword_digests(run.model_dir),
     })
     if run.settings is not None:
         write_settings(run.model_dir / SETTINGS, run.settings)

@@ -36,7 +36,8 @@ from .model.packed import pack_linears
 from .model.quantize import QUANTIZATIONS, check_int8, quantize_int8
 from .model.schemes import Extras
 from .model.transformer import ModelConfig, TransformerNMT
-from .modeldir import default_checkpoint, load_model_checkpoint, load_vocabs, read_config
+from .modeldir import (check_subword_files, default_checkpoint, load_model_checkpoint, load_vocabs,
+                       read_config)
 from .search import Hypothesis, SearchConfig, search, search_nbest
 from .subwords import merge_subwords
 from .trees import truncate_tree
@@ -104,6 +105,7 @@ class Translator:
         if quantize not in QUANTIZATIONS:
             raise DepnmtError(f"quantize {quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
         config = read_config(model_dir)
+        check_subword_files(model_dir, config)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)
         state = load_model_checkpoint(ckpt_path, model_cfg.to_dict())

@@ -1,0 +1,81 @@
+"""Bad input, class "model folders that do not fit together": a model folder is checked as a
+whole when it is loaded (its vocabularies and BPE codes against the checksums ``config.json``
+records), and ``--resume`` refuses data whose vocabularies or codes differ from the model's in
+content, not only in size; each is one line naming the file, exit status 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from .conftest import run_cli
+from .test_chaos import chaos
+
+error_lines = chaos.error_lines
+
+
+@pytest.fixture
+def model(tiny_model, tmp_path):
+    copy = tmp_path / "m"
+    shutil.copytree(tiny_model, copy)
+    return copy
+
+
+def cut_short(path, keep: float = 0.25) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * keep)])
+
+
+def test_the_model_records_its_subword_files(model):
+    files = json.loads((model / "config.json").read_text())["files"]
+    assert {"vocab.src.txt", "vocab.tgt.txt", "codes.joint"} <= set(files)
+
+
+@pytest.mark.parametrize("name", ["vocab.src.txt", "vocab.tgt.txt", "codes.joint"])
+def test_translate_refuses_a_file_cut_short(name, model, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("a dog runs .\n", encoding="utf-8")
+    cut_short(model / name)
+    assert run_cli(["translate", "-m", model, "-i", source, "-o", tmp_path / "out"]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert line.startswith(f"error: {model / name}: not the file the model was trained with")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_refuses_a_missing_vocabulary(model, tmp_path, capsys):
+    (model / "vocab.src.txt").unlink()
+    assert run_cli(["export", "-m", model, "-o", tmp_path / "ct2"]) == 2
+    assert error_lines(capsys.readouterr().err) == [
+        f"error: {model / 'vocab.src.txt'}: missing (config.json lists it; the model needs it)"]
+
+
+def test_a_model_folder_of_an_earlier_depnmt_loads_with_a_warning(model, tmp_path, capsys):
+    config = json.loads((model / "config.json").read_text())
+    del config["files"]
+    (model / "config.json").write_text(json.dumps(config))
+    source = tmp_path / "in.txt"
+    source.write_text("a dog runs .\n", encoding="utf-8")
+    assert run_cli(["translate", "-m", model, "-i", source, "-o", tmp_path / "out"]) == 0
+    assert "records no checksums of its vocabularies and codes" in capsys.readouterr().err
+
+
+def test_resume_refuses_codes_of_another_segmentation(model, tiny_bpe, tmp_path, capsys):
+    """Same vocabulary sizes, other codes: the weights would be read with other subwords."""
+    other = tmp_path / "bpe"
+    shutil.copytree(tiny_bpe, other)
+    codes = (other / "codes.joint").read_text(encoding="utf-8").splitlines(keepends=True)
+    (other / "codes.joint").write_text("".join([codes[0], *reversed(codes[1:])]),
+                                       encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()}
+    assert run_cli(["train", "-i", other, "-o", model, "--resume", "--max-steps", "14"]) == 2
+    assert error_lines(capsys.readouterr().err) == [
+        f"error: {other / 'codes.joint'}: differs from the model's {model / 'codes.joint'}: "
+        f"--resume needs the data the model was trained on (the same vocabularies and subword "
+        f"codes)"]
+    assert {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()} == before
+
+
+def test_resume_on_the_same_data_still_works(model, tiny_bpe):
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume", "--max-steps", "13"]) == 0
