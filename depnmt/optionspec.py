@@ -139,6 +139,10 @@ def convert(param: Param, value: Any) -> Any:
     """``value`` (from YAML or Python) as ``param``'s flag would take it: converted to its kind
     and checked; a ValueError saying what is wrong, worded as the command line words it."""
     kind = param.kind
+    if isinstance(value, (list, dict)) and not isinstance(param.default, (list, tuple, dict)):
+        # said without the value: a YAML alias bomb prints to gigabytes
+        raise ValueError(f"{'a list' if isinstance(value, list) else 'a mapping'} where one "
+                         f"value belongs.")
     if kind is None and param.default is not None:
         kind = type(param.default)
     if isinstance(kind, (IntRange, FloatRange)):

@@ -93,6 +93,9 @@ def checked_value(ctx: click.Context, param: click.Parameter, value: object, whe
     if isinstance(param.type, click.types.IntParamType) \
             and (isinstance(value, bool) or isinstance(value, float)):
         raise click.BadParameter(f"{value!r} is not an integer", ctx=ctx, param_hint=hint)
+    if isinstance(value, (list, dict)) and not (param.multiple and isinstance(value, list)):
+        kind = "a list" if isinstance(value, list) else "a mapping"
+        raise click.BadParameter(f"{kind} where one value belongs", ctx=ctx, param_hint=hint)
     try:
         return param.process_value(ctx, value)
     except click.BadParameter as exc:
