@@ -117,6 +117,11 @@ class Translator:
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one: "
                             "translate([sentence])")
+        sentences = list(sentences)
+        for i, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"translate(): sentence {i} is {type(sentence).__name__}, "
+                                f"not str")
         check_search_options(search)
         impl = self._translator
         defaults = impl.search_cfg

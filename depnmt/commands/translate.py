@@ -10,7 +10,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
-from .options import AMOUNT, COUNT, POSITIVE, deprecated_aliases
+from ..searchlimits import ALPHA, BEAM, LEN_A, LEN_B
+from .fields import click_type
+from .options import COUNT, POSITIVE, deprecated_aliases
 
 DEFAULT_MODEL_DIR = "model"
 DEVICE = click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -60,9 +62,9 @@ def hardware_options(items: str, precision_help: str):
                    "subwords scored (EOS included). An empty line gives one empty hypothesis "
                    "scored 0; fewer than N only where the length limit leaves fewer",
               show_default="one translation per line")
-@click.option("--beam", type=POSITIVE, default=None,
+@click.option("--beam", type=click_type(BEAM), default=None,
               help="beam size (1 = greedy)", show_default="the model's, set by train --beam")
-@click.option("--alpha", type=AMOUNT, default=None,
+@click.option("--alpha", type=click_type(ALPHA), default=None,
               help="length penalty exponent: hypotheses are ranked by log p / lp(|Y|), lp "
                    "of --length-penalty, |Y| in target subwords (0: plain log-probability)",
               show_default="the model's, set by train --alpha")
@@ -71,11 +73,13 @@ def hardware_options(items: str, precision_help: str):
                    "((5 + |Y|) / 6)^alpha (Wu et al. 2016), power = |Y|^alpha (CTranslate2, "
                    "fairseq, Marian; what --ct2 always does)",
               show_default="the model's, else gnmt")
-@click.option("--max-len-a", type=AMOUNT, default=None, metavar="A",
+@click.option("--max-len-a", type=click_type(LEN_A), default=None,
+              metavar="A",
               help="output length limit: a translation has at most ceil(A × source subwords + "
                    "B) − 1 target subwords (the limit counts the end-of-sentence token; source "
                    "subwords without it)", show_default="the model's, else 1.5")
-@click.option("--max-len-b", type=COUNT, default=None, metavar="B",
+@click.option("--max-len-b", type=click_type(LEN_B), default=None,
+              metavar="B",
               help="the B of --max-len-a's limit, in target subwords",
               show_default="the model's, else 10")
 @click.option("--at-limit", type=click.Choice(["eos", "cut"]), default=None,
