@@ -159,3 +159,10 @@ def search_attention(device: torch.device):
     except ImportError:                 # torch < 2.3: no cuDNN backend to leave out
         return contextlib.nullcontext()
     return sdpa_kernel([getattr(SDPBackend, name) for name in SEARCH_SDPA_BACKENDS])
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is the device running out of memory: CUDA's ``OutOfMemoryError``, or on
+    the CPU the allocator's ``RuntimeError`` ("can't allocate memory") or a ``MemoryError``."""
+    return (isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError))
+            or isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))

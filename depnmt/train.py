@@ -58,7 +58,7 @@ from . import distributed as dist
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (TokenBatcher, add_features, example_lengths, iterate_batches,
                    iterate_updates, pinned, prefetch, scheme_features)
-from .device import autocast, grad_scaler, precision_name, train_precision
+from .device import autocast, grad_scaler, out_of_memory, precision_name, train_precision
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
 from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
@@ -481,11 +481,14 @@ class Trainer:
 
     @contextmanager
     def _out_of_memory(self, training: bool) -> Iterator[None]:
-        """Turn the GPU running out of memory in the block (an update, or validation) into a
-        one-line error that names the device, the update and what to lower."""
+        """Turn the device running out of memory in the block (an update, or validation; a GPU
+        or the CPU: :func:`~depnmt.device.out_of_memory`) into a one-line error that names the
+        device, the update and what to lower."""
         try:
             yield
-        except torch.cuda.OutOfMemoryError:     # = torch.OutOfMemoryError (torch 2.5 on)
+        except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+            if not out_of_memory(exc):
+                raise
             o, step = self.opts, self.progress.step
             if training:
                 raise DepnmtError(

@@ -22,6 +22,7 @@ return them, one :class:`~depnmt.parse.Sentence` per input line over the words i
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -29,7 +30,7 @@ import torch
 
 from .bpe import Segmenter
 from .data import Example, add_features, collate, encode_source, pad_2d
-from .device import autocast, resolve_device, search_attention, train_precision
+from .device import autocast, out_of_memory, resolve_device, search_attention, train_precision
 from .errors import DepnmtError
 from .log import warn
 from .model.packed import pack_linears
@@ -198,7 +199,8 @@ class Translator:
                                    self.max_tokens, self.batch_size):
             batch = collate([examples[i] for i in rows], self.schemes).to(self.device)
             extras = Extras() if trees_out is not None else None   # parse scores, for trees
-            hyps, texts = self._search(batch, extras, nbest)
+            with self._out_of_memory(len(rows)):
+                hyps, texts = self._search(batch, extras, nbest)
             for i, result in zip(rows, texts):
                 results[i] = result
             if target_trees_out is not None:
@@ -217,6 +219,21 @@ class Translator:
         if target_trees_out is not None:
             target_trees_out.extend(targets)
         return results
+
+    @contextmanager
+    def _out_of_memory(self, sentences: int) -> Iterator[None]:
+        """The device running out of memory while searching a batch of ``sentences``
+        (:func:`~depnmt.device.out_of_memory`) as a one-line error naming what to lower."""
+        try:
+            yield
+        except (RuntimeError, MemoryError) as exc:
+            if not out_of_memory(exc):
+                raise
+            raise DepnmtError(
+                f"out of memory on {self.device} searching a batch of {sentences} sentences "
+                f"(--beam {self.search_cfg.beam}, --max-tokens {self.max_tokens}, "
+                f"--batch-size {self.batch_size or 'unlimited'}): lower --max-tokens or "
+                f"--beam") from None
 
     def _search(self, batch, extras: Extras | None, nbest: int) -> tuple[list[list[int]], list]:
         """Search ``batch``: each sentence's best hypothesis (target ids) and its result, the

@@ -220,3 +220,52 @@ def test_with_several_processes_no_rank_keeps_the_corpus_features(tiny_bpe, tmp_
     assert all(torch.equal(a.src_feats[k], b.src_feats[k]) for k in a.src_feats)
     assert not any(e.feats for e in two.setup.train_data)    # nothing kept
 
+
+
+CPU_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+           "memory: you tried to allocate 40000000000 bytes. Error code 12")
+
+
+def test_the_cpu_running_out_of_memory_in_training_is_one_line(tiny_bpe, tmp_path, monkeypatch,
+                                                               capsys):
+    def oom(self, *args, **kwargs):
+        raise RuntimeError(CPU_OOM)
+
+    monkeypatch.setattr(TransformerNMT, "forward", oom)
+    capsys.readouterr()
+    assert run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
+                    "--max-steps", "2", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert [x for x in err.splitlines() if x.startswith("error:")] == [
+        "error: out of memory on cpu in update 1 (--max-tokens 400, --update-freq 1): halve "
+        "--max-tokens and double --update-freq to keep the same update size"]
+
+
+def test_other_runtime_errors_are_not_taken_for_out_of_memory(tiny_bpe, tmp_path, monkeypatch):
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(TransformerNMT, "forward", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL, "--max-steps", "2",
+                 "--device", "cpu"])
+
+
+def test_the_cpu_running_out_of_memory_in_translate_is_one_line(tiny_model, tmp_path,
+                                                                monkeypatch, capsys):
+    import depnmt.translate as translate
+
+    def oom(*args, **kwargs):
+        raise RuntimeError(CPU_OOM)
+
+    monkeypatch.setattr(translate, "search", oom)
+    source = tmp_path / "in.txt"
+    source.write_text("a dog runs .\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli(["translate", "-m", tiny_model, "-i", source, "-o", tmp_path / "out",
+                    "--beam", "2"]) == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: out of memory on cpu searching a batch of 1 sentences "
+                           "(--beam 2, --max-tokens 8000")
+    assert line.endswith("lower --max-tokens or --beam") and not (tmp_path / "out").exists()
