@@ -114,7 +114,11 @@ class Translator:
         if quantize == "int8":
             check_int8(dev)
         model = TransformerNMT(model_cfg)
-        model.assign_state(state["model"])
+        try:
+            model.assign_state(state["model"])
+        except RuntimeError as exc:
+            raise DepnmtError(f"{ckpt_path}: does not fit this model "
+                              f"({str(exc).strip().splitlines()[0]})") from None
         if quantize == "int8":
             quantize_int8(model.eval())
         search_cfg = SearchConfig(**{**config.get("search", {}),

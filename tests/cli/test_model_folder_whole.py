@@ -79,3 +79,27 @@ def test_resume_refuses_codes_of_another_segmentation(model, tiny_bpe, tmp_path,
 
 def test_resume_on_the_same_data_still_works(model, tiny_bpe):
     assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume", "--max-steps", "13"]) == 0
+
+
+@pytest.mark.parametrize("change", ["drop", "reshape"])
+def test_a_checkpoint_without_a_parameter_is_an_error_naming_it(change, model, tmp_path,
+                                                                capsys):
+    """A checkpoint whose digest is valid but which lacks a weight, or has one of another
+    shape (was a state_dict traceback)."""
+    import torch
+
+    from depnmt.checkpoint import load_checkpoint, save_checkpoint
+    best = model / "checkpoints" / "best.pt"
+    state = load_checkpoint(best)
+    if change == "drop":
+        del state["model"]["src_embed.weight"]
+    else:
+        state["model"]["src_embed.weight"] = torch.zeros(3, 3)
+    save_checkpoint(best, state)
+    source = tmp_path / "in.txt"
+    source.write_text("a dog runs .\n", encoding="utf-8")
+    assert run_cli(["translate", "-m", model, "-i", source, "-o", tmp_path / "out"]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    expected = ("has no weights for src_embed.weight" if change == "drop"
+                else "src_embed.weight is (3, 3), the model's is")
+    assert line.startswith(f"error: {best}: {expected}")
