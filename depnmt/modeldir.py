@@ -179,15 +179,15 @@ def check_subword_files(model_dir: Path, config: dict[str, Any]) -> None:
                               f"changed or cut short; restore it from the bpe folder")
 
 
-def check_same_subwords(data_dir: Path, model_dir: Path) -> None:
-    """``--resume``: the data folder's vocabularies and codes are byte for byte the model's
-    (another segmentation of the same size would swap them under the trained weights); else
-    a :class:`DepnmtError` naming the first file that differs."""
+def check_same_subwords(data_dir: Path, model_dir: Path, flag: str = "--resume") -> None:
+    """``--resume`` (``flag``; also ``--init-from``): the data folder's vocabularies and codes
+    are byte for byte the model's (another segmentation of the same size would swap them under
+    the trained weights); else a :class:`DepnmtError` naming the first file that differs."""
     from .datarecord import sha256
     for name in subword_files(model_dir):
         ours, theirs = model_dir / name, data_dir / name
         if not theirs.is_file() or sha256(theirs) != sha256(ours):
-            raise DepnmtError(f"{theirs}: differs from the model's {ours}: --resume needs the "
+            raise DepnmtError(f"{theirs}: differs from the model's {ours}: {flag} needs the "
                               f"data the model was trained on (the same vocabularies and "
                               f"subword codes)")
 

@@ -125,6 +125,11 @@ OUTPUTS = [
     Param("resume", ("--resume",), False, "continue from MODEL_DIR/checkpoints/last.pt "
           "(optimizer, schedule, RNG and data order included); flags not given take the values "
           "the model was trained with", bool),
+    Param("init_from", ("--init-from",), None, "start from the weights of this trained model "
+          "(its folder: best.pt, else last.pt; or one of its checkpoints): every parameter "
+          "of the same name and shape is copied, the others (a new scheme's) start as in a "
+          "fresh run, with a fresh optimizer and schedule; its vocabularies and codes must be "
+          "the data's", metavar="MODEL"),
     Param("tensorboard", ("--tensorboard",), None, "also write training loss, learning rate, "
           "tokens/s and the dev metrics as TensorBoard scalars to this folder (needs `pip "
           "install 'depnmt[tensorboard]'`)", Folder()),
@@ -146,6 +151,7 @@ class RunConfig:
     resume: bool = False
     tensorboard: Path | None = None
     settings: dict[str, Any] | None = None
+    init_from: Path | None = None
 
 
 def model_params() -> list[Param]:
@@ -256,10 +262,15 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
     if params["model_dir"] is not None:
         check_distinct(Path(params["model_dir"]),
                        {what: Path(path) for what, path in inputs.items() if path is not None})
+    if params["resume"] and params.get("init_from") and "init_from" in given:
+        raise UsageError("--init-from starts a new run from a trained model and --resume "
+                         "continues this one: give one of them")
     return RunConfig(params["data_dir"], params["model_dir"], model,
                      TrainOptions(**sections["train_"]), SearchConfig(**sections["search_"]),
                      params["trees_dir"], params["resume"], params["tensorboard"],
-                     saved_settings(params, name.components))
+                     saved_settings(params, name.components),
+                     None if params["resume"] or not params.get("init_from")
+                     else Path(params["init_from"]))
 
 
 def load(config: Mapping[str, Any] | str | Path) -> RunConfig:

@@ -69,6 +69,7 @@ from .runconfig import TrainOptions
 from .textio import append_line, atomic_open
 from .trainrun import METRICS, TrainingRun
 from .vocab import PAD
+from .warmstart import warm_start
 
 if TYPE_CHECKING:
     from .board import TensorBoardLog
@@ -143,6 +144,8 @@ class Trainer:
         self.ckpt_dir = checkpoint_dir(self.setup.model_dir)
         self._log_records = 0
         self.model = TransformerNMT(self.setup.model_cfg).to(self.device)   # alike on every rank
+        if setup.init_from is not None and not setup.resume:
+            warm_start(self.model, setup.init_from, setup.data_dir)
         self.lazy_features = dist.world_size() > 1
         self._add_features()
         dist.seed_rank(opts.seed)

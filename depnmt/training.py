@@ -29,6 +29,7 @@ def run(config: RunConfig) -> None:
         with lock_if_main(config.model_dir):
             setup = prepare_run(config.data_dir, config.model_dir, config.model, config.training,
                                 config.trees_dir, config.resume, config.search, config.settings)
+            setup.init_from = config.init_from
             trainer = Trainer(setup, board)
             try:
                 with StopSignals() as signals:

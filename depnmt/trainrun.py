@@ -66,6 +66,7 @@ class TrainingRun:
     dev_data: list[Example] = field(default_factory=list)
     dev_refs: list[str] = field(default_factory=list)
     settings: dict[str, Any] | None = None          # what train.yaml records (None: no file)
+    init_from: Path | None = None                   # a trained model to start from (warmstart)
 
     @property
     def parser_settings(self) -> dict | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -122,4 +123,14 @@ def import_random_trees(tiny_bpe: Path, given: Path, out_name: str, langs: tuple
     side = "both" if len(langs) == 2 else "src"
     assert run_cli(["parse", "-i", prepare, "-o", out, "--backend", "conllu", "--conllu-dir",
                     given, "--side", side]) == 0
+    return out
+
+
+def other_segmentation(tiny_bpe: Path, out: Path) -> Path:
+    """A copy of ``tiny_bpe`` at ``out`` whose BPE codes are in another order (merges applied
+    otherwise) and whose vocabularies are the same size: another segmentation."""
+    shutil.copytree(tiny_bpe, out)
+    codes = (out / "codes.joint").read_text(encoding="utf-8").splitlines(keepends=True)
+    (out / "codes.joint").write_text("".join([codes[0], *reversed(codes[1:])]),
+                                     encoding="utf-8")
     return out

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from .conftest import run_cli
+from .conftest import other_segmentation, run_cli
 from .test_chaos import chaos
 
 error_lines = chaos.error_lines
@@ -63,11 +63,7 @@ def test_a_model_folder_of_an_earlier_depnmt_loads_with_a_warning(model, tmp_pat
 
 def test_resume_refuses_codes_of_another_segmentation(model, tiny_bpe, tmp_path, capsys):
     """Same vocabulary sizes, other codes: the weights would be read with other subwords."""
-    other = tmp_path / "bpe"
-    shutil.copytree(tiny_bpe, other)
-    codes = (other / "codes.joint").read_text(encoding="utf-8").splitlines(keepends=True)
-    (other / "codes.joint").write_text("".join([codes[0], *reversed(codes[1:])]),
-                                       encoding="utf-8")
+    other = other_segmentation(tiny_bpe, tmp_path / "bpe")
     before = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()}
     assert run_cli(["train", "-i", other, "-o", model, "--resume", "--max-steps", "14"]) == 2
     assert error_lines(capsys.readouterr().err) == [
