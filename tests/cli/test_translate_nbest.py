@@ -132,8 +132,8 @@ def test_help_states_the_length_limits_units_and_defaults(capsys):
     assert run_cli(["translate", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "ceil(A × source subwords + B) − 1 target subwords" in text
-    assert "[default: (the model's, else 1.5); x>=0]" in text
-    assert "[default: (the model's, else 10); x>=0]" in text
+    assert "[default: (the model's, else 1.5); 0<=x<=100.0]" in text       # searchlimits
+    assert "[default: (the model's, else 10); 0<=x<=100000]" in text
     assert "250 source subwords" in text
     assert "SENT_ID ||| hypothesis ||| score ||| logprob" in text
 
