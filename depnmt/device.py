@@ -166,3 +166,27 @@ def out_of_memory(exc: BaseException) -> bool:
     the CPU the allocator's ``RuntimeError`` ("can't allocate memory") or a ``MemoryError``."""
     return (isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError))
             or isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
+# `train --max-tokens` when not given: the CPU's, and on a GPU what a Transformer-base with a
+# 32k vocabulary fits (one H200, bf16: peak 24.7 GiB for abs and 26.7 GiB for abs+dep+rel at
+# 25,000 target tokens, docs/gpu.md), scaled down on GPUs with less memory
+TRAIN_MAX_TOKENS_CPU, TRAIN_MAX_TOKENS_GPU = 4096, 25_000
+GIB_PER_1K_TOKENS = 1.1         # the measured ~1.0 GiB per 1,000 tokens, with room to spare
+
+
+def train_max_tokens(name: str) -> int:
+    """``train --max-tokens``'s default on device ``name`` (``auto``, ``cpu``, ``cuda[:N]``):
+    :data:`TRAIN_MAX_TOKENS_CPU` on the CPU; on a GPU :data:`TRAIN_MAX_TOKENS_GPU`, or on one
+    with less memory than that needs, the thousands of tokens that 80 % of its memory holds
+    (never below the CPU's)."""
+    device = resolve_device(name)
+    if device.type != "cuda":
+        return TRAIN_MAX_TOKENS_CPU
+    fits = int(0.8 * gpu_memory_gib(device) / GIB_PER_1K_TOKENS) * 1000
+    return max(TRAIN_MAX_TOKENS_CPU, min(TRAIN_MAX_TOKENS_GPU, fits))
+
+
+def gpu_memory_gib(device: torch.device) -> float:
+    """The total memory of CUDA ``device`` in GiB."""
+    return torch.cuda.get_device_properties(device).total_memory / 2 ** 30
