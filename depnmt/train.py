@@ -143,7 +143,8 @@ class Trainer:
         self.amp = train_precision(self.device, opts.precision if opts.amp else "fp32")
         self.ckpt_dir = checkpoint_dir(self.setup.model_dir)
         self._log_records = 0
-        self.model = TransformerNMT(self.setup.model_cfg).to(self.device)   # alike on every rank
+        self.model = TransformerNMT(self.setup.model_cfg, self.setup.schemes or None
+                                    ).to(self.device)                   # alike on every rank
         if setup.init_from is not None and not setup.resume:
             warm_start(self.model, setup.init_from, setup.data_dir)
         self.lazy_features = dist.world_size() > 1

@@ -66,6 +66,7 @@ class TrainingRun:
     dev_data: list[Example] = field(default_factory=list)
     dev_refs: list[str] = field(default_factory=list)
     settings: dict[str, Any] | None = None          # what train.yaml records (None: no file)
+    schemes: list[Scheme] = field(default_factory=list)   # built once: checked, learned
     init_from: Path | None = None                   # a trained model to start from (warmstart)
 
     @property
@@ -97,6 +98,7 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
     cfg.schemes = learn_options(cfg.schemes, run.train_data, schemes)     # the learn step
+    run.schemes = schemes                           # the model is built from these (learned)
     prepare_dir = Path(bpe["prepare_dir"])
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
     run.dev_refs = read_lines(ref) if ref.exists() and run.dev_data else []

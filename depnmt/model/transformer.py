@@ -22,7 +22,7 @@ from ..vocab import PAD
 from .attention import KeyValues, MultiHeadAttention, stackable, stacked_linears
 from .dropout import Dropout
 from .packed import PackedWeights
-from .schemes import Extras, ModelDims, SchemeStack, build_schemes
+from .schemes import Extras, ModelDims, Scheme, SchemeStack, build_schemes
 from .schemes.upgrade import upgrade_model_config
 from .schemes.base import masked_sum, positions
 
@@ -180,7 +180,9 @@ class DecoderState:
 class TransformerNMT(nn.Module):
     """Encoder–decoder Transformer; ``forward`` returns logits and extras for teacher forcing."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, schemes: list[Scheme] | None = None):
+        """``schemes``: those of ``cfg.schemes`` when already built (a training run builds
+        them once, for its checks and its learn step); None: built here."""
         super().__init__()
         self.cfg = cfg
         self.scale = math.sqrt(cfg.d_model)
@@ -191,7 +193,8 @@ class TransformerNMT(nn.Module):
             self.tgt_embed = self.src_embed
         else:
             self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
-        self.schemes = SchemeStack(build_schemes(cfg.schemes), cfg.dims)   # the one stack
+        self.schemes = SchemeStack(build_schemes(cfg.schemes) if schemes is None else schemes,
+                                   cfg.dims)                             # the one stack
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.drop = Dropout(cfg.dropout)

@@ -133,3 +133,24 @@ def test_config_option_serves_any_command(tmp_path):
     assert settings == {"tag": ["x", "y"], "size": 2}
     again = write_yaml(tmp_path / "again.yaml", settings)
     assert CliRunner().invoke(toy, ["--config", str(again)]).output == "['x', 'y'] 2 False\n"
+
+
+def test_a_training_start_builds_its_schemes_once(tiny_bpe, tmp_path, monkeypatch):
+    """The schemes of a run are built once: checked, given the options they learn (GPS's label
+    vocabulary), and the model is built from them."""
+    from depnmt.model.schemes.base import Scheme
+
+    from .conftest import import_random_trees
+    trees = import_random_trees(tiny_bpe, tmp_path / "given", "parse-once", ("en",),
+                                ["nsubj", "obj"], 5)
+    built = []
+    init = Scheme.__init__
+
+    def counted(self, **options):
+        built.append(type(self).name)
+        init(self, **options)
+
+    monkeypatch.setattr(Scheme, "__init__", counted)
+    assert run_cli(["train", "-i", tiny_bpe, "-t", trees, "-o", tmp_path / "m", *TINY_MODEL,
+                    "--scheme", "abs+gps", "--max-steps", "1"]) == 0
+    assert sorted(built) == ["abs", "gps"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...compat import renamed_options
 from .base import ModelDims, Scheme
-from .options import is_learned, options_dict, pick_options
+from .options import is_learned, make_options, options_dict, pick_options
 
 SCHEMES: dict[str, type[Scheme]] = {}
 # option name -> (its declaration, the first scheme declaring it): one meaning per name
@@ -79,10 +79,15 @@ def learn_options(entries: list[dict[str, Any]], examples: list[Any],
     """The step between loading the training data and building the model: ``entries`` with
     the options each scheme learns from the training ``examples`` (trees attached) added, e.g.
     GPS's label vocabulary (:meth:`Scheme.learn_options`); ``schemes``: those of ``entries``
-    when already built (:func:`check_schemes`)."""
+    when already built (:func:`check_schemes`), given the learned options too, so that the
+    model is built from them (one build per run)."""
     schemes = build_schemes(entries) if schemes is None else schemes
-    return [{"name": e["name"], "options": {**e["options"], **scheme.learn_options(examples)}}
-            for e, scheme in zip(entries, schemes)]
+    learned = []
+    for e, scheme in zip(entries, schemes):
+        options = {**e["options"], **scheme.learn_options(examples)}
+        scheme.options = make_options(scheme.Options, options)   # the built scheme learns too
+        learned.append({"name": e["name"], "options": options})
+    return learned
 
 
 def with_learned(entries: list[dict[str, Any]],
