@@ -103,7 +103,7 @@ class ForcedScorer:
             batch = collate([examples[i] for i in rows], t.schemes).to(t.device)
             with autocast(t.device, t.amp), search_attention(t.device):
                 picked = token_logprobs(t.model, batch.src, batch.src_feats, batch.tgt_in,
-                                        batch.tgt_out)
+                                        batch.tgt_out).cpu()      # one copy a batch, not a row
             for row, i in enumerate(rows):
                 n = len(examples[i].tgt) + 1                        # with EOS
                 values = picked[row, :n]

@@ -146,7 +146,7 @@ def convert(param: Param, value: Any) -> Any:
     if kind is None and param.default is not None:
         kind = type(param.default)
     if isinstance(kind, (IntRange, FloatRange)):
-        return _in_range(kind, _number(kind, value))
+        return number_in_range(kind, value)
     if kind in (int, float):
         return _number(kind, value)
     if isinstance(kind, Choice):
@@ -161,6 +161,12 @@ def convert(param: Param, value: Any) -> Any:
     elif not isinstance(value, (list, dict)) and value is not None:
         value = str(value)
     return param.check(value) if param.check else value
+
+
+def number_in_range(kind: IntRange | FloatRange, value: Any) -> int | float:
+    """``value`` as a number of ``kind`` (an int for an :class:`IntRange`; finite) within its
+    bounds, as :func:`convert` takes it; a ValueError saying what is wrong otherwise."""
+    return _in_range(kind, _number(kind, value))
 
 
 def _number(kind: Kind, value: Any) -> int | float:

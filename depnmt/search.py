@@ -41,8 +41,8 @@ from torch import Tensor
 from .errors import DepnmtError
 from .model.schemes import Extras
 from .model.transformer import DecoderState, TransformerNMT, decoding_dtype
-from .optionspec import Choice, option
-from .searchlimits import ALPHA, BEAM, MAX_ALPHA, MAX_BEAM, MAX_LEN_A, MAX_LEN_B
+from .optionspec import Choice, number_in_range, option
+from .searchlimits import ALPHA, BEAM, LEN_A, LEN_B
 from .vocab import BOS, EOS, PAD
 
 LENGTH_PENALTIES = ("gnmt", "power")
@@ -67,21 +67,12 @@ class SearchConfig:
     def __post_init__(self):
         check_length_penalty(self.length_penalty)
         check_at_limit(self.at_limit)
-        check_number("beam", self.beam, int, 1, MAX_BEAM)
-        check_number("alpha", self.alpha, float, 0, MAX_ALPHA)
-        check_number("max_len_a", self.max_len_a, float, 0, MAX_LEN_A)
-        check_number("max_len_b", self.max_len_b, int, 0, MAX_LEN_B)
-
-
-
-def check_number(name: str, value, kind: type, low: float, high: float) -> None:
-    """``value`` of search option ``name`` is a finite ``kind`` (an int for ``int``; an int or
-    float for ``float``; never a bool) in ``[low, high]``, else a :class:`DepnmtError`."""
-    kinds = (int,) if kind is int else (int, float)
-    what = "an integer" if kind is int else "a number"
-    if isinstance(value, bool) or not isinstance(value, kinds) \
-            or not (math.isfinite(value) and low <= value <= high):
-        raise DepnmtError(f"{name} {value!r}: expected {what} from {low:g} to {high:g}")
+        for name, kind in (("beam", BEAM), ("alpha", ALPHA), ("max_len_a", LEN_A),
+                           ("max_len_b", LEN_B)):
+            try:
+                number_in_range(kind, getattr(self, name))
+            except ValueError as exc:
+                raise DepnmtError(f"{name} {getattr(self, name)!r}: {exc}") from None
 
 
 def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:

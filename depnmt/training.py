@@ -28,8 +28,8 @@ def run(config: RunConfig) -> None:
     with dist.process_group(config.training.device):
         with lock_if_main(config.model_dir):
             setup = prepare_run(config.data_dir, config.model_dir, config.model, config.training,
-                                config.trees_dir, config.resume, config.search, config.settings)
-            setup.init_from = config.init_from
+                                config.trees_dir, config.resume, config.search, config.settings,
+                                config.init_from)
             trainer = Trainer(setup, board)
             try:
                 with StopSignals() as signals:

@@ -80,9 +80,11 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
                 opts: TrainOptions,
                 trees_dir: Path | None = None, resume: bool = False,
                 search: SearchConfig | None = None,
-                settings: dict[str, Any] | None = None) -> TrainingRun:
+                settings: dict[str, Any] | None = None,
+                init_from: Path | None = None) -> TrainingRun:
     """Steps 1–5 of the module docstring; rank 0 writes the model directory. ``settings``:
-    the options of ``depnmt train`` that :data:`SETTINGS` records (None: no file)."""
+    the options of ``depnmt train`` that :data:`SETTINGS` records (None: no file);
+    ``init_from``: a trained model the new run starts from (:mod:`depnmt.warmstart`)."""
     check_model_dir(model_dir, resume)
     if dist.is_main() and not resume:   # what a run killed before its first last.pt left
         for leftover in (model_dir / METRICS, checkpoint_dir(model_dir) / "best.pt"):
@@ -93,7 +95,7 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
     src_vocab, tgt_vocab = load_vocabs(data_dir)
     cfg, schemes = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
     run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
-                      cfg, src_vocab, tgt_vocab, settings=settings)
+                      cfg, src_vocab, tgt_vocab, settings=settings, init_from=init_from)
     run.tree_parsers = tree_parsers(cfg, trees_dir)
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
