@@ -411,8 +411,10 @@ def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
 
 def stage_owns(langs: dict[str, str]):
     """Which names of an existing bpe folder that its manifest does not list a new bpe run may
-    replace: the files any bpe run writes."""
+    replace: the files any bpe run writes, and the training-data cache that ``train`` adds
+    (:mod:`depnmt.datacache`; made from the files being replaced)."""
     names = {f"{split}.{lang}" for split in SPLITS for lang in langs.values()} | {CONFIG_FILE}
+    names |= {"cache"}
     names |= {f"{kind}.{side}" for kind in ("codes", "bpevocab") for side in SIDES}
     names |= {"codes.joint"} | {f"vocab.{side}.txt" for side in SIDES}
     return names.__contains__

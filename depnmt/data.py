@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -75,6 +76,8 @@ class Batch:
         """The batch in page-locked host memory, from which ``to(cuda)`` copies without
         blocking the host (from pageable memory ``non_blocking`` copies synchronously)."""
         return self._map(Tensor.pin_memory)
+
+    pin_memory = pin              # what a DataLoader's pinning thread calls
 
     def _map(self, move) -> "Batch":
         counts = self.counts or (self.n_tokens, self.n_src_tokens)
@@ -206,32 +209,44 @@ class TokenBatcher:
     least N × the longest pair (only the epoch's last batch is then shorter).
     """
 
-    def __init__(self, lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int = 1,
-                 shuffle: bool = True, max_sentences: int | None = None):
-        self.lengths = list(lengths)
+    def __init__(self, lengths: Sequence[tuple[int, int]] | np.ndarray, max_tokens: int,
+                 seed: int = 1, shuffle: bool = True, max_sentences: int | None = None):
+        """``lengths``: ``[pairs, 2]`` (source, target) lengths, a list or an array."""
+        self.lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
         self.max_tokens, self.seed, self.shuffle = max_tokens, seed, shuffle
         self.max_sentences = max_sentences
 
-    def batches(self, epoch: int) -> list[list[int]]:
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """The epoch's batches, each an array of example indices. The sort is an array sort
+        (seconds for millions of pairs) by the same keys, and the same random tie-breaks
+        (drawn in index order), as a sort of the pairs by ``(max, target, source, random)``."""
         rng = random.Random(self.seed * 100003 + epoch)
-        order = sorted(range(len(self.lengths)),
-                       key=lambda i: (max(self.lengths[i]), self.lengths[i][1],
-                                      self.lengths[i][0], rng.random() if self.shuffle else i))
-        batches, current, longest = [], [], 0
-        for i in order:
-            size = max(self.lengths[i])
-            new_longest = max(longest, size)
-            full = self.max_sentences is not None and len(current) >= self.max_sentences
-            if current and ((len(current) + 1) * new_longest > self.max_tokens or full):
-                batches.append(current)
-                current, new_longest = [], size
-            current.append(i)
-            longest = new_longest
-        if current:
-            batches.append(current)
+        n = len(self.lengths)
+        src, tgt = self.lengths[:, 0], self.lengths[:, 1]
+        size = np.maximum(src, tgt)
+        tie = (np.fromiter((rng.random() for _ in range(n)), np.float64, n) if self.shuffle
+               else np.arange(n))
+        order = np.lexsort((tie, src, tgt, size))
+        cuts = self._cuts(size[order].tolist())
+        batches = np.split(order, cuts[1:-1]) if n else []
         if self.shuffle:
             rng.shuffle(batches)
         return batches
+
+    def _cuts(self, sizes: list[int]) -> list[int]:
+        """Where the greedy cut of the sorted ``sizes`` starts each batch (and the end)."""
+        cuts, count, longest = [0], 0, 0
+        cap = self.max_sentences
+        for i, size in enumerate(sizes):
+            new_longest = longest if longest > size else size
+            if count and ((count + 1) * new_longest > self.max_tokens
+                          or cap is not None and count >= cap):
+                cuts.append(i)
+                count, new_longest = 0, size
+            count += 1
+            longest = new_longest
+        cuts.append(len(sizes))
+        return cuts
 
 
 def iterate_batches(examples: Sequence[Example], batcher: TokenBatcher, epoch: int,

@@ -64,6 +64,11 @@ def world_size() -> int:
     return torch.distributed.get_world_size() if _active() else 1
 
 
+def local_world_size() -> int:
+    """The processes of this run on this machine (``LOCAL_WORLD_SIZE``; 1 without torchrun)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if launched() else 1
+
+
 def is_main() -> bool:
     """True on rank 0, the process that writes files and prints."""
     return rank() == 0

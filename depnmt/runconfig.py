@@ -35,7 +35,8 @@ from .model.schemes.names import SchemeName, parse_name, resolve, scheme_name
 from .model.schemes.registry import OPTION_FIELDS, declared_options, scheme_entries
 from .model.schemes.upgrade import upgrade_model_config
 from .model.transformer import ModelConfig
-from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, Folder, Param,
+from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, Folder, IntRange,
+                         Param,
                          convert, field_param, field_params, flag_name, option, plain_value,
                          read_yaml_config, suggestion)
 from .search import SearchConfig
@@ -90,6 +91,12 @@ class TrainOptions:
         "state stay fp32"), Choice(PRECISIONS), envvar="DEPNMT_PRECISION")
     amp: bool = option(True, "--no-amp is --precision fp32 (older flag)", flag="--amp/--no-amp")
     log_every: int = option(100, "updates between metrics.jsonl lines", POSITIVE)
+    workers: int = option(-1, (
+        "data-loader processes that read, collate and compute the tree features of the "
+        "batches ahead of the training step (per process under torchrun; 0 = in the training "
+        "process). -1: up to 4 on a GPU, leaving a core to each training process; 1 on a CPU "
+        "of 2 cores or more. Batches and results are the same for any number"),
+        IntRange(min=-1))
 
 
 # the fields of the model config that are options: name -> (flag, values, help)

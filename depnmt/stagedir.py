@@ -36,6 +36,7 @@ from .errors import DepnmtError, os_error
 from .textio import fsync_path, naming, read_json
 
 MANIFEST = "manifest.json"
+HELD: set[int] = set()          # descriptors of the locks this process holds
 COMMIT_DELAY = "DEPNMT_STAGE_COMMIT_DELAY"  # tests: seconds to wait, locked, before the rename
 
 
@@ -55,9 +56,23 @@ def hold_lock(lock_path: Path, folder: Path, writer: str, wait: bool = False
             raise DepnmtError(f"{folder}: in use by process {holder} ({writer})") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        HELD.add(fd)
         yield
     finally:
+        HELD.discard(fd)
         os.close(fd)                        # releases the lock
+
+
+def forget_held_locks() -> None:
+    """In a forked child (a data-loader worker): close its copies of the parent's lock
+    descriptors. A ``flock`` belongs to the open file, which a fork shares: a worker that
+    kept a copy would hold the parent's lock after the parent was killed."""
+    for fd in list(HELD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    HELD.clear()
 
 
 def sibling(out_dir: Path, kind: str) -> Path:

@@ -57,7 +57,8 @@ import torch
 from . import distributed as dist
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (TokenBatcher, add_features, example_lengths, iterate_batches,
-                   iterate_updates, pinned, prefetch, scheme_features)
+                   iterate_updates, pinned, prefetch)
+from .loader import WaitClock, default_workers, worker_updates
 from .device import autocast, grad_scaler, out_of_memory, precision_name, train_precision
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
@@ -147,39 +148,23 @@ class Trainer:
                                     ).to(self.device)                   # alike on every rank
         if setup.init_from is not None and not setup.resume:
             warm_start(self.model, setup.init_from, setup.data_dir)
-        self.lazy_features = dist.world_size() > 1
-        self._add_features()
+        if dist.is_main():         # rank 0 validates; training batches get theirs when collated
+            add_features(self.setup.dev_data, self.model.schemes.schemes)
         dist.seed_rank(opts.seed)
         self.optimizer = adam(self.model.parameters(), opts.lr, self.device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: inverse_sqrt(s, opts.warmup))
         self.scaler = grad_scaler(self.device, self.amp)
         self.progress = Progress()
-        self.batcher = TokenBatcher(example_lengths(setup.train_data), opts.max_tokens,
+        self.batcher = TokenBatcher(setup.train_data.lengths(), opts.max_tokens,
                                     opts.seed, max_sentences=opts.batch_sentences or None)
+        self.workers = (opts.workers if opts.workers >= 0 else
+                        default_workers(self.device, dist.local_world_size()))
+        self.wait = WaitClock()
         if setup.resume:
             self._restore()
         self._loss_scale = self.scaler.get_scale()      # fp16: drops when a step is skipped
         self.net = dist.wrap(self.model, self.device)   # what training runs: DDP or the model
-
-    def _add_features(self) -> None:
-        """The examples' tree features, by the model's own schemes. One process computes and
-        keeps them all, once, before training (computing them again every epoch would cost
-        a CPU run up to 0.7 ms per 25-subword sentence, against some 10 ms of training: 5–7%
-        of its speed for nothing). Several processes
-        would each keep the whole corpus's: there every rank computes the features of its own
-        batches when it collates them (``lazy_features``, :func:`~depnmt.data.collate`), and
-        before training a 1/W share of the corpus (dropped at once), so that a tree that does
-        not fit its sentence is an error before the first update. Dev features: rank 0's,
-        which validates."""
-        schemes = self.model.schemes.schemes
-        if dist.is_main():
-            add_features(self.setup.dev_data, schemes)
-        if not self.lazy_features:
-            add_features(self.setup.train_data, schemes)
-            return
-        for ex in self.setup.train_data[dist.rank()::dist.world_size()]:
-            scheme_features(ex, schemes)
 
     # -- checkpoints -----------------------------------------------------------------------
     def _rng_state(self) -> dict[str, Any]:
@@ -608,13 +593,21 @@ class Trainer:
                   "precision": precision_name(self.amp)})
 
     def _updates(self):
-        """This rank's batches of each remaining update of the current epoch (on CUDA collated
-        and pinned in a background thread)."""
-        p = self.progress
-        updates = iterate_updates(self.setup.train_data, self.batcher, p.epoch,
-                                  self.opts.update_freq, start=p.batches_done, rank=dist.rank(),
-                                  world=dist.world_size(), schemes=self.model.schemes.schemes)
-        return prefetch(pinned(updates)) if self.device.type == "cuda" else updates
+        """This rank's batches of each remaining update of the current epoch: collated (pairs
+        read from the cache, tree features computed) by ``--workers`` processes, or here (on
+        CUDA in a background thread), and pinned for a GPU; the time the loop waits for them
+        is measured (:class:`~depnmt.loader.WaitClock`)."""
+        p, cuda = self.progress, self.device.type == "cuda"
+        where = dict(start=p.batches_done, rank=dist.rank(), world=dist.world_size(),
+                     schemes=self.model.schemes.schemes)
+        if self.workers:
+            updates = worker_updates(self.setup.train_data, self.batcher, p.epoch,
+                                     self.opts.update_freq, self.workers, pin=cuda, **where)
+        else:
+            updates = iterate_updates(self.setup.train_data, self.batcher, p.epoch,
+                                      self.opts.update_freq, **where)
+            updates = prefetch(pinned(updates)) if cuda else updates
+        return self.wait.timed(updates)
 
     def _stop_if_signalled(self, signals: StopSignals, started: float, base: float) -> None:
         """After an update (and its validation): when any rank received SIGTERM/SIGINT, save
@@ -644,6 +637,9 @@ class Trainer:
                   "lr": self.scheduler.get_last_lr()[0],
                   "tgt_tokens_per_s": round(window["tokens"] / dt, 1),
                   "src_tokens_per_s": round(window["src_tokens"] / dt, 1)}
+        waited = self.wait.take()
+        record["batch_wait_s"] = round(waited, 4)       # the loop waiting for its next batches
+        record["batch_wait_share"] = round(waited / dt, 4)
         load = load_average()
         if load is not None:
             record["load"] = load        # what else ran: tokens/s of separate runs need it

@@ -12,7 +12,9 @@ directory's lock, SIGTERM/SIGINT, TensorBoard, the manifest):
 2. the data folder's manifests and vocabularies; the model config completed with the
    vocabulary sizes (``--resume``: the saved config's learned options kept), every scheme's
    options checked against the model (:func:`~depnmt.model.schemes.registry.check_schemes`);
-3. the parsers whose trees the schemes read, the examples with their trees;
+3. the parsers whose trees the schemes read; the training pairs with their trees as a
+   :class:`~depnmt.datacache.TrainCorpus` over the data folder's cache (built on first use,
+   on every core), the dev examples in memory;
 4. **the learn step**: options the schemes learn from the training examples (GPS's label
    vocabulary, :func:`~depnmt.model.schemes.registry.learn_options`) go into the model config,
    before any model exists;
@@ -26,10 +28,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from . import distributed as dist
 from .data import Example, attach_trees, load_parallel
+from .datacache import TrainCorpus, open_corpus
 from .errors import DepnmtError
 from .log import warn
 from .manifest import load_manifest
@@ -62,7 +65,7 @@ class TrainingRun:
     src_vocab: Vocab
     tgt_vocab: Vocab
     tree_parsers: dict[str, dict] = field(default_factory=dict)   # side -> parser settings
-    train_data: list[Example] = field(default_factory=list)
+    train_data: TrainCorpus | None = None           # read from the cache, batch by batch
     dev_data: list[Example] = field(default_factory=list)
     dev_refs: list[str] = field(default_factory=list)
     settings: dict[str, Any] | None = None          # what train.yaml records (None: no file)
@@ -99,7 +102,8 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
     run.tree_parsers = tree_parsers(cfg, trees_dir)
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
-    cfg.schemes = learn_options(cfg.schemes, run.train_data, schemes)     # the learn step
+    cfg.schemes = learn_options(cfg.schemes, run.train_data.learning_examples(),
+                                schemes)                                # the learn step
     run.schemes = schemes                           # the model is built from these (learned)
     prepare_dir = Path(bpe["prepare_dir"])
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
@@ -161,8 +165,10 @@ def tree_parsers(cfg: ModelConfig, trees_dir: Path | None) -> dict[str, dict]:
     return out
 
 
-def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> list[Example]:
-    """The examples of ``split`` with the trees the schemes read (no features yet)."""
+def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> Sequence[Example]:
+    """The examples of ``split`` with the trees the schemes read (no features yet): the
+    training split read from the cache (:func:`depnmt.datacache.open_corpus`, pairs over
+    ``--max-len`` left out), the others (small) loaded in memory (longer ones truncated)."""
     langs = {"src": bpe["src_lang"], "tgt": bpe["tgt_lang"]}
     src = run.data_dir / f"{split}.{langs['src']}"
     tgt = run.data_dir / f"{split}.{langs['tgt']}"
@@ -171,12 +177,21 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> list[
             raise DepnmtError(f"{src}: missing; the bpe folder has no training data")
         return []
     max_len = run.opts.max_len
-    examples, dropped = load_parallel(src, tgt, run.src_vocab, run.tgt_vocab, max_len,
-                                      drop_long=training)
-    if dropped:
-        warn(f"{src}: {dropped} training pairs longer than --max-len {max_len} subwords skipped")
-    for side in run.tree_parsers:
-        attach_trees(examples, run.trees_dir / f"{split}.{langs[side]}.conllu", side)
+    trees = {side: run.trees_dir / f"{split}.{langs[side]}.conllu" for side in run.tree_parsers}
+    if training:
+        for path in (tgt, *trees.values()):
+            if not path.is_file():
+                raise DepnmtError(f"{path}: missing (needed to train)")
+        corpus, dropped = open_corpus(run.data_dir, split, langs, {"src": run.src_vocab,
+                                                                   "tgt": run.tgt_vocab},
+                                      trees, max_len)
+        if dropped:
+            warn(f"{src}: {dropped} training pairs longer than --max-len {max_len} subwords "
+                 f"skipped")
+        return corpus
+    examples, _ = load_parallel(src, tgt, run.src_vocab, run.tgt_vocab, max_len)
+    for side, path in trees.items():
+        attach_trees(examples, path, side)
     return examples
 
 

@@ -203,11 +203,12 @@ class _Block:
     rows: list[tuple[int, str]]
 
 
-def _blocks(path: str | Path, lines: Iterable[str]) -> Iterator[_Block]:
-    """Split CoNLL-U lines into blocks, each ended by an empty line."""
+def _blocks(path: str | Path, lines: Iterable[str], first_line: int = 1) -> Iterator[_Block]:
+    """Split CoNLL-U lines into blocks, each ended by an empty line (``first_line``: the
+    number of the first of ``lines`` in the file)."""
     block: _Block | None = None
-    lineno = 0
-    for lineno, line in enumerate(lines, start=1):
+    lineno = first_line - 1
+    for lineno, line in enumerate(lines, start=first_line):
         if lineno == 1 and line.startswith("\ufeff"):
             line = line[1:]                       # a byte order mark is not content
         if "\0" in line:
@@ -396,10 +397,12 @@ def _optional_sent_ids(path: str | Path, lines: list[int],
     return sent_ids  # type: ignore[return-value]
 
 
-def read_conllu_numbered(path: str | Path,
-                         stream: IO[bytes] | None = None) -> Iterator[tuple[int, Sentence]]:
-    """Like :func:`read_conllu`, yielding ``(first line of the block, sentence)`` pairs."""
-    for block in _blocks(path, conllu_lines(path, stream)):
+def read_conllu_numbered(path: str | Path, stream: IO[bytes] | None = None,
+                         first_line: int = 1) -> Iterator[tuple[int, Sentence]]:
+    """Like :func:`read_conllu`, yielding ``(first line of the block, sentence)`` pairs;
+    ``first_line``: the line of the file that ``stream`` starts at (a piece of the file that
+    begins with a block, read by a worker process)."""
+    for block in _blocks(path, conllu_lines(path, stream), first_line):
         sentence = _block_sentence(path, block)
         if sentence is not None:
             sentence.origin = (str(path), block.first_line)

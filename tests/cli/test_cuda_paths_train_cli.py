@@ -203,23 +203,25 @@ def test_wrap_keeps_buffers_local_with_and_without_forward_sync_buffers(gloo_gro
     assert dist.no_buffer_sync(OldDDP) == {"broadcast_buffers": False}
 
 
-def test_with_several_processes_no_rank_keeps_the_corpus_features(tiny_bpe, tmp_path_factory,
-                                                                  tmp_path, monkeypatch):
-    """One process computes every training example's tree features before training; with
-    several each rank computes those of its own batches when it collates them (here: rank 0
-    of 2), and they are the same."""
+def test_no_process_keeps_the_corpus_or_its_features(tiny_bpe, tmp_path_factory, tmp_path,
+                                                    monkeypatch):
+    """Training holds the corpus as a cache reader (offsets and lengths, no examples), and
+    every batch gets its tree features when it is collated: in the training process
+    (``--workers 0``) or a worker, in one process or as rank 0 of 2, the same."""
+    from depnmt.datacache import TrainCorpus
     trees = import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-lazy"), "parse-lazy",
                                 ("en",), ["nsubj", "obj"], seed=4)
-    one = make_trainer(tiny_bpe, tmp_path / "one", ("deplabel", "rel"), trees)
-    assert all(e.feats for e in one.setup.train_data) and not one.lazy_features
+    one = make_trainer(tiny_bpe, tmp_path / "one", ("deplabel", "rel"), trees, workers=0)
+    assert isinstance(one.setup.train_data, TrainCorpus)
+    assert not vars(one.setup.train_data).keys() - {"src", "tgt", "keep"}
+    workers = make_trainer(tiny_bpe, tmp_path / "workers", ("deplabel", "rel"), trees, workers=2)
     monkeypatch.setattr(dist, "world_size", lambda: 2)
-    two = make_trainer(tiny_bpe, tmp_path / "two", ("deplabel", "rel"), trees)
-    assert two.lazy_features and not any(e.feats for e in two.setup.train_data)
-    (a,), (b,) = first_update(one), first_update(two)       # batch 0 of the epoch, both
-    assert a.ids == b.ids and a.src_feats.keys() == b.src_feats.keys() != set()
-    assert all(torch.equal(a.src_feats[k], b.src_feats[k]) for k in a.src_feats)
-    assert not any(e.feats for e in two.setup.train_data)    # nothing kept
-
+    two = make_trainer(tiny_bpe, tmp_path / "two", ("deplabel", "rel"), trees, workers=0)
+    (a,), (b,), (c,) = first_update(one), first_update(workers), first_update(two)
+    assert a.ids == b.ids == c.ids and a.src_feats.keys() == b.src_feats.keys() != set()
+    assert all(torch.equal(a.src_feats[k], b.src_feats[k]) and torch.equal(a.src_feats[k],
+                                                                            c.src_feats[k])
+               for k in a.src_feats)
 
 
 CPU_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "

@@ -1,0 +1,230 @@
+"""Building cache entries from the text files, in pieces, on several cores.
+
+A file is cut into contiguous pieces of whole lines (a CoNLL-U file: of whole blocks) by
+byte offsets (:func:`pieces`); worker processes turn the pieces into arrays
+(:func:`text_piece`, :func:`tree_piece`) and the parent appends them in file order, so the
+entry is the same for any number of processes and the parent never holds more than a few
+pieces. A text entry (``text-SPLIT.LANG``) holds a subword file's token ids with the
+continuation mark of each subword, the offsets of its lines and a digest of each line's
+words; a tree entry (``trees-SPLIT.LANG``) the words of a CoNLL-U file (head, relation id,
+UPOS id, parser sentence), the offsets of its trees, the line where each tree starts and the
+names of the relations and UPOS tags. A tree entry is made against the text entry of the
+same side: the trees must be as many as the lines and have the lines' words, else a one-line
+error names the CoNLL-U file and line, as loading the trees in memory always did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import multiprocessing
+import os
+import sys
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..errors import InputError
+from ..subwords import SEPARATOR, merge_subwords
+from ..textio import iter_lines
+from ..vocab import UNK, Vocab
+from .arrays import HASHES, LINES, OFFSETS, TOKENS, WORDS, ArrayWriter
+
+PIECE_BYTES = 8 << 20        # a worker's piece of a file; small enough to keep all cores busy
+Piece = tuple[Path, int, int, int]      # (file, first byte, end byte, number of its first line)
+
+
+def words_digest(words: list[str]) -> int:
+    """A 64-bit digest of a line's words (compares a tree's words with its text line)."""
+    data = "\x1f".join(words).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def pieces(path: Path, blocks: bool = False, size: int = PIECE_BYTES) -> list[Piece]:
+    """``path`` cut into pieces of about ``size`` bytes, each ending after a line end (with
+    ``blocks``, after an empty line: CoNLL-U blocks stay whole), with their first lines."""
+    total = path.stat().st_size
+    cuts = [0]
+    with open(path, "rb") as fh:
+        while cuts[-1] + size < total:
+            fh.seek(cuts[-1] + size)
+            fh.readline()                                   # the rest of a line
+            while blocks and fh.readline() not in (b"\n", b"\r\n", b""):
+                pass
+            if fh.tell() >= total:
+                break
+            cuts.append(fh.tell())
+        cuts.append(total)
+        first, out = 1, []
+        for start, end in zip(cuts, cuts[1:]):
+            out.append((path, start, end, first))
+            fh.seek(start)
+            first += count_newlines(fh, end - start)
+    return out
+
+
+def count_newlines(fh, n: int) -> int:
+    count = 0
+    while n > 0:
+        block = fh.read(min(n, 1 << 24))
+        if not block:
+            break
+        count += block.count(b"\n")
+        n -= len(block)
+    return count
+
+
+def read_piece(piece: Piece) -> io.BytesIO:
+    path, start, end, _ = piece
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return io.BytesIO(fh.read(end - start))
+
+
+# -- workers ---------------------------------------------------------------------------------
+
+_VOCAB: dict[str, int] = {}
+
+
+def load_vocab(path: str) -> None:
+    """A worker's initializer: the vocabulary that :func:`text_piece` encodes with."""
+    _VOCAB.clear()
+    _VOCAB.update(Vocab.load(path).stoi)
+
+
+def text_piece(piece: Piece) -> dict[str, np.ndarray]:
+    """The token codes (``id << 1 | continues``), line lengths and word digests of a piece."""
+    codes: list[int] = []
+    lengths: list[int] = []
+    digests: list[int] = []
+    stoi = _VOCAB
+    for line in iter_lines(piece[0], read_piece(piece)):
+        subwords = line.split()
+        codes += [stoi.get(s, UNK) << 1 | s.endswith(SEPARATOR) for s in subwords]
+        lengths.append(len(subwords))
+        digests.append(words_digest(merge_subwords(subwords)))
+    return {"tokens": np.array(codes, TOKENS), "lengths": np.array(lengths, OFFSETS),
+            "digests": np.array(digests, HASHES)}
+
+
+def tree_piece(piece: Piece) -> dict[str, Any]:
+    """The words (:data:`WORDS` records, relation and UPOS ids local to the piece, with their
+    names), tree lengths, first lines and word digests of a piece of a CoNLL-U file."""
+    from ..parse.conllu import read_conllu_numbered
+    rels: dict[str, int] = {}
+    tags: dict[str, int] = {}
+    fields: dict[str, list[int]] = {"head": [], "rel": [], "upos": [], "sent": []}
+    lengths, lines, digests = [], [], []
+    for lineno, tree in read_conllu_numbered(piece[0], read_piece(piece), piece[3]):
+        n = len(tree.words)
+        fields["head"] += tree.heads
+        fields["rel"] += [rels.setdefault(r, len(rels)) for r in tree.deprels]
+        fields["upos"] += ([tags.setdefault(u, len(tags)) for u in tree.upos] if tree.upos
+                           else [-1] * n)
+        fields["sent"] += tree.sent_ids or [-1] * n
+        lengths.append(n)
+        lines.append(lineno)
+        digests.append(words_digest(list(tree.words)))
+    words = np.empty(len(fields["head"]), WORDS)
+    for name, values in fields.items():
+        words[name] = values
+    return {"words": words, "lengths": np.array(lengths, OFFSETS),
+            "lines": np.array(lines, LINES), "digests": np.array(digests, HASHES),
+            "rels": list(rels), "tags": list(tags)}
+
+
+def run_pieces(work: Callable[[Piece], dict], todo: list[Piece], jobs: int,
+               init: Callable[..., None] | None = None, args: tuple = ()) -> Iterator[dict]:
+    """``work`` over ``todo`` in ``jobs`` processes, results in file order (at most a few
+    pieces ahead of the consumer)."""
+    if jobs <= 1 or len(todo) <= 1:
+        if init:
+            init(*args)
+        yield from map(work, todo)
+        return
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    with multiprocessing.get_context(method).Pool(min(jobs, len(todo)), init, args) as pool:
+        yield from pool.imap(work, todo)
+
+
+# -- entries ---------------------------------------------------------------------------------
+
+def build_text(source: Path, vocab_path: Path, out: Path, jobs: int) -> dict[str, Any]:
+    """Write the text entry of ``source`` (a subword file) into ``out``; returns its meta."""
+    writers = {"tokens.bin": ArrayWriter(out / "tokens.bin", TOKENS),
+               "offsets.bin": ArrayWriter(out / "offsets.bin", OFFSETS),
+               "digests.bin": ArrayWriter(out / "digests.bin", HASHES)}
+    writers["offsets.bin"].append(np.zeros(1, OFFSETS))
+    end = 0
+    for part in run_pieces(text_piece, pieces(source), jobs, load_vocab, (str(vocab_path),)):
+        writers["tokens.bin"].append(part["tokens"])
+        writers["offsets.bin"].append(end + np.cumsum(part["lengths"]))
+        writers["digests.bin"].append(part["digests"])
+        end += int(part["lengths"].sum())
+    arrays = {name: w.close() for name, w in writers.items()}
+    return {"kind": "text", "lines": arrays["digests.bin"]["count"], "arrays": arrays}
+
+
+def build_trees(conllu: Path, text: Path, text_lines: int, out: Path, jobs: int
+                ) -> dict[str, Any]:
+    """Write the tree entry of ``conllu`` into ``out``, checked against the text entry in
+    ``text`` (as many trees as lines, each with its line's words); returns its meta."""
+    writers = {"words.bin": ArrayWriter(out / "words.bin", WORDS),
+               "offsets.bin": ArrayWriter(out / "offsets.bin", OFFSETS),
+               "lines.bin": ArrayWriter(out / "lines.bin", LINES)}
+    writers["offsets.bin"].append(np.zeros(1, OFFSETS))
+    names: dict[str, dict[str, int]] = {"rels": {}, "tags": {}}
+    end = trees = 0
+    for part in run_pieces(tree_piece, pieces(conllu, blocks=True), jobs):
+        count = len(part["lengths"])
+        fits = min(count, text_lines - trees)
+        expected = np.fromfile(text / "digests.bin", HASHES, fits, offset=trees * 8)
+        bad = np.flatnonzero(expected != part["digests"][:fits])
+        if len(bad):
+            raise word_mismatch(conllu, text, trees + int(bad[0]), int(part["lines"][bad[0]]))
+        if fits < count:
+            raise InputError(conllu, int(part["lines"][fits]),
+                             f"has more trees than the text has lines ({text_lines})")
+        words = part["words"]
+        for key, field in (("rels", "rel"), ("tags", "upos")):
+            ids = np.array([names[key].setdefault(n, len(names[key])) for n in part[key]]
+                           + [-1], np.int16)
+            words[field] = ids[words[field]]            # local ids -> the entry's (-1 stays)
+        writers["words.bin"].append(words)
+        writers["offsets.bin"].append(end + np.cumsum(part["lengths"]))
+        writers["lines.bin"].append(part["lines"])
+        end += int(part["lengths"].sum())
+        trees += count
+    if trees < text_lines:
+        raise InputError(conllu, None, f"has {trees} trees but the text has {text_lines} lines")
+    return {"kind": "trees", "trees": trees, "rels": list(names["rels"]),
+            "tags": list(names["tags"]), "arrays": {n: w.close() for n, w in writers.items()}}
+
+
+def word_mismatch(conllu: Path, text_entry: Path, index: int, lineno: int) -> InputError:
+    """The error for tree ``index`` (0-based) whose words are not its text line's."""
+    from ..parse.conllu import read_conllu_numbered
+    source = Path(json_source(text_entry))
+    line = next(islice(iter_lines(source), index, None), "")
+    words = merge_subwords(line.split())
+    tree = next(t for n, t in read_conllu_numbered(conllu) if n == lineno)
+    return InputError(conllu, lineno, f"tree {index + 1} has words {tree.words[:8]}… but text "
+                                      f"line {index + 1} has {words[:8]}…")
+
+
+def json_source(text_entry: Path) -> str:
+    """The subword file a text entry was made from (its meta's ``path``)."""
+    from .arrays import read_meta
+    meta = read_meta(text_entry) or {}
+    return meta.get("path", "")
+
+
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:              # not Linux
+        return os.cpu_count() or 1
+

@@ -1,0 +1,160 @@
+"""The training corpus as a sequence of examples read from the cache, one at a time.
+
+:class:`TrainCorpus` is what ``train`` holds of its training data: the offsets of the cache's
+arrays (8 bytes a pair and side), the indices of the pairs it keeps (those within
+``--max-len``) and their lengths (for the batcher). ``corpus[k]`` reads pair ``k``'s token
+ids and trees from the cache and returns the same :class:`~depnmt.data.Example` that
+loading the text files gives (:func:`depnmt.data.load_parallel` and
+:func:`~depnmt.data.attach_trees`): ids with EOS, the subwords (for schemes that project
+trees onto them; an unknown subword is ``<unk>``, with its ``@@`` kept) and the trees, whose
+:attr:`~depnmt.parse.Sentence.origin` names the CoNLL-U file and line. The examples are
+made for a batch and dropped with it; the tree features are computed when it is collated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..data import Example
+from ..parse.conllu import Sentence
+from ..subwords import SEPARATOR, merge_subwords
+from ..vocab import EOS, SPECIALS, UNK, Vocab
+from .arrays import LINES, OFFSETS, TOKENS, WORDS, ItemReader, RowReader, read_array
+
+UNK_CONTINUED = UNK << 1 | 1
+LEARN_ROWS = 65536               # trees read at once by the learn step
+
+
+@dataclass
+class TreeRows:
+    """One side's trees in a cache entry: words (:data:`~.arrays.WORDS`) cut by offsets, the
+    line of ``conllu`` where each starts, and the names of the relation and UPOS ids."""
+
+    words: RowReader
+    lines: ItemReader
+    conllu: Path
+    rels: list[str]
+    tags: list[str]
+
+    @classmethod
+    def open(cls, entry: Path, meta: dict[str, Any], conllu: Path) -> "TreeRows":
+        offsets = read_array(entry, "offsets.bin", OFFSETS)
+        return cls(RowReader(entry / "words.bin", WORDS, offsets),
+                   ItemReader(entry / "lines.bin", LINES), conllu, meta["rels"], meta["tags"])
+
+    def sentence(self, words: np.ndarray, subwords: list[str], line: int) -> Sentence:
+        """The tree of ``words`` (records), over the words of ``subwords``."""
+        n = len(words)
+        rels, tags = self.rels, self.tags
+        upos = [tags[t] for t in words["upos"].tolist()] if n and words["upos"][0] >= 0 else None
+        sent = words["sent"].tolist() if n and words["sent"][0] >= 0 else None
+        return Sentence(merge_subwords(subwords), words["head"].tolist(),
+                        [rels[r] for r in words["rel"].tolist()], upos, sent,
+                        origin=(str(self.conllu), line))
+
+
+@dataclass
+class Side:
+    """One side of the corpus: its token codes (``id << 1 | continues``), vocabulary and,
+    when a scheme reads them, trees."""
+
+    tokens: RowReader
+    vocab: Vocab
+    trees: TreeRows | None = None
+
+    @classmethod
+    def open(cls, entry: Path, vocab: Vocab) -> "Side":
+        return cls(RowReader(entry / "tokens.bin", TOKENS,
+                             read_array(entry, "offsets.bin", OFFSETS)), vocab)
+
+    def lengths(self) -> np.ndarray:
+        """``[lines]`` subwords per line."""
+        return np.diff(self.tokens.offsets)
+
+    def subwords(self, codes: np.ndarray) -> list[str]:
+        itos = self.vocab.itos
+        return [SPECIALS[UNK] + SEPARATOR if c == UNK_CONTINUED else itos[c >> 1]
+                for c in codes.tolist()]
+
+
+class TrainCorpus:
+    """The kept pairs of a cached training split as a sequence of examples (module
+    docstring). ``keep``: ``[pairs]`` line indices of the kept pairs."""
+
+    def __init__(self, src: Side, tgt: Side, keep: np.ndarray):
+        self.src, self.tgt, self.keep = src, tgt, keep
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    def __getitem__(self, k: int) -> Example:
+        i = int(self.keep[k])
+        src, tgt = self.src.tokens[i], self.tgt.tokens[i]
+        ex = Example(i, (src >> 1).tolist() + [EOS], (tgt >> 1).tolist())
+        for name, side, codes in (("src", self.src, src), ("tgt", self.tgt, tgt)):
+            if side.trees is not None:
+                subwords = side.subwords(codes)
+                setattr(ex, f"{name}_subwords", subwords)
+                setattr(ex, f"{name}_tree", side.trees.sentence(side.trees.words[i], subwords,
+                                                                int(side.trees.lines[i])))
+        return ex
+
+    def __iter__(self) -> Iterator[Example]:
+        return (self[k] for k in range(len(self)))
+
+    def lengths(self) -> np.ndarray:
+        """``[pairs, 2]``: source length with EOS, target length with BOS (what the batcher
+        counts; :func:`depnmt.data.example_lengths`)."""
+        return np.stack([self.src.lengths()[self.keep] + 1,
+                         self.tgt.lengths()[self.keep] + 1], axis=1)
+
+    def learning_examples(self) -> "LearnView":
+        """The kept pairs with their trees only, read in large pieces: what the learn step
+        (:func:`~depnmt.model.schemes.registry.learn_options`) iterates over."""
+        return LearnView(self)
+
+
+class LearnView:
+    """Re-iterable: examples holding only ``index`` and the trees (no ids, no subwords), in
+    corpus order, their words read ``LEARN_ROWS`` trees at a time."""
+
+    def __init__(self, corpus: TrainCorpus):
+        self.corpus = corpus
+
+    def __iter__(self) -> Iterator[Example]:
+        keep = self.corpus.keep
+        sides = [(name, side.trees) for name, side in (("src", self.corpus.src),
+                                                        ("tgt", self.corpus.tgt))
+                 if side.trees is not None]
+        for start in range(0, len(keep), LEARN_ROWS):
+            rows = keep[start:start + LEARN_ROWS]
+            blocks = [(name, trees, *block(trees, rows)) for name, trees in sides]
+            for j, i in enumerate(rows.tolist()):
+                ex = Example(i, [], [])
+                for name, trees, words, starts, lines in blocks:
+                    tree = words[starts[j]:starts[j + 1]]
+                    setattr(ex, f"{name}_tree", trees.sentence(tree, ["_"] * len(tree),
+                                                               int(lines[j])))
+                yield ex
+
+
+def block(trees: TreeRows, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words of the trees ``rows`` (increasing line indices), read in one piece and
+    packed, with ``[len(rows) + 1]`` offsets into them and each tree's first line."""
+    offsets = trees.words.offsets
+    first, last = int(rows[0]), int(rows[-1]) + 1
+    base = int(offsets[first])
+    words = np.fromfile(trees.words.path, WORDS, int(offsets[last]) - base,
+                        offset=base * WORDS.itemsize)
+    lines = np.fromfile(trees.lines.path, LINES, last - first, offset=first * LINES.itemsize)
+    if len(rows) != last - first:                   # pairs left out: pack the kept ones
+        lengths = offsets[rows + 1] - offsets[rows]
+        take = np.repeat(offsets[rows] - base - np.cumsum(np.r_[0, lengths[:-1]]), lengths)
+        words = words[take + np.arange(int(lengths.sum()))]
+    else:
+        lengths = offsets[rows + 1] - offsets[rows]
+    return words, np.r_[0, np.cumsum(lengths)], lines[rows - first]

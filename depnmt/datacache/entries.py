@@ -1,0 +1,93 @@
+"""Where cache entries live, and finding or (re)building one, all or nothing, one writer.
+
+The cache of a bpe folder ``DATA`` is ``DATA/cache/`` (``depnmt bpe`` replaces it with the
+folder), or ``$DEPNMT_CACHE_DIR/<digest of DATA's path>/`` when that variable is set (a
+read-only data folder, a faster disk). Each entry is a folder of it, written by
+:func:`ensure_entry` holding ``cache/.lock`` (``flock``; other processes, e.g. the other
+ranks of a ``torchrun``, wait and then use what it built) into a temporary folder that is
+renamed into place when complete (:func:`depnmt.stagedir.commit`): an entry is whole or
+absent, and one that no longer matches the files it was made from is rebuilt, never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import DepnmtError
+from ..log import info
+from ..stagedir import commit, hold_lock, remove_leftovers, sibling
+from .arrays import check_arrays, read_meta, same_source, source_identity, write_meta
+
+CACHE = "cache"
+CACHE_ENV = "DEPNMT_CACHE_DIR"
+
+
+def cache_root(data_dir: Path) -> Path:
+    """The cache folder of the bpe folder ``data_dir`` (module docstring)."""
+    base = os.environ.get(CACHE_ENV)
+    if not base:
+        return data_dir / CACHE
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return Path(base) / f"{data_dir.resolve().name}-{digest}"
+
+
+def matches(meta: dict[str, Any], sources: dict[str, Path]) -> bool:
+    """Whether an entry's meta was made from exactly ``sources`` as they are now."""
+    recorded = meta.get("sources", {})
+    return set(recorded) == set(sources) and all(
+        same_source(path, recorded[name]) for name, path in sources.items())
+
+
+def ensure_entry(root: Path, name: str, sources: dict[str, Path],
+                 build: Callable[[Path], dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+    """The entry ``root/name`` made from ``sources`` (``{name: file}``), built by
+    ``build(folder)`` (which returns the meta) when absent or made from other files; its
+    arrays checked (:func:`~depnmt.datacache.arrays.check_arrays`)."""
+    entry = root / name
+    meta = read_meta(entry)
+    if meta is None or not matches(meta, sources):
+        make_root(root)
+        with hold_lock(root / ".lock", root, "another depnmt train builds this cache",
+                       wait=True):
+            meta = read_meta(entry)
+            if meta is None or not matches(meta, sources):
+                meta = rebuild(entry, sources, build, changed=meta is not None)
+    check_arrays(entry, meta)
+    return entry, meta
+
+
+def rebuild(entry: Path, sources: dict[str, Path], build: Callable[[Path], dict[str, Any]],
+            changed: bool) -> dict[str, Any]:
+    """Build ``entry`` in a temporary folder and rename it into place (the lock held)."""
+    remove_leftovers(entry)
+    what = ", ".join(str(p) for p in sources.values())
+    info(f"{'rebuilding' if changed else 'building'} the training data cache {entry} from "
+         f"{what}{' (changed since it was built)' if changed else ''}")
+    started = time.monotonic()
+    tmp = sibling(entry, f"tmp-{os.getpid()}")
+    tmp.mkdir()
+    try:
+        identities = {name: source_identity(path) for name, path in sources.items()}
+        meta = {**build(tmp), "sources": identities}
+        write_meta(tmp, meta)
+        commit(tmp, entry)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    info(f"built {entry} in {time.monotonic() - started:.1f} s")
+    return meta
+
+
+def make_root(root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DepnmtError(f"{root}: cannot create the training data cache ({exc.strerror}); "
+                          f"set {CACHE_ENV} to a writable folder") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise DepnmtError(f"{root}: the training data cache is not writable; set {CACHE_ENV} "
+                          f"to a writable folder")
