@@ -102,8 +102,7 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
     run.tree_parsers = tree_parsers(cfg, trees_dir)
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
-    cfg.schemes = learn_options(cfg.schemes, run.train_data.learning_examples(),
-                                schemes)                                # the learn step
+    cfg.schemes = learn_options(cfg.schemes, run.train_data, schemes)     # the learn step
     run.schemes = schemes                           # the model is built from these (learned)
     prepare_dir = Path(bpe["prepare_dir"])
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"

@@ -23,10 +23,11 @@ from ..data import Example
 from ..parse.conllu import Sentence
 from ..subwords import SEPARATOR, merge_subwords
 from ..vocab import EOS, SPECIALS, UNK, Vocab
+from ..wordtable import WordTable
 from .arrays import LINES, OFFSETS, TOKENS, WORDS, ItemReader, RowReader, read_array
 
 UNK_CONTINUED = UNK << 1 | 1
-LEARN_ROWS = 65536               # trees read at once by the learn step
+LEARN_ROWS = 16384               # trees read at once by the learn step
 
 
 @dataclass
@@ -112,34 +113,29 @@ class TrainCorpus:
         return np.stack([self.src.lengths()[self.keep] + 1,
                          self.tgt.lengths()[self.keep] + 1], axis=1)
 
-    def learning_examples(self) -> "LearnView":
-        """The kept pairs with their trees only, read in large pieces: what the learn step
-        (:func:`~depnmt.model.schemes.registry.learn_options`) iterates over."""
-        return LearnView(self)
+    def source_tables(self) -> "SourceTables":
+        """The kept pairs' source trees as :class:`~depnmt.wordtable.WordTable` pieces of
+        :data:`LEARN_ROWS` trees, read from the cache: what the learn step counts over
+        (:func:`~depnmt.model.schemes.registry.learn_options`)."""
+        return SourceTables(self)
 
 
-class LearnView:
-    """Re-iterable: examples holding only ``index`` and the trees (no ids, no subwords), in
-    corpus order, their words read ``LEARN_ROWS`` trees at a time."""
+class SourceTables:
+    """Re-iterable: the source trees of a :class:`TrainCorpus`, a piece at a time."""
 
     def __init__(self, corpus: TrainCorpus):
         self.corpus = corpus
 
-    def __iter__(self) -> Iterator[Example]:
-        keep = self.corpus.keep
-        sides = [(name, side.trees) for name, side in (("src", self.corpus.src),
-                                                        ("tgt", self.corpus.tgt))
-                 if side.trees is not None]
+    def __iter__(self) -> Iterator[WordTable]:
+        trees, keep = self.corpus.src.trees, self.corpus.keep
+        if trees is None:
+            return
         for start in range(0, len(keep), LEARN_ROWS):
-            rows = keep[start:start + LEARN_ROWS]
-            blocks = [(name, trees, *block(trees, rows)) for name, trees in sides]
-            for j, i in enumerate(rows.tolist()):
-                ex = Example(i, [], [])
-                for name, trees, words, starts, lines in blocks:
-                    tree = words[starts[j]:starts[j + 1]]
-                    setattr(ex, f"{name}_tree", trees.sentence(tree, ["_"] * len(tree),
-                                                               int(lines[j])))
-                yield ex
+            words, offsets, _ = block(trees, keep[start:start + LEARN_ROWS])
+            first = np.repeat(offsets[:-1], np.diff(offsets))
+            yield WordTable(words["head"].astype(np.int64), words["rel"].astype(np.int64),
+                            words["upos"].astype(np.int64), words["sent"].astype(np.int64),
+                            first, trees.rels, trees.tags)
 
 
 def block(trees: TreeRows, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -100,8 +100,7 @@ def test_cache_examples_have_the_same_features_and_learned_options(data, schemes
     expected, _ = in_memory(bpe, conllu)
     corpus, _ = cached(bpe, conllu)
     entries = scheme_entries(schemes, {})
-    assert learn_options(entries, corpus.learning_examples()) == learn_options(entries,
-                                                                               expected)
+    assert learn_options(entries, corpus) == learn_options(entries, expected)
     built = build_schemes(learn_options(entries, expected))
     for k in range(0, len(expected), 7):
         fa, _ = scheme_features(expected[k], built)

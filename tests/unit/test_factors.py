@@ -9,6 +9,7 @@ import torch
 
 from depnmt.data import Example
 from depnmt.errors import DepnmtError
+from depnmt.wordtable import WordTable
 from depnmt.model.schemes.base import ModelDims
 from depnmt.model.schemes.factors import (EOS_ID, SPECIALS, UNK_ID, FactorModule, Factors,
                                           check_factor_list, subword_values)
@@ -45,9 +46,11 @@ def test_ids_use_the_learned_vocabulary_unk_and_eos():
 
 
 def test_learned_vocabulary_is_most_frequent_first():
-    learned = Factors().learn_options([Example(0, [5, EOS], [], PIECES, src_tree=TREE)] * 2)
+    learned = Factors().learn_options([WordTable.from_trees([TREE, TREE])])
     assert learned["factor_vocab"]["label"] == ["det", "nsubj", "punct", "root"]     # ties: a–z
     assert Factors(factor_vocab={"label": ["x"], "pos": ["y"]}).learn_options([]) == {}
+    upos = Factors().learn_options([WordTable.from_trees([TREE, Sentence(["a"], [0], ["root"])])])
+    assert upos["factor_vocab"]["pos"][-1] == "_"           # a tree without UPOS counts "_"
 
 
 def test_sum_and_concat_are_the_literal_combinations():

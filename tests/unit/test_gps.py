@@ -26,6 +26,7 @@ from depnmt.parse import Sentence
 from depnmt.parse.projection import join_roots
 from depnmt.trees import random_heads
 from depnmt.vocab import EOS
+from depnmt.wordtable import WordTable
 
 LABELS = ["nsubj", "obj", "det", "amod", "obl", "case"]
 K = 2
@@ -87,12 +88,10 @@ def test_subwords_take_their_words_path_and_eos_has_none():
 
 def test_label_vocabulary_is_learned_from_training_trees_most_frequent_first():
     trees = [fig1(), Sentence(["a", "b"], [0, 1], ["ROOT", "obl"])]
-    examples = [Example(i, [5] * len(t) + [EOS], [5], list(t.words), t)
-                for i, t in enumerate(trees)]
-    learned = GPS().learn_options(examples)["gps_labels"]
+    learned = GPS().learn_options([WordTable.from_trees(t for t in trees)])["gps_labels"]
     assert learned[:2] == ["obl", "root"] and set(learned) == {"obl", "root", "nsubj", "cc",
                                                                 "conj", "case", "advmod"}
-    assert GPS(gps_labels=learned).learn_options(examples) == {}      # --resume keeps its own
+    assert GPS(gps_labels=learned).learn_options([]) == {}      # --resume keeps its own
     with pytest.raises(DepnmtError, match="label vocabulary"):
         GPS().build(ModelConfig(10, 10, d_model=8, n_heads=2).dims)
 

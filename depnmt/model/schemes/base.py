@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -164,12 +164,13 @@ class Scheme:
                               f"{example.index + 1} has none")
         return example.src_tree
 
-    def learn_options(self, examples: list[Any]) -> dict[str, Any]:
-        """Options learned from the training examples (trees attached) before any features are
-        computed, e.g. a label vocabulary (GPS: a :func:`~.options.learned` field). Training
-        records them in the model config before it builds the model, so translate builds the
-        same scheme; return ``{}`` when the options already hold them (``--resume`` keeps the
-        saved ones)."""
+    def learn_options(self, trees: Iterable[Any]) -> dict[str, Any]:
+        """Options learned from the training corpus's source trees before any features are
+        computed, e.g. a label vocabulary (GPS: a :func:`~.options.learned` field); ``trees``:
+        the corpus's :class:`~depnmt.wordtable.WordTable` pieces (iterate them once, adding
+        up counts). Training records them in the model config before it builds the model, so
+        translate builds the same scheme; return ``{}`` when the options already hold them
+        (``--resume`` keeps the saved ones)."""
         return {}
 
     def source_features(self, example: Any) -> dict[str, Tensor]:

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ...errors import DepnmtError
 from ...subwords import word_spans
+from ...wordtable import WordTable, counts_by_name
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .options import Choice, IntRange, learned, option
 from .registry import register
@@ -140,16 +142,16 @@ class Factors(Scheme):
             raise DepnmtError("scheme 'factors': no learned vocabulary (train it on trees)")
         return list(learned_values[name])
 
-    def learn_options(self, examples: list[Any]) -> dict[str, Any]:
-        """``factor_vocab``: label and POS values of the training trees, most frequent first."""
+    def learn_options(self, trees: Iterable[WordTable]) -> dict[str, Any]:
+        """``factor_vocab``: label and POS values of the training trees (``_`` for a tree
+        without UPOS), most frequent first."""
         if self.option("factor_vocab"):
             return {}
         counts: dict[str, Counter] = {name: Counter() for name in LEARNED}
-        for ex in examples:
-            if ex.src_tree is not None and len(ex.src_tree):
-                values = word_values(ex.src_tree)
-                for name in LEARNED:
-                    counts[name].update(values[name])
+        for table in trees:
+            counts["label"].update(counts_by_name(table.rel, table.rels))
+            pos = np.where(table.upos < 0, len(table.tags), table.upos)
+            counts["pos"].update(counts_by_name(pos, table.tags + ["_"]))
         return {"factor_vocab": {name: sorted(c, key=lambda v: (-c[v], v))
                                  for name, c in counts.items()}}
 

@@ -49,12 +49,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ...subwords import word_index
+from ...wordtable import WordTable, counts_by_name
 from ...errors import DepnmtError
 from ...layerlists import check_layer_list, parse_layers
 from ...parse.conllu import sentence_error
@@ -222,16 +224,15 @@ class GPS(Scheme):
                               "training trees by `depnmt train` (option gps_labels)")
         return list(labels)
 
-    def learn_options(self, examples: list[Any]) -> dict[str, Any]:
-        """``gps_labels``: the labels of the training trees' root paths, most frequent first."""
+    def learn_options(self, trees: Iterable[WordTable]) -> dict[str, Any]:
+        """``gps_labels``: the labels of the training trees' root paths (a sentence's root:
+        ``root``), most frequent first."""
         if self.option("gps_labels"):
             return {}
         counts: Counter = Counter()
-        for ex in examples:
-            if ex.src_tree is not None and len(ex.src_tree):
-                tree = ex.src_tree
-                forest = sentence_heads(list(tree.heads), tree.sent_ids)
-                counts.update(ROOT_LABEL if h == 0 else rel for h, rel in zip(forest, tree.deprels))
+        for table in trees:
+            labels = np.where(table.forest_heads() == 0, len(table.rels), table.rel)
+            counts.update(counts_by_name(labels, table.rels + [ROOT_LABEL]))
         if not counts:
             raise DepnmtError("scheme 'gps': the training trees hold no dependency labels")
         return {"gps_labels": sorted(counts, key=lambda label: (-counts[label], label))}

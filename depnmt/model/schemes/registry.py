@@ -74,17 +74,22 @@ def check_schemes(entries: list[dict[str, Any]], dims: ModelDims) -> list[Scheme
     return schemes
 
 
-def learn_options(entries: list[dict[str, Any]], examples: list[Any],
+def learn_options(entries: list[dict[str, Any]], examples: Any,
                   schemes: list[Scheme] | None = None) -> list[dict[str, Any]]:
     """The step between loading the training data and building the model: ``entries`` with
-    the options each scheme learns from the training ``examples`` (trees attached) added, e.g.
-    GPS's label vocabulary (:meth:`Scheme.learn_options`); ``schemes``: those of ``entries``
-    when already built (:func:`check_schemes`), given the learned options too, so that the
-    model is built from them (one build per run)."""
+    the options each scheme learns from the training ``examples``' source trees added, e.g.
+    GPS's label vocabulary (:meth:`Scheme.learn_options`); ``examples``: a list of examples
+    with trees attached, or a corpus that hands out its trees as word tables
+    (``source_tables()``, :class:`depnmt.datacache.TrainCorpus`). ``schemes``: those of
+    ``entries`` when already built (:func:`check_schemes`), given the learned options too,
+    so that the model is built from them (one build per run)."""
+    from ...wordtable import WordTable
     schemes = build_schemes(entries) if schemes is None else schemes
+    tables = (examples.source_tables() if hasattr(examples, "source_tables")
+              else [WordTable.from_trees(ex.src_tree for ex in examples)])
     learned = []
     for e, scheme in zip(entries, schemes):
-        options = {**e["options"], **scheme.learn_options(examples)}
+        options = {**e["options"], **scheme.learn_options(tables)}
         scheme.options = make_options(scheme.Options, options)   # the built scheme learns too
         learned.append({"name": e["name"], "options": options})
     return learned
