@@ -208,12 +208,17 @@ def measure_size(n: int, work: Path, base, base_dirs, langs, opts) -> None:
         if (model / "checkpoints" / "last.pt").exists():
             continue
         cmd = depnmt("train", "-i", folder / "bpe", "-t", folder / "parse", "-o", model,
-                     "--scheme", scheme, *MODEL, "--max-steps", "3", "--log-every", "1",
+                     "--scheme", scheme, *MODEL, *scheme_flags(scheme), "--max-steps", "3", "--log-every", "1",
                      "--valid-max-sentences", "10", "--device", "cpu",
                      *(["--workers", str(opts["workers"])] if opts["workers"] >= 0 else []))
         model.parent.mkdir(parents=True, exist_ok=True)
         result = first_update(cmd, folder / f"train-{scheme}.log", model / "metrics.jsonl")
         record(work, n=n, what=f"train {scheme}", **result)
+
+
+def scheme_flags(scheme: str) -> list[str]:
+    """DBSA's parse head sits in a layer the 1-layer model has."""
+    return ["--dbsa-enc-layer", "1"] if "dbsa-enc" in scheme else []
 
 
 def run_stage(work: Path, n: int, what: str, cmd: list, folder: Path) -> None:
@@ -223,6 +228,32 @@ def run_stage(work: Path, n: int, what: str, cmd: list, folder: Path) -> None:
     if any(r.get("n") == n and r.get("what") == what for r in done):
         return
     record(work, n=n, what=what, **timed([str(c) for c in cmd], log))
+
+
+def measure_wait(n: int, work: Path, schemes: list[str], steps: int, workers: int) -> None:
+    """The loop's wait for batches (``batch_wait_share`` of the records after the first,
+    which includes starting the workers) over ``steps`` updates at size ``n``: one process,
+    and two under a gloo ``torchrun`` (each with ``workers`` workers)."""
+    folder = work / str(n)
+    for scheme in schemes:
+        for procs in (1, 2):
+            model = folder / "wait" / f"{scheme}-{procs}p"
+            if model.exists():
+                continue
+            train = ["train", "-i", folder / "bpe", "-t", folder / "parse", "-o", model,
+                     "--scheme", scheme, *MODEL, *scheme_flags(scheme), "--max-steps", steps, "--log-every", "10",
+                     "--valid-every", "0", "--valid-max-sentences", "10", "--device", "cpu",
+                     "--workers", workers]
+            launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                      "--master_addr", "127.0.0.1", "--master_port", "29533", "-m",
+                      "depnmt.cli"] if procs == 2 else [sys.executable, "-m", "depnmt.cli"]
+            env = {"OMP_NUM_THREADS": "1"} if procs == 2 else {}
+            timed([*launch, *map(str, train)], folder / f"wait-{scheme}-{procs}p.log", env)
+            shares = [r["batch_wait_share"] for r in map(json.loads, (model / "metrics.jsonl")
+                                                          .read_text().splitlines())
+                      if r["event"] == "train"]
+            record(work, n=n, what=f"wait {scheme} {procs}p", workers=workers, steps=steps,
+                   batch_wait_share=shares, steady_wait_share=max(shares[1:], default=None))
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -239,7 +270,8 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 def table(work: Path) -> str:
     rows = [json.loads(line) for line in (work / "scale.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if r["what"] != "synthesize"]
+    waits = [r for r in rows if r["what"].startswith("wait ")]
+    rows = [r for r in rows if r["what"] != "synthesize" and r not in waits]
     sizes = sorted({r["n"] for r in rows})
     whats = list(dict.fromkeys(r["what"] for r in rows))
     head = " | ".join(f"{n:,}" for n in sizes)
@@ -262,6 +294,11 @@ def table(work: Path) -> str:
             lines.append(f"| {what} | {unit} | {cells} | {slope} | {extra} |")
     loads = sorted(r["load"] for r in rows)
     flags = rows[0]["cpu_flags"] if rows else []
+    if waits:
+        lines += ["", "| the loop's wait for batches | pairs | workers a process | updates | "
+                  "share of the time, steady (max after the first record) |", "|---|---|---|---|---|"]
+        lines += [f"| {r['what'][5:]} | {r['n']:,} | {r['workers']} | {r['steps']} | "
+                  f"{100 * r['steady_wait_share']:.1f} % |" for r in waits]
     lines.append(f"\n{rows[0]['cores'] if rows else '?'} cores, CPU flags {' '.join(flags)}, "
                  f"load average {loads[0]:.2f}–{loads[-1]:.2f} during the runs.")
     return "\n".join(lines)
@@ -279,10 +316,13 @@ def table(work: Path) -> str:
 @click.option("--workers", type=int, default=-1, help="train --workers (-1: its default)")
 @click.option("--spacy-max", type=int, default=50000)
 @click.option("--moses/--no-moses", default=False)
+@click.option("--wait-steps", type=int, default=0,
+              help="also measure the loop's wait for batches over this many updates at the "
+                   "largest size, in one process and under a 2-process torchrun")
 @click.option("--table", "show_table", is_flag=True)
 @click.pass_context
 def main(ctx, work, base_prepare, base_parse, sizes, schemes, jobs, stage_jobs, workers,
-         spacy_max, moses, show_table):
+         spacy_max, moses, wait_steps, show_table):
     if ctx.invoked_subcommand:
         return
     work.mkdir(parents=True, exist_ok=True)
@@ -294,8 +334,12 @@ def main(ctx, work, base_prepare, base_parse, sizes, schemes, jobs, stage_jobs, 
     base = read_base(base_prepare, base_parse, *langs)
     opts = {"jobs": jobs, "stage_jobs": stage_jobs, "workers": workers, "spacy_max": spacy_max,
             "moses": moses, "schemes": schemes.split(",")}
-    for n in (int(s) for s in sizes.split(",")):
+    ns = [int(s) for s in sizes.split(",")]
+    for n in ns:
         measure_size(n, work, base, (base_prepare, base_parse), langs, opts)
+    if wait_steps:
+        measure_wait(max(ns), work, [s for s in opts["schemes"] if s != "abs"], wait_steps,
+                     max(workers, 1))
     click.echo(table(work))
 
 
