@@ -15,7 +15,8 @@ very same function on the same blocks in the stage's own process::
   processes over halves of the lines did).
 * ``state`` (tokenizers, segmenters) travels to each process once, pickled, and is unpickled
   there on the first block; ``work`` and the blocks must be picklable (module-level functions,
-  plain data).
+  plain data). As with any ``spawn``, a script that calls a stage with ``jobs`` > 1 from its
+  top level needs ``if __name__ == "__main__":`` (the workers import the main module).
 * At most ``2 N`` blocks are in flight, so the parent holds a bounded part of a streamed input.
 * A worker's :class:`~depnmt.errors.DepnmtError` (a bad line, named by file and line) is
   raised in the parent as it is; the first failing block in input order wins, as with one
