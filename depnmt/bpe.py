@@ -67,6 +67,7 @@ from .prepare import check_language_code
 from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, count_lines, iter_lines, read_json, write_lines
 from .vocab import Vocab
+from .workers import InProcess, Workers, blocks, worker_pool
 
 MAX_CHUNK_CHARS = 500
 CONFIG_FILE = "bpe.json"
@@ -173,6 +174,10 @@ class Segmenter:
         self._bpe = None if codes is None else apply_bpe.BPE(
             io.StringIO(codes), merges=self.merges, separator=SEPARATOR, vocab=self._filter_set())
 
+    def __reduce__(self):
+        """Pickled as what builds it (``bpe --jobs`` sends it to worker processes)."""
+        return _segmenter, (self.codes, self.joint, self.filter_counts, self.vocab_threshold)
+
     def _filter_set(self) -> set[str] | None:
         if self.filter_counts is None:
             return None
@@ -262,6 +267,13 @@ class Segmenter:
         return cls(codes, joint=cfg["codes"] == codes_name(True, side), source=codes_path,
                    filter_counts=read_counts(directory / filter_name) if filter_name else None,
                    vocab_threshold=cfg.get("vocab_threshold") or 0)
+
+
+def _segmenter(codes: str | None, joint: bool, filter_counts: dict[str, int] | None,
+               vocab_threshold: int) -> Segmenter:
+    """A :class:`Segmenter` built again from its parts (unpickling)."""
+    return Segmenter(codes, joint=joint, filter_counts=filter_counts,
+                     vocab_threshold=vocab_threshold)
 
 
 def codes_name(joint: bool, side: str) -> str:
@@ -369,17 +381,33 @@ def learn_timed(counts: Counter, opts: BpeOptions, label: str) -> str:
     return codes
 
 
-def segment_file(segmenter: Segmenter, src: Path, out: Path, total: int) -> Counter:
-    """Segment every line of ``src`` into ``out``; return the subword counts."""
+def segment_block(segmenters: dict[str, Segmenter], block: tuple[str, list[str]]
+                  ) -> tuple[list[str], Counter]:
+    """The subword lines of a block of tokenized lines of one side (``(side, lines)``) and their
+    subword counts. What ``--jobs N`` runs in its worker processes."""
+    side, lines = block
+    counts: Counter = Counter()
+    out = []
+    for line in lines:
+        pieces = segmenters[side].segment(split_tokens(line))
+        counts.update(pieces)
+        out.append(" ".join(pieces))
+    return out, counts
+
+
+def segment_file(pool: InProcess | Workers, side: str, src: Path, out: Path,
+                 total: int) -> Counter:
+    """Segment every line of ``src`` (``side``'s segmenter, by ``pool``) into ``out``; return
+    the subword counts."""
     counts: Counter = Counter()
 
     def lines() -> Iterable[str]:
-        for line in track(iter_lines(src), f"segmenting {src.name}", total=total):
-            pieces = segmenter.segment(split_tokens(line))
-            counts.update(pieces)
-            yield " ".join(pieces)
+        for pieces, block_counts in pool.map(segment_block, ((side, block) for block in
+                                                             blocks(iter_lines(src)))):
+            counts.update(block_counts)     # keys first seen in the same order as line by line
+            yield from pieces
 
-    write_lines(out, lines())
+    write_lines(out, track(lines(), f"segmenting {src.name}", total=total))
     return counts
 
 
@@ -393,9 +421,11 @@ def build_vocabs(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str
             for side in SIDES}
 
 
-def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
+def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions, jobs: int = 1) -> dict:
     """Run the bpe stage from a prepare folder into ``out_dir`` (all or nothing, one writer:
-    :func:`~depnmt.stagedir.stage_output`); return the manifest."""
+    :func:`~depnmt.stagedir.stage_output`); return the manifest. ``jobs`` > 1 applies the
+    codes in that many processes (:mod:`depnmt.workers`), with the same output; it is not
+    recorded."""
     check_distinct(out_dir, {"prepare folder": prepare_dir})
     opts.check()
     prep, langs, splits = prepared_inputs(prepare_dir)
@@ -406,7 +436,7 @@ def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions) -> dict:
         if not train_counts[side]:
             raise DepnmtError(f"{path}: no tokens to learn from")
     with stage_output(out_dir, "bpe", owns=stage_owns(langs)) as tmp:
-        return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts)
+        return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts, jobs)
 
 
 def stage_owns(langs: dict[str, str]):
@@ -422,20 +452,22 @@ def stage_owns(langs: dict[str, str]):
 
 def write_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions,
               prepared: tuple[dict, dict[str, str], list[str]],
-              train_counts: dict[str, Counter]) -> dict:
+              train_counts: dict[str, Counter], jobs: int = 1) -> dict:
     """Learn the segmenters, write the bpe folder's files into ``out_dir`` (manifest last);
     return the manifest. ``prepared``: what :func:`prepared_inputs` returned."""
     prep, langs, splits = prepared
     segmenters = build_segmenters(train_counts, opts)
     outputs, subword_counts = [], {}
-    for side, lang in langs.items():
-        for split in splits:
-            name = f"{split}.{lang}"
-            src = prepare_dir / name
-            counts = segment_file(segmenters[side], src, out_dir / name, line_total(prep, name, src))
-            if split == "train":
-                subword_counts[side] = counts
-            outputs.append(name)
+    with worker_pool(jobs, segmenters) as pool:
+        for side, lang in langs.items():
+            for split in splits:
+                name = f"{split}.{lang}"
+                src = prepare_dir / name
+                counts = segment_file(pool, side, src, out_dir / name,
+                                      line_total(prep, name, src))
+                if split == "train":
+                    subword_counts[side] = counts
+                outputs.append(name)
     vocabs = build_vocabs(subword_counts, opts)
     for side in SIDES:
         vocabs[side].save(out_dir / f"vocab.{side}.txt")

@@ -15,8 +15,13 @@ class InputError(DepnmtError):
     def __init__(self, path: str | Path, line: int | None, message: str):
         self.path = str(path)
         self.line = line
+        self.message = message
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):
+        """Pickled as its parts (a worker process of ``--jobs`` hands it to the stage)."""
+        return type(self), (self.path, self.line, self.message), self.__dict__
 
 
 def os_error(path: str | Path, action: str, exc: BaseException, line: int | None = None

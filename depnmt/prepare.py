@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Iterator
 
@@ -40,6 +40,7 @@ from .manifest import write_manifest
 from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, count_lines, iter_lines
 from .tokenize import Tokenizer, default_kind, make_tokenizer
+from .workers import InProcess, Workers, blocks, worker_pool
 
 SPLITS = ("train", "dev", "test")
 DROP_REASONS = ("empty", "too_short", "too_long", "wrong_language")
@@ -179,33 +180,49 @@ def output_names(split: str, src_lang: str, tgt_lang: str) -> list[str]:
             f"{split}.raw.{src_lang}", f"{split}.raw.{tgt_lang}"]
 
 
-def process_split(source: SplitSource, out_dir: Path, tokenizers: tuple[Tokenizer, Tokenizer],
+def tokenized_pairs(state: tuple[tuple[Tokenizer, Tokenizer], Settings],
+                    block: tuple[bool, list[tuple[str, str]]]) -> list[tuple[str | None, tuple]]:
+    """Tokenize a block of raw pairs (``(filtered, pairs)``) and decide which are dropped:
+    per pair ``(drop reason or None, (src, tgt, src raw, tgt raw), an empty side?)``. What
+    ``--jobs N`` runs in its worker processes (``state``: the tokenizers and settings)."""
+    (tok_src, tok_tgt), settings = state
+    filtered, pairs = block
+    out = []
+    for src_line, tgt_line in pairs:
+        src_raw, src_toks = tok_src.process(src_line)
+        tgt_raw, tgt_toks = tok_tgt.process(tgt_line)
+        reason = filtered and drop_reason(src_toks, tgt_toks, settings.min_len, settings.max_len)
+        if filtered and not reason and wrong_language(src_raw, tgt_raw, settings):
+            reason = "wrong_language"
+        out.append((reason or None, (" ".join(src_toks), " ".join(tgt_toks), src_raw, tgt_raw),
+                    not (src_toks and tgt_toks)))
+    return out
+
+
+def process_split(source: SplitSource, out_dir: Path, pool: InProcess | Workers,
                   settings: Settings) -> dict:
-    """Tokenize, filter and write one split; return its counts for the manifest."""
+    """Tokenize, filter and write one split (blocks of pairs tokenized by ``pool``); return
+    its counts for the manifest."""
     names = output_names(source.name, settings.src_lang, settings.tgt_lang)
     dropped = dict.fromkeys(DROP_REASONS, 0)
     kept = empty_kept = read = 0
     limit = settings.max_pairs if source.name == "train" else None
-    tok_src, tok_tgt = tokenizers
+    done = pool.map(tokenized_pairs, ((source.filtered, block)
+                                      for block in blocks(iter_pairs(source))))
     with ExitStack() as stack:
         outs = [stack.enter_context(atomic_open(out_dir / name)) for name in names]
-        pairs = track(iter_pairs(source), f"{source.name}: tokenizing", total=source.size)
-        for src_line, tgt_line in pairs:
+        stack.callback(done.close)              # stops the workers' blocks still in flight
+        pairs = track(chain.from_iterable(done), f"{source.name}: tokenizing", total=source.size)
+        for reason, texts, empty_side in pairs:
             if limit is not None and kept >= limit:
                 break
             read += 1
-            src_raw, src_toks = tok_src.process(src_line)
-            tgt_raw, tgt_toks = tok_tgt.process(tgt_line)
-            reason = source.filtered and drop_reason(src_toks, tgt_toks, settings.min_len,
-                                                     settings.max_len)
-            if source.filtered and not reason and wrong_language(src_raw, tgt_raw, settings):
-                reason = "wrong_language"
             if reason:
                 dropped[reason] += 1
                 continue
             kept += 1
-            empty_kept += not (src_toks and tgt_toks)
-            for out, text in zip(outs, (" ".join(src_toks), " ".join(tgt_toks), src_raw, tgt_raw)):
+            empty_kept += empty_side
+            for out, text in zip(outs, texts):
                 out.write(text + "\n")
     report_split(source, read, kept, dropped, empty_kept)
     if limit is not None and kept < limit:
@@ -229,9 +246,12 @@ def report_split(source: SplitSource, read: int, kept: int, dropped: dict[str, i
 
 
 def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: Settings,
-            tokenizers: tuple[Tokenizer, Tokenizer], inputs_extra: dict | None = None) -> dict:
+            tokenizers: tuple[Tokenizer, Tokenizer], inputs_extra: dict | None = None,
+            jobs: int = 1) -> dict:
     """Run the whole stage into ``out_dir`` (all or nothing, one writer:
-    :func:`~depnmt.stagedir.stage_output`) and return the manifest that was written."""
+    :func:`~depnmt.stagedir.stage_output`) and return the manifest that was written.
+    ``jobs`` > 1 tokenizes in that many processes (:mod:`depnmt.workers`; the tokenizers
+    travel there as their ``config()``), with the same output; it is not recorded."""
     out_dir = Path(out_dir)
     for option, lang in (("--src-lang", settings.src_lang), ("--tgt-lang", settings.tgt_lang)):
         check_language_code(lang, option)
@@ -252,8 +272,9 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
     sources = plan_splits(files, settings)
     outputs = [name for split in SPLITS
                for name in output_names(split, settings.src_lang, settings.tgt_lang)]
-    with stage_output(out_dir, "prepare", owns=set(outputs).__contains__) as tmp:
-        counts = {s.name: process_split(s, tmp, tokenizers, settings) for s in sources}
+    with stage_output(out_dir, "prepare", owns=set(outputs).__contains__) as tmp, \
+            worker_pool(jobs, (tokenizers, settings)) as pool:
+        counts = {s.name: process_split(s, tmp, pool, settings) for s in sources}
         inputs = {f"{split}.{side}": str(Path(path).resolve()) for split, pair in files.items()
                   for side, path in zip(("src", "tgt"), pair)}
         return write_manifest(tmp, "prepare", inputs={**(inputs_extra or {}), **inputs},

@@ -43,6 +43,9 @@ class ReadError(InputError):
         super().__init__(path, line, message)
         self.cause = cause
 
+    def __reduce__(self):
+        return ReadError, (self.path, self.line, self.message, self.cause), self.__dict__
+
 
 class _CheckedGzip(io.RawIOBase):
     """The decompressed bytes of a ``.gz`` file, read in blocks; malformed, corrupt or

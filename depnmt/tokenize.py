@@ -131,6 +131,10 @@ class Tokenizer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config()})"
 
+    def __reduce__(self):
+        """Pickled as its config (``prepare --jobs`` sends it to worker processes)."""
+        return make_tokenizer, (self.config(),)
+
     # -- for subclasses -------------------------------------------------------------------------
     def _normalise_extra(self, text: str) -> str:
         """Kind-specific normalisation applied before whitespace is collapsed."""

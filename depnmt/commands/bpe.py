@@ -8,7 +8,7 @@ import click
 
 from ..bpe import BpeOptions, run_bpe
 from ..log import info, warn
-from .options import deprecated_aliases
+from .options import deprecated_aliases, jobs_option
 
 DIR = click.Path(file_okay=False, path_type=Path)
 BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
@@ -47,11 +47,12 @@ BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
               help="Keep at most the N most frequent tokens per vocabulary (besides specials).")
 @click.option("--merge-min-freq", type=click.IntRange(min=1), default=2, show_default=True,
               metavar="N", help="Stop learning merges when no pair occurs N times (bpe mode).")
+@jobs_option("Apply the codes (learning them takes one process)")
 @click.pass_context
 def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, merges: int,
             joint: bool | None, vocab_threshold: int, min_freq: int | None,
             src_min_freq: int | None, tgt_min_freq: int | None, max_vocab: int | None,
-            merge_min_freq: int) -> None:
+            merge_min_freq: int, jobs: int) -> None:
     """Learn and apply subword-nmt BPE, or build word-level vocabularies.
 
     \b
@@ -72,5 +73,5 @@ def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, mer
     opts = BpeOptions(mode=mode, merges=merges, joint=(mode == "bpe") if joint is None else joint,
                       vocab_threshold=vocab_threshold, min_freq=per_side, max_vocab=max_vocab,
                       merge_min_freq=merge_min_freq)
-    run_bpe(prepare_dir, out_dir, opts)
+    run_bpe(prepare_dir, out_dir, opts, jobs=jobs)
     info(f"wrote {out_dir}")

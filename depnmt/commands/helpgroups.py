@@ -31,11 +31,12 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Tokenization", ["tokenizer_src", "tokenizer_tgt", "lowercase"]),
         ("Filters", ["first", "max_len", "min_len", "filter_eval", "langid_filter", "max_pairs"]),
         ("Dev and test splits", ["dev_size", "test_size"]),
+        ("Processes", ["jobs"]),
     ],
     "parse": [
         ("Input and output", ["prepare_dir", "out_dir", "side", "splits"]),
         ("Parser", ["backend", "models", "langs", "stanza_dir", "conllu_dir", "batch_size"]),
-        ("Work split over processes", ["shard", "merge"]),
+        ("Work split over processes", ["jobs", "shard", "merge"]),
     ],
     "controls": [
         ("Input and output", ["parse_dir", "out_dir", "side"]),
@@ -45,6 +46,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Input and output", ["prepare_dir", "out_dir"]),
         ("Subwords", ["mode", "merges", "joint", "vocab_threshold", "merge_min_freq"]),
         ("Vocabulary", ["min_freq", "src_min_freq", "tgt_min_freq", "max_vocab"]),
+        ("Processes", ["jobs"]),
     ],
     "train": [
         ("Data and model folder", ["config_file", "data_dir", "model_dir", "trees_dir",

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import DepnmtError
+from .options import jobs_option
 
 HELP = """Dependency-parse the tokenized text of a `depnmt prepare` folder into CoNLL-U.
 
@@ -38,8 +39,10 @@ several roots, the first root stays the root and every other root is attached to
 with the relation `parataxis`; MISC `SentIdx=k` records each word's sentence.
 
 \b
-Large corpora: run `--shard i/N` for i = 0..N-1 (any machines; shard i is the i-th of
-N contiguous blocks of lines), put the outputs in one OUT_DIR, then run `--merge`.
+Large corpora: --jobs N parses N contiguous blocks of lines in N processes on this
+machine (each loads the parser once; the output is the same as one process's). Over
+several machines: run `--shard i/N` for i = 0..N-1 (shard i is the i-th of N
+contiguous blocks of lines), put the outputs in one OUT_DIR, then run `--merge`.
 """
 
 
@@ -81,13 +84,17 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
               help="For --backend conllu: folder holding {split}.{lang}.conllu.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
               help="Lines given to the parser at once.")
+@jobs_option("Parse (stanza, spacy)")
 @click.option("--shard", callback=_shard, default=None, metavar="i/N",
               help="Parse only block i (0-based) of N; writes *.conllu.shard-i-of-N.")
 @click.option("--merge", is_flag=True,
               help="Merge the N shards found in OUT_DIR into the final files (checks them).")
 def command(prepare_dir, out_dir, side, splits, backend, models, langs, stanza_dir, conllu_dir,
-            batch_size, shard, merge) -> None:
+            batch_size, jobs, shard, merge) -> None:
     from ..parse.stage import ParseOptions, per_side, run_merge, run_parse
+    if jobs > 1 and (shard is not None or merge):
+        raise click.UsageError("--jobs parses a whole run in N processes; with --shard run more "
+                               "shards instead (--merge works in one process)")
     if merge:
         if shard is not None:
             raise click.UsageError("--merge and --shard exclude each other")
@@ -100,4 +107,5 @@ def command(prepare_dir, out_dir, side, splits, backend, models, langs, stanza_d
         sides=["src", "tgt"] if side == "both" else [side],
         splits=[s.strip() for s in splits.split(",") if s.strip()] if splits else None,
         backend=backend, models=per_side(models, "--model"), langs=per_side(langs, "--lang"),
-        stanza_dir=stanza_dir, conllu_dir=conllu_dir, batch_size=batch_size, shard=shard))
+        stanza_dir=stanza_dir, conllu_dir=conllu_dir, batch_size=batch_size, shard=shard,
+        jobs=jobs))

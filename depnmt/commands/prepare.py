@@ -9,7 +9,7 @@ import click
 from ..corpora import CORPORA, corpus_files, get_corpus
 from ..prepare import LANGID_SIDES, Settings, make_side_tokenizer, prepare
 from ..tokenize import KINDS
-from .options import deprecated_aliases
+from .options import deprecated_aliases, jobs_option
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 SIDES = ("src", "tgt")
@@ -89,13 +89,14 @@ def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
               metavar="N", help="Without dev files: hold out N pairs for dev.")
 @click.option("--test-size", type=click.IntRange(min=0), default=1000, show_default=True,
               metavar="N", help="Without test files: hold out the last N pairs for test.")
+@jobs_option("Tokenize and filter")
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               required=True, metavar="OUT_DIR",
               help="Output folder, written all or nothing: it appears (or replaces a previous "
                    "`depnmt prepare` output) when the run completes; one run at a time.")
 def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, src_lang,
             tgt_lang, tokenizer_src, tokenizer_tgt, lowercase, first, max_len, min_len,
-            filter_eval, langid_filter, max_pairs, dev_size, test_size, out_dir):
+            filter_eval, langid_filter, max_pairs, dev_size, test_size, jobs, out_dir):
     """Read, normalise, tokenize and filter a parallel corpus into train/dev/test.
 
     Give either a named corpus (--corpus) or your own files: --train-src and --train-tgt,
@@ -131,4 +132,4 @@ def command(corpus, train_src, train_tgt, dev_src, dev_tgt, test_src, test_tgt, 
                         langid_filter=langid_filter, max_pairs=max_pairs)
     tokenizers = (make_side_tokenizer(tokenizer_src, src_lang, lowercase, corpus_tokenizer),
                   make_side_tokenizer(tokenizer_tgt, tgt_lang, lowercase, corpus_tokenizer))
-    prepare(out_dir, files, settings, tokenizers, inputs_extra=inputs_extra)
+    prepare(out_dir, files, settings, tokenizers, inputs_extra=inputs_extra, jobs=jobs)

@@ -11,12 +11,18 @@ and writes ``shard-i-of-N.json``. ``--merge`` checks that all N shards are there
 concatenates them in order, validates every tree against its text line and writes the final
 files and manifest into a new folder that replaces OUT, shard files included (all or nothing,
 one writer: :func:`~depnmt.stagedir.stage_output`; so does a whole run).
+
+``--jobs N`` (a whole run, stanza/spacy) is the same on one machine: N worker processes
+(:mod:`depnmt.workers`), each loading the parser once, parse shard i/N of every file into the
+stage's temporary folder, which is then merged and checked as ``--merge`` does; the output is
+that of one process, manifest included (``jobs`` is not recorded).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
@@ -26,7 +32,8 @@ from ..errors import DepnmtError, InputError
 from ..log import info, progress_bar
 from ..manifest import load_manifest, write_manifest
 from ..stagedir import check_distinct, hold_lock, sibling, stage_output
-from ..textio import atomic_open, count_lines, iter_lines, make_dir, read_json
+from ..textio import atomic_open, count_lines, iter_lines, make_dir, naming, read_json
+from ..workers import report, worker_pool
 from . import Parser, make_parser
 from .conllu import Sentence, read_conllu_numbered, write_conllu
 
@@ -63,6 +70,7 @@ class ParseOptions:
     conllu_dir: Path | None = None
     batch_size: int = 256
     shard: tuple[int, int] | None = None  # (i, N)
+    jobs: int = 1                         # worker processes of a whole run (not recorded)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,12 +150,19 @@ def plan_jobs(prepare_dir: Path, out_dir: Path, manifest: dict, sides: list[str]
 # ---------------------------------------------------------------------------------------------
 # Trees from a parser, and trees checked against the text
 
-def parsed_trees(parser: Parser, lines: Iterable[str], batch_size: int,
+def parsed_trees(parser: Parser, text: Path, lines: Iterable[tuple[int, str]], batch_size: int,
                  advance: Callable[[int], None]) -> Iterator[Sentence]:
-    """Parse ``lines`` in batches of ``batch_size``, one tree per line."""
+    """Parse numbered ``lines`` of ``text`` in batches of ``batch_size``, one tree per line; a
+    token CoNLL-U cannot hold is an :class:`InputError` naming its line."""
     lines = iter(lines)
     while batch := list(islice(lines, batch_size)):
-        yield from parser.parse([line_tokens(line) for line in batch])
+        tokens = [line_tokens(line) for _, line in batch]
+        for (lineno, _), words in zip(batch, tokens):
+            bad = next((t for t in words if any(c in t for c in "\t\r\n")), None)
+            if bad is not None:
+                raise InputError(text, lineno, f"token {bad!r} contains a tab or line break, "
+                                               f"which CoNLL-U cannot hold")
+        yield from parser.parse(tokens)
         advance(len(batch))
 
 
@@ -305,13 +320,52 @@ def run_parse(opts: ParseOptions) -> dict:
         return record
     with stage_output(opts.out_dir, "parse", owns=owns_tree_file) as tmp:
         jobs = retarget(jobs, tmp)
+        if opts.jobs > 1 and opts.backend != "conllu":
+            return stage_manifest(tmp, opts.prepare_dir, jobs, parse_in_workers(opts, jobs))
         return stage_manifest(tmp, opts.prepare_dir, jobs, parse_record(opts, jobs))
 
 
-def parse_record(opts: ParseOptions, jobs: list[Job]) -> dict:
-    """Parse (or import) every job; return the record of the run that manifests keep."""
-    run = import_trees if opts.backend == "conllu" else parse_files
-    settings, descriptions = run(opts, jobs)
+def parse_in_workers(opts: ParseOptions, jobs: list[Job]) -> dict:
+    """``--jobs N``: worker process i parses shard i/N of every job, as ``--shard i/N``
+    would, into a folder beside the jobs' outputs (the stage's temporary folder); the shards
+    are merged and checked as ``--merge`` does, then removed. Returns the run's record, the
+    same as one process's."""
+    count, folder = opts.jobs, make_dir(jobs[0].out.parent / "shards")
+    shard_jobs = retarget(jobs, folder)
+    tasks = [(replace(opts, out_dir=folder, shard=(i, count), jobs=1), shard_jobs)
+             for i in range(count)]
+    with progress_bar() as bar:
+        bars = [bar.add_task(f"parse {job.text.name}", total=count_lines(job.text))
+                for job in jobs]
+        with worker_pool(count, on_progress=lambda i, k: bar.advance(bars[i], k)) as pool:
+            for _ in pool.map(parse_shard_files, tasks):
+                pass
+    records = find_shards(folder)
+    models = records[0]["parser_models"]
+    merge_shards(jobs, shard_files(shard_jobs, count),
+                 lambda job, n: f"{opts.out_dir / job.out.name}: {n} trees "
+                                f"({models[job.side]}, {count} processes)")
+    with naming(folder, "remove"):
+        shutil.rmtree(folder)
+    return records[0]
+
+
+def parse_shard_files(state: None, task: tuple[ParseOptions, list[Job]]) -> None:
+    """In a worker process of ``--jobs``: parse one shard of every job and write its
+    ``shard-i-of-N.json``, reporting progress to the stage's process."""
+    opts, jobs = task
+    write_shard_manifest(opts.out_dir, opts.shard,  # type: ignore[arg-type]
+                         parse_record(opts, jobs, report))
+
+
+def parse_record(opts: ParseOptions, jobs: list[Job],
+                 report: Callable[[int, int], None] | None = None) -> dict:
+    """Parse (or import) every job; return the record of the run that manifests keep.
+    ``report(job index, lines)``: progress of a worker process (no bar, no messages)."""
+    if opts.backend == "conllu":
+        settings, descriptions = import_trees(opts, jobs)
+    else:
+        settings, descriptions = parse_files(opts, jobs, report)
     return {"options": stage_options(opts), "prepare_dir": str(opts.prepare_dir.resolve()),
             "sides": opts.sides, "splits": list(dict.fromkeys(j.split for j in jobs)),
             "parser": full_sides(settings), "parser_models": full_sides(descriptions),
@@ -335,27 +389,36 @@ def import_trees(opts: ParseOptions, jobs: list[Job]) -> tuple[dict, dict]:
     return settings, {side: f"conllu files from {given}" for side in settings}
 
 
-def parse_files(opts: ParseOptions, jobs: list[Job]) -> tuple[dict, dict]:
+def parse_files(opts: ParseOptions, jobs: list[Job],
+                report: Callable[[int, int], None] | None = None) -> tuple[dict, dict]:
     """Backends stanza/spacy: parse every job (or its shard block); return the per-side
     settings and descriptions for the manifest."""
     parsers = make_side_parsers(opts, jobs)
-    with progress_bar() as bar:
-        for job in jobs:
-            parse_job(job, parsers[job.side], opts, bar)
+    if report is not None:
+        for index, job in enumerate(jobs):
+            parse_job(job, parsers[job.side], opts, lambda k, i=index: report(i, k))
+    else:
+        with progress_bar() as bar:
+            for job in jobs:
+                block = shard_range(count_lines(job.text), opts.shard)
+                task = bar.add_task(f"parse {job.text.name}", total=block[1] - block[0])
+                out, n = parse_job(job, parsers[job.side], opts,
+                                   lambda k: bar.advance(task, k), block)
+                info(f"{opts.out_dir / out.name}: {n} trees ({parsers[job.side].describe()})")
     return ({side: p.settings for side, p in parsers.items()},
             {side: p.describe() for side, p in parsers.items()})
 
 
-def parse_job(job: Job, parser: Parser, opts: ParseOptions, bar: Any) -> None:
-    """Parse one file (or its shard block) and write the CoNLL-U output."""
-    start, end = shard_range(count_lines(job.text), opts.shard)
+def parse_job(job: Job, parser: Parser, opts: ParseOptions, advance: Callable[[int], None],
+              block: tuple[int, int] | None = None) -> tuple[Path, int]:
+    """Parse one file (or its shard's ``block`` of lines) and write the CoNLL-U output; return
+    the file written and its number of trees."""
+    start, end = block or shard_range(count_lines(job.text), opts.shard)
     out = job.out if opts.shard is None else job.out.with_name(
         f"{job.out.name}.{shard_suffix(opts.shard)}")
-    task = bar.add_task(f"parse {job.text.name}", total=end - start)
-    lines = islice(iter_lines(job.text), start, end)
-    n = write_conllu(out, parsed_trees(parser, lines, opts.batch_size,
-                                       lambda k: bar.advance(task, k)))
-    info(f"{opts.out_dir / out.name}: {n} trees ({parser.describe()})")
+    lines = islice(enumerate(iter_lines(job.text), start=1), start, end)
+    return out, write_conllu(out, parsed_trees(parser, job.text, lines, opts.batch_size,
+                                               advance))
 
 
 def full_sides(per: dict[str, Any]) -> dict[str, Any]:
@@ -416,20 +479,33 @@ def run_merge(prepare_dir: Path | None, out_dir: Path) -> dict:
     check_folders(prepare_dir, out_dir)
     manifest = load_manifest(prepare_dir, "prepare")
     jobs = plan_jobs(prepare_dir, out_dir, manifest, first["sides"], first["splits"])
-    suffixes = [shard_suffix((i, count)) for i in range(count)]
-    shards = {job.out.name: [job.out.with_name(f"{job.out.name}.{s}") for s in suffixes]
-              for job in jobs}
+    shards = shard_files(jobs, count)
     absent = [str(p) for sources in shards.values() for p in sources if not p.exists()]
     if absent:
         raise DepnmtError(f"shard file(s) missing: {', '.join(absent)}")
     # the new folder replaces OUT as a whole: the shard files go with the old one
     with stage_output(out_dir, "parse", owns=owns_shard_or_tree_file) as tmp:
         jobs = retarget(jobs, tmp)
-        with progress_bar() as bar:
-            for job in jobs:
-                task = bar.add_task(f"merge {job.out.name}", total=count_lines(job.text))
-                n = write_conllu(job.out, checked_trees(shards[job.out.name], job.text,
-                                                        lambda k: bar.advance(task, k)))
-                info(f"{out_dir / job.out.name}: {n} trees merged from {count} shards")
+        merge_shards(jobs, shards, lambda job, n: f"{out_dir / job.out.name}: {n} trees "
+                                                  f"merged from {count} shards")
         return stage_manifest(tmp, prepare_dir, jobs,
                               dict(first, options=dict(first["options"], merged_shards=count)))
+
+
+def shard_files(jobs: list[Job], count: int) -> dict[str, list[Path]]:
+    """Output name of each job -> its ``count`` shard files, in order."""
+    suffixes = [shard_suffix((i, count)) for i in range(count)]
+    return {job.out.name: [job.out.with_name(f"{job.out.name}.{s}") for s in suffixes]
+            for job in jobs}
+
+
+def merge_shards(jobs: list[Job], shards: dict[str, list[Path]],
+                 message: Callable[[Job, int], str]) -> None:
+    """Write each job's output from its shard files (:func:`shard_files`), every tree checked
+    against its line of text (:func:`checked_trees`); ``message(job, trees)`` is printed."""
+    with progress_bar() as bar:
+        for job in jobs:
+            task = bar.add_task(f"merge {job.out.name}", total=count_lines(job.text))
+            n = write_conllu(job.out, checked_trees(shards[job.out.name], job.text,
+                                                    lambda k: bar.advance(task, k)))
+            info(message(job, n))

@@ -42,6 +42,9 @@
 #            `depnmt models download`). SHARDS=N parses in N parallel shards and merges them —
 #            on a cluster, run each `depnmt parse --shard i/N` on its own node, then
 #            `depnmt parse --merge`
+#            DATA_JOBS=N runs prepare, parse and bpe in N worker processes (their --jobs;
+#            default auto, one per core; each parse process loads its own GiNZA/spaCy
+#            model); the data is the same for any N
 #   bpe      word vocabularies (omote, omote-ablation, nlp2019) or joint BPE (dbsa)
 #   train    every system of SYSTEMS with the papers' hyper-parameters: 6+6 layers, 8 heads,
 #            d_model 512, d_ff 2048 (ARCH overrides them), Adam (0.9, 0.98, 1e-9), 4,000
@@ -55,6 +58,7 @@ ASPEC=$1; shift
 read_until "$usage" "$@"
 SETTING=${SETTING:-omote}
 WORK=${DEPNMT_WORK:-work/aspec-ja-en-$SETTING}
+DATA_JOBS=${DATA_JOBS:-auto}
 DBSA_LAYER=${DBSA_LAYER:-4}
 SRC_LANG=ja TGT_LANG=en
 BATCH=(); MIN_FREQ=(); BASELINES="abs abs+rel rel"   # (rel: the 0.1.0 name of abs+rel)
@@ -97,7 +101,8 @@ E=$WORK/extract
 S=$SRC_LANG T=$TGT_LANG
 done_stage "$WORK/prepare" || depnmt prepare --src-lang "$S" --tgt-lang "$T" \
   --train-src "$E/train.$S" --train-tgt "$E/train.$T" --dev-src "$E/dev.$S" --dev-tgt "$E/dev.$T" \
-  --test-src "$E/test.$S" --test-tgt "$E/test.$T" "${PREPARE_FILTER[@]}" -o "$WORK/prepare"
+  --test-src "$E/test.$S" --test-tgt "$E/test.$T" "${PREPARE_FILTER[@]}" --jobs "$DATA_JOBS" \
+  -o "$WORK/prepare"
 stop_after prepare
 
 sides=$(tree_sides $SYSTEMS)
@@ -107,10 +112,11 @@ stop_after parse
 
 if [ "$SETTING" = dbsa ]; then
   DATA=$WORK/bpe
-  done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --joint --merges 100000
+  done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --joint --merges 100000 --jobs "$DATA_JOBS"
 else
   DATA=$WORK/words
-  done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --mode word "${MIN_FREQ[@]}"
+  done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --mode word "${MIN_FREQ[@]}" \
+    --jobs "$DATA_JOBS"
 fi
 stop_after bpe
 

@@ -93,9 +93,10 @@ read_until() {
 # stop_after STAGE: exit here when the recipe was run with --until STAGE ($UNTIL).
 stop_after() { if [ "${UNTIL:-}" = "$1" ]; then echo "== stopped after $1"; exit 0; fi; }
 
-# parse_trees PREPARE_DIR OUT_DIR SIDES PARSER_FLAGS...: `depnmt parse` unless done; with
-# SHARDS=N as N parallel shards merged at the end — on a cluster, run each
-# `depnmt parse --shard i/N` on its own node instead, then `depnmt parse --merge`.
+# parse_trees PREPARE_DIR OUT_DIR SIDES PARSER_FLAGS...: `depnmt parse` unless done, in
+# DATA_JOBS worker processes (`--jobs`, default 1; the WMT and ASPEC recipes default it to
+# `auto`, one per core); with SHARDS=N as N parallel shards merged at the end — on a cluster,
+# run each `depnmt parse --shard i/N` on its own node instead, then `depnmt parse --merge`.
 parse_trees() {
   local prepare=$1 out=$2 sides=$3 i shards=${SHARDS:-1}
   shift 3
@@ -109,7 +110,7 @@ parse_trees() {
     for i in "${pids[@]}"; do wait "$i"; done
     depnmt parse -i "$prepare" -o "$out" --side "$sides" "$@" --merge
   else
-    depnmt parse -i "$prepare" -o "$out" --side "$sides" "$@"
+    depnmt parse -i "$prepare" -o "$out" --side "$sides" "$@" --jobs "${DATA_JOBS:-1}"
   fi
 }
 

