@@ -32,8 +32,8 @@ stops keeps its checkpoints by design). No outcome may print a Python traceback.
 differ between two uninterrupted runs of the same command — in ``manifest.json`` (compared
 as parsed JSON) ``created`` (the wall clock) and, in train's, ``progress.elapsed`` (seconds
 of training); in ``metrics.jsonl`` each record's ``time`` and the end record's ``elapsed``
-(seconds since the start), ``tgt_tokens_per_s``, ``src_tokens_per_s`` (speed) and ``load``
-(the machine's load average); in a checkpoint (``*.pt``, compared as loaded: every tensor
+(seconds since the start), ``tgt_tokens_per_s``, ``src_tokens_per_s``, ``batch_wait_s``,
+``batch_wait_share`` (speed) and ``load`` (the machine's load average); in a checkpoint (``*.pt``, compared as loaded: every tensor
 bit for bit, all other values equal) ``progress.elapsed`` and ``sha256`` (the digest over
 the rest, ``elapsed`` included). Not compared: lock files (``*.lock``: the model folder's
 ``.lock``, ``average``'s ``checkpoints/.NAME.pt.lock``, holding the PID of the last writer)
@@ -76,7 +76,8 @@ TINY = ["--layers", "1", "--d-model", "32", "--heads", "2", "--d-ff", "64", "--m
         "--warmup", "10", "--lr", "3e-3", "--log-every", "2", "--valid-max-sentences", "10",
         "--beam", "2", "--device", "cpu"]
 TIMING = {"manifest.json": {"created", "elapsed"}, "checkpoint": {"elapsed", "sha256"},
-          "metrics.jsonl": {"time", "elapsed", "tgt_tokens_per_s", "src_tokens_per_s", "load"}}
+          "metrics.jsonl": {"time", "elapsed", "tgt_tokens_per_s", "src_tokens_per_s", "load",
+                            "batch_wait_s", "batch_wait_share"}}
 
 
 # --- what a folder holds -------------------------------------------------------------------

@@ -55,7 +55,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
                         "arch_d_model", "arch_n_heads", "arch_d_ff", "arch_tie_decoder_embeddings",
                         "arch_share_all_embeddings"]),
         ("Batches", ["train_max_tokens", "train_batch_sentences", "train_update_freq",
-                     "train_max_len"]),
+                     "train_max_len", "train_workers"]),
         ("Optimisation", ["train_lr", "train_warmup", "train_label_smoothing", "train_clip_norm",
                           "arch_dropout", "arch_attention_dropout", "train_seed"]),
         ("Budget and stopping", ["train_max_epochs", "train_max_steps", "train_max_minutes",

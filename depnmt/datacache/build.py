@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..errors import InputError
+from ..log import track
 from ..subwords import SEPARATOR, merge_subwords
 from ..textio import iter_lines
 from ..vocab import UNK, Vocab
@@ -158,7 +159,9 @@ def build_text(source: Path, vocab_path: Path, out: Path, jobs: int) -> dict[str
                "digests.bin": ArrayWriter(out / "digests.bin", HASHES)}
     writers["offsets.bin"].append(np.zeros(1, OFFSETS))
     end = 0
-    for part in run_pieces(text_piece, pieces(source), jobs, load_vocab, (str(vocab_path),)):
+    todo = pieces(source)
+    for part in track(run_pieces(text_piece, todo, jobs, load_vocab, (str(vocab_path),)),
+                      f"cache {source.name}", total=len(todo)):
         writers["tokens.bin"].append(part["tokens"])
         writers["offsets.bin"].append(end + np.cumsum(part["lengths"]))
         writers["digests.bin"].append(part["digests"])
@@ -177,7 +180,9 @@ def build_trees(conllu: Path, text: Path, text_lines: int, out: Path, jobs: int
     writers["offsets.bin"].append(np.zeros(1, OFFSETS))
     names: dict[str, dict[str, int]] = {"rels": {}, "tags": {}}
     end = trees = 0
-    for part in run_pieces(tree_piece, pieces(conllu, blocks=True), jobs):
+    todo = pieces(conllu, blocks=True)
+    for part in track(run_pieces(tree_piece, todo, jobs), f"cache {conllu.name}",
+                      total=len(todo)):
         count = len(part["lengths"])
         fits = min(count, text_lines - trees)
         expected = np.fromfile(text / "digests.bin", HASHES, fits, offset=trees * 8)

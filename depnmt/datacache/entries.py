@@ -65,9 +65,6 @@ def rebuild(entry: Path, sources: dict[str, Path], build: Callable[[Path], dict[
             changed: bool) -> dict[str, Any]:
     """Build ``entry`` in a temporary folder and rename it into place (the lock held)."""
     remove_leftovers(entry)
-    what = ", ".join(str(p) for p in sources.values())
-    info(f"{'rebuilding' if changed else 'building'} the training data cache {entry} from "
-         f"{what}{' (changed since it was built)' if changed else ''}")
     started = time.monotonic()
     tmp = sibling(entry, f"tmp-{os.getpid()}")
     tmp.mkdir()
@@ -78,7 +75,10 @@ def rebuild(entry: Path, sources: dict[str, Path], build: Callable[[Path], dict[
         commit(tmp, entry)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    info(f"built {entry} in {time.monotonic() - started:.1f} s")
+    what = ", ".join(str(p) for p in sources.values())
+    info(f"{'rebuilt' if changed else 'built'} the training data cache {entry} from {what}"
+         f"{' (changed since it was last built)' if changed else ''} in "
+         f"{time.monotonic() - started:.1f} s")
     return meta
 
 
