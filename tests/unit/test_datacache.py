@@ -166,3 +166,29 @@ def test_tree_file_that_does_not_fit_the_text_names_file_and_line(data, tmp_path
     write_trees(words + [["extra"]], conllu)
     with pytest.raises(InputError, match=r"has more trees than the text has lines \(400\)"):
         cached(bpe, conllu)
+
+
+def test_cache_dir_elsewhere_leaves_the_data_folder_alone(data, tmp_path, monkeypatch):
+    bpe, conllu = data
+    monkeypatch.setenv("DEPNMT_CACHE_DIR", str(tmp_path / "elsewhere"))
+    corpus, _ = cached(bpe, conllu)
+    assert len(corpus) == 400 and not (bpe / "cache").exists()
+    (folder,) = (tmp_path / "elsewhere").iterdir()
+    assert folder.name.startswith("bpe-") and (folder / "text-train.en" / "meta.json").is_file()
+
+
+def test_a_data_folder_that_cannot_hold_the_cache_says_what_to_do(data, monkeypatch):
+    bpe, conllu = data
+    (bpe / "cache").write_text("not a folder")
+    with pytest.raises(DepnmtError, match=r"cache: cannot create the training data cache .*"
+                                          r"set DEPNMT_CACHE_DIR"):
+        cached(bpe, conllu)
+
+
+def test_bpe_replaces_its_folder_cache_included(data, tmp_path):
+    from tests.cli.conftest import run_cli
+    bpe, conllu = data
+    cached(bpe, conllu)
+    prepare = json.loads((bpe / "manifest.json").read_text())["prepare_dir"]
+    assert run_cli(["bpe", "-i", prepare, "-o", bpe, "--merges", "300"]) == 0
+    assert not (bpe / "cache").exists()
