@@ -18,7 +18,6 @@ waiting for its next update: each training record logs it (``batch_wait_s``,
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Iterator, Sequence
 
@@ -86,11 +85,8 @@ def default_workers(device: torch.device, local_world: int = 1) -> int:
     """``--workers`` when not given: on a GPU up to 4 a process, leaving a core for each
     training process; on the CPU 1 when there are 2 cores or more (the training step uses
     the others), else 0."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    per_process = cores // max(local_world, 1)
+    from .workers import available_cores
+    per_process = available_cores() // max(local_world, 1)
     if device.type == "cuda":
         return max(0, min(4, per_process - 1))
     return 1 if per_process >= 2 else 0

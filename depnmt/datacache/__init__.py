@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..vocab import Vocab
-from .build import build_text, build_trees, default_jobs
+from ..workers import available_cores
+from .build import build_text, build_trees
 from .corpus import Side, TrainCorpus, TreeRows
 from .entries import cache_root, ensure_entry
 
@@ -35,7 +36,7 @@ def open_corpus(data_dir: Path, split: str, langs: dict[str, str], vocabs: dict[
     first where needed, in ``jobs`` processes, default every core). Pairs longer than
     ``max_len`` subwords on either side are left out: returns (corpus, pairs left out)."""
     from ..errors import DepnmtError
-    jobs = jobs or default_jobs()
+    jobs = jobs or available_cores()
     root = cache_root(data_dir)
     sides: dict[str, Side] = {}
     for side, lang in langs.items():

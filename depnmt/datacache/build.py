@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import multiprocessing
-import os
-import sys
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -31,6 +28,7 @@ from ..log import track
 from ..subwords import SEPARATOR, merge_subwords
 from ..textio import iter_lines
 from ..vocab import UNK, Vocab
+from ..workers import worker_pool
 from .arrays import HASHES, LINES, OFFSETS, TOKENS, WORDS, ArrayWriter
 
 PIECE_BYTES = 8 << 20        # a worker's piece of a file; small enough to keep all cores busy
@@ -43,9 +41,11 @@ def words_digest(words: list[str]) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-def pieces(path: Path, blocks: bool = False, size: int = PIECE_BYTES) -> list[Piece]:
-    """``path`` cut into pieces of about ``size`` bytes, each ending after a line end (with
-    ``blocks``, after an empty line: CoNLL-U blocks stay whole), with their first lines."""
+def pieces(path: Path, blocks: bool = False, size: int | None = None) -> list[Piece]:
+    """``path`` cut into pieces of about ``size`` bytes (default :data:`PIECE_BYTES`), each
+    ending after a line end (with ``blocks``, after an empty line: CoNLL-U blocks stay whole),
+    with their first lines."""
+    size = size or PIECE_BYTES
     total = path.stat().st_size
     cuts = [0]
     with open(path, "rb") as fh:
@@ -86,21 +86,12 @@ def read_piece(piece: Piece) -> io.BytesIO:
 
 # -- workers ---------------------------------------------------------------------------------
 
-_VOCAB: dict[str, int] = {}
-
-
-def load_vocab(path: str) -> None:
-    """A worker's initializer: the vocabulary that :func:`text_piece` encodes with."""
-    _VOCAB.clear()
-    _VOCAB.update(Vocab.load(path).stoi)
-
-
-def text_piece(piece: Piece) -> dict[str, np.ndarray]:
-    """The token codes (``id << 1 | continues``), line lengths and word digests of a piece."""
+def text_piece(stoi: dict[str, int], piece: Piece) -> dict[str, np.ndarray]:
+    """The token codes (``id << 1 | continues``, ids of the vocabulary ``stoi``), line
+    lengths and word digests of a piece."""
     codes: list[int] = []
     lengths: list[int] = []
     digests: list[int] = []
-    stoi = _VOCAB
     for line in iter_lines(piece[0], read_piece(piece)):
         subwords = line.split()
         codes += [stoi.get(s, UNK) << 1 | s.endswith(SEPARATOR) for s in subwords]
@@ -110,7 +101,7 @@ def text_piece(piece: Piece) -> dict[str, np.ndarray]:
             "digests": np.array(digests, HASHES)}
 
 
-def tree_piece(piece: Piece) -> dict[str, Any]:
+def tree_piece(_: Any, piece: Piece) -> dict[str, Any]:
     """The words (:data:`WORDS` records, relation and UPOS ids local to the piece, with their
     names), tree lengths, first lines and word digests of a piece of a CoNLL-U file."""
     from ..parse.conllu import read_conllu_numbered
@@ -136,18 +127,12 @@ def tree_piece(piece: Piece) -> dict[str, Any]:
             "rels": list(rels), "tags": list(tags)}
 
 
-def run_pieces(work: Callable[[Piece], dict], todo: list[Piece], jobs: int,
-               init: Callable[..., None] | None = None, args: tuple = ()) -> Iterator[dict]:
-    """``work`` over ``todo`` in ``jobs`` processes, results in file order (at most a few
-    pieces ahead of the consumer)."""
-    if jobs <= 1 or len(todo) <= 1:
-        if init:
-            init(*args)
-        yield from map(work, todo)
-        return
-    method = "fork" if sys.platform.startswith("linux") else "spawn"
-    with multiprocessing.get_context(method).Pool(min(jobs, len(todo)), init, args) as pool:
-        yield from pool.imap(work, todo)
+def run_pieces(work: Callable[[Any, Piece], dict], todo: list[Piece], jobs: int,
+               state: Any, what: str) -> Iterator[dict]:
+    """``work(state, piece)`` over ``todo`` in ``jobs`` worker processes
+    (:func:`depnmt.workers.worker_pool`), results in file order, with a progress bar."""
+    with worker_pool(min(jobs, len(todo)), state) as pool:
+        yield from track(pool.map(work, todo), what, total=len(todo))
 
 
 # -- entries ---------------------------------------------------------------------------------
@@ -159,9 +144,8 @@ def build_text(source: Path, vocab_path: Path, out: Path, jobs: int) -> dict[str
                "digests.bin": ArrayWriter(out / "digests.bin", HASHES)}
     writers["offsets.bin"].append(np.zeros(1, OFFSETS))
     end = 0
-    todo = pieces(source)
-    for part in track(run_pieces(text_piece, todo, jobs, load_vocab, (str(vocab_path),)),
-                      f"cache {source.name}", total=len(todo)):
+    stoi = Vocab.load(vocab_path).stoi
+    for part in run_pieces(text_piece, pieces(source), jobs, stoi, f"cache {source.name}"):
         writers["tokens.bin"].append(part["tokens"])
         writers["offsets.bin"].append(end + np.cumsum(part["lengths"]))
         writers["digests.bin"].append(part["digests"])
@@ -180,9 +164,8 @@ def build_trees(conllu: Path, text: Path, text_lines: int, out: Path, jobs: int
     writers["offsets.bin"].append(np.zeros(1, OFFSETS))
     names: dict[str, dict[str, int]] = {"rels": {}, "tags": {}}
     end = trees = 0
-    todo = pieces(conllu, blocks=True)
-    for part in track(run_pieces(tree_piece, todo, jobs), f"cache {conllu.name}",
-                      total=len(todo)):
+    for part in run_pieces(tree_piece, pieces(conllu, blocks=True), jobs, None,
+                           f"cache {conllu.name}"):
         count = len(part["lengths"])
         fits = min(count, text_lines - trees)
         expected = np.fromfile(text / "digests.bin", HASHES, fits, offset=trees * 8)
@@ -224,12 +207,3 @@ def json_source(text_entry: Path) -> str:
     from .arrays import read_meta
     meta = read_meta(text_entry) or {}
     return meta.get("path", "")
-
-
-def default_jobs() -> int:
-    """The cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:              # not Linux
-        return os.cpu_count() or 1
-
