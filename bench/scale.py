@@ -282,7 +282,8 @@ def table(work: Path) -> str:
         for key, unit in (("wall_s", "wall s"), ("cpu_s", "CPU s"), ("first_update_s",
                                                                      "s to 1st update"),
                           ("peak_rss_mb", "peak RSS MB")):
-            points = [(r["n"], r[key]) for r in rows if r["what"] == what and key in r]
+            points = [(r["n"], r[key]) for r in rows if r["what"] == what and key in r
+                      and not (key in ("wall_s", "cpu_s") and "first_update_s" in r)]
             if not points:
                 continue
             by_n = dict(points)
