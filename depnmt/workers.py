@@ -183,15 +183,19 @@ class Workers:
 
 @contextmanager
 def worker_pool(jobs: int, state: Any = None,
-                on_progress: Callable[[Any, int], None] | None = None
-                ) -> Iterator[InProcess | Workers]:
+                on_progress: Callable[[Any, int], None] | None = None,
+                start: str = "spawn") -> Iterator[InProcess | Workers]:
     """``jobs`` worker processes sharing ``state`` (:class:`InProcess` for 1); see the module
     docstring. ``on_progress(key, n)`` receives the workers' :func:`report` calls. Leaving the
-    block by an error or Ctrl-C terminates the workers at once."""
+    block by an error or Ctrl-C terminates the workers at once. ``start="fork"`` (where the
+    platform has it) for work that needs no thread of the parent's and must not make its
+    caller need a ``__main__`` guard (``train``'s cache build, called by the Python API)."""
     if jobs <= 1:
         yield InProcess(state)
         return
-    context = multiprocessing.get_context("spawn")
+    if start not in multiprocessing.get_all_start_methods():
+        start = "spawn"
+    context = multiprocessing.get_context(start)
     progress = context.Queue() if on_progress is not None else None
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start,
                                initargs=(pickle.dumps(state), progress))

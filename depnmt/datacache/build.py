@@ -130,8 +130,10 @@ def tree_piece(_: Any, piece: Piece) -> dict[str, Any]:
 def run_pieces(work: Callable[[Any, Piece], dict], todo: list[Piece], jobs: int,
                state: Any, what: str) -> Iterator[dict]:
     """``work(state, piece)`` over ``todo`` in ``jobs`` worker processes
-    (:func:`depnmt.workers.worker_pool`), results in file order, with a progress bar."""
-    with worker_pool(min(jobs, len(todo)), state) as pool:
+    (:func:`depnmt.workers.worker_pool`, forked: ``train_model`` called from a script without
+    a ``__main__`` guard must not re-run the script in spawned workers), results in file
+    order, with a progress bar."""
+    with worker_pool(min(jobs, len(todo)), state, start="fork") as pool:
         yield from track(pool.map(work, todo), what, total=len(todo))
 
 

@@ -192,3 +192,26 @@ def test_bpe_replaces_its_folder_cache_included(data, tmp_path):
     prepare = json.loads((bpe / "manifest.json").read_text())["prepare_dir"]
     assert run_cli(["bpe", "-i", prepare, "-o", bpe, "--merges", "300"]) == 0
     assert not (bpe / "cache").exists()
+
+
+def test_a_script_without_a_main_guard_can_build_the_cache(data, tmp_path):
+    """The cache build's workers are forked: a script that trains at its top level (no
+    ``if __name__ == "__main__":``) is not run again in them."""
+    import subprocess
+    import sys
+    bpe, conllu = data
+    script = tmp_path / "script.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from depnmt.datacache import build, open_corpus\n"
+        "from depnmt.vocab import Vocab\n"
+        "build.PIECE_BYTES = 2000\n"
+        f"bpe, conllu = Path({str(bpe)!r}), Path({str(conllu)!r})\n"
+        "v = {s: Vocab.load(bpe / f'vocab.{s}.txt') for s in ('src', 'tgt')}\n"
+        "corpus, _ = open_corpus(bpe, 'train', {'src': 'en', 'tgt': 'de'}, v,\n"
+        "                        {'src': conllu}, None, jobs=2)\n"
+        "print('pairs', len(corpus))\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["pairs", "400"]
