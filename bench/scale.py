@@ -158,7 +158,7 @@ def record(work: Path, **fields) -> None:
     click.echo(json.dumps(fields))
 
 
-def depnmt(*args) -> list[str]:
+def cli(*args) -> list[str]:
     return [sys.executable, "-m", "depnmt.cli", *map(str, args)]
 
 
@@ -180,37 +180,38 @@ def measure_size(n: int, work: Path, base, base_dirs, langs, opts) -> None:
                "--test-tgt", base_prepare / f"test.{tgt}", "--src-lang", src, "--tgt-lang", tgt,
                "--min-len", "0"]
     jobs = ["--jobs", str(opts["jobs"])] if opts["stage_jobs"] else []
-    run_stage(work, n, "prepare (keep)", depnmt(*prepare, "--tokenizer-src", "keep",
-                                                "--tokenizer-tgt", "keep", *jobs,
-                                                "-o", folder / "prepare"), folder)
+    run_stage(work, n, "prepare (keep)", cli(*prepare, "--tokenizer-src", "keep",
+                                             "--tokenizer-tgt", "keep", *jobs,
+                                             "-o", folder / "prepare"), folder)
     if opts["moses"]:
-        run_stage(work, n, "prepare (moses)", depnmt(*prepare, *jobs, "-o",
-                                                     folder / "prepare-moses"), folder)
+        run_stage(work, n, "prepare (moses)", cli(*prepare, *jobs, "-o",
+                                                  folder / "prepare-moses"), folder)
     trees = folder / "trees-in"
     trees.mkdir(exist_ok=True)
     for split in ("train", "dev", "test"):
         name = f"{split}.{src}.conllu"
         (trees / name).unlink(missing_ok=True)
         os.link(raw / ("train.src.conllu" if split == "train" else name), trees / name)
-    run_stage(work, n, "parse (conllu)", depnmt("parse", "-i", folder / "prepare", "-o",
-                                                folder / "parse", "--side", "src", "--backend",
-                                                "conllu", "--conllu-dir", trees), folder)
+    run_stage(work, n, "parse (conllu)", cli("parse", "-i", folder / "prepare", "-o",
+                                             folder / "parse", "--side", "src", "--backend",
+                                             "conllu", "--conllu-dir", trees), folder)
     if n <= opts["spacy_max"]:
-        run_stage(work, n, "parse (spacy)", depnmt("parse", "-i", folder / "prepare", "-o",
-                                                   folder / "parse-spacy", "--side", "src",
-                                                   "--backend", "spacy", *jobs), folder)
-    run_stage(work, n, "bpe", depnmt("bpe", "-i", folder / "prepare", "-o", folder / "bpe",
-                                     "--merges", "32000", "--joint", *jobs), folder)
+        run_stage(work, n, "parse (spacy)", cli("parse", "-i", folder / "prepare", "-o",
+                                                folder / "parse-spacy", "--side", "src",
+                                                "--backend", "spacy", *jobs), folder)
+    run_stage(work, n, "bpe", cli("bpe", "-i", folder / "prepare", "-o", folder / "bpe",
+                                  "--merges", "32000", "--joint", *jobs), folder)
     run_stage(work, n, "cache build", [sys.executable, __file__, "build-cache", "--bpe",
                                        folder / "bpe", "--trees", folder / "parse"], folder)
     for scheme in opts["schemes"]:
         model = folder / "models" / scheme
         if (model / "checkpoints" / "last.pt").exists():
             continue
-        cmd = depnmt("train", "-i", folder / "bpe", "-t", folder / "parse", "-o", model,
-                     "--scheme", scheme, *MODEL, *scheme_flags(scheme), "--max-steps", "3", "--log-every", "1",
-                     "--valid-max-sentences", "10", "--device", "cpu",
-                     *(["--workers", str(opts["workers"])] if opts["workers"] >= 0 else []))
+        cmd = cli("train", "-i", folder / "bpe", "-t", folder / "parse", "-o", model,
+                  "--scheme", scheme, *MODEL, *scheme_flags(scheme), "--max-steps", "3",
+                  "--log-every", "1",
+                  "--valid-max-sentences", "10", "--device", "cpu",
+                  *(["--workers", str(opts["workers"])] if opts["workers"] >= 0 else []))
         model.parent.mkdir(parents=True, exist_ok=True)
         result = first_update(cmd, folder / f"train-{scheme}.log", model / "metrics.jsonl")
         record(work, n=n, what=f"train {scheme}", **result)
@@ -241,7 +242,8 @@ def measure_wait(n: int, work: Path, schemes: list[str], steps: int, workers: in
             if model.exists():
                 continue
             train = ["train", "-i", folder / "bpe", "-t", folder / "parse", "-o", model,
-                     "--scheme", scheme, *MODEL, *scheme_flags(scheme), "--max-steps", steps, "--log-every", "10",
+                     "--scheme", scheme, *MODEL, *scheme_flags(scheme), "--max-steps", steps,
+                     "--log-every", "10",
                      "--valid-every", "0", "--valid-max-sentences", "10", "--device", "cpu",
                      "--workers", workers]
             launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
@@ -297,7 +299,8 @@ def table(work: Path) -> str:
     flags = rows[0]["cpu_flags"] if rows else []
     if waits:
         lines += ["", "| the loop's wait for batches | pairs | workers a process | updates | "
-                  "share of the time, steady (max after the first record) |", "|---|---|---|---|---|"]
+                  "share of the time, steady (max after the first record) |",
+                  "|---|---|---|---|---|"]
         lines += [f"| {r['what'][5:]} | {r['n']:,} | {r['workers']} | {r['steps']} | "
                   f"{100 * r['steady_wait_share']:.1f} % |" for r in waits]
     lines.append(f"\n{rows[0]['cores'] if rows else '?'} cores, CPU flags {' '.join(flags)}, "

@@ -1,11 +1,10 @@
 """Datasets, token-count batching with length bucketing, and the collate step.
 
 Tree features (``Scheme.source_features``, and ``Scheme.target_features`` for schemes
-supervised by target trees) are computed once per example when data is loaded
-(:func:`add_features`) and only padded in :func:`collate`; or, lazily, by :func:`collate`
-itself for the examples of each batch (``schemes``; what training does with several processes,
-see :class:`depnmt.train.Trainer`). Either way neither the training step nor ``forward`` reads
-files or walks trees. What a scheme derives from a whole batch (GPS's distinct root paths) is
+supervised by target trees) are computed by :func:`collate` for the examples of each batch
+(``schemes``; what training does, in its data-loader workers: :mod:`depnmt.loader`), or once
+per example beforehand (:func:`add_features`: dev data, translate) and only padded there.
+Either way neither the training step nor ``forward`` reads files or walks trees. What a scheme derives from a whole batch (GPS's distinct root paths) is
 computed on the host by :func:`collate` too (:func:`batch_features`), so that the step does not
 wait for the GPU to learn a data-dependent size.
 """

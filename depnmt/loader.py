@@ -18,6 +18,7 @@ waiting for its next update: each training record logs it (``batch_wait_s``,
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any, Iterator, Sequence
 
@@ -25,6 +26,8 @@ import torch
 
 from .data import Batch, TokenBatcher, collate, shard_updates
 from .errors import DepnmtError
+from .stagedir import forget_held_locks
+from .workers import available_cores
 
 PREFETCH = 4                      # batches each worker prepares ahead
 
@@ -75,8 +78,6 @@ def quiet_worker(_: int) -> None:
     the training process, which stops the run and its workers, and holds none of its locks
     (:func:`~depnmt.stagedir.forget_held_locks`: a killed run's model directory is free at
     once, not when its workers notice)."""
-    import signal
-    from .stagedir import forget_held_locks
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     forget_held_locks()
 
@@ -85,7 +86,6 @@ def default_workers(device: torch.device, local_world: int = 1) -> int:
     """``--workers`` when not given: on a GPU up to 4 a process, leaving a core for each
     training process; on the CPU 1 when there are 2 cores or more (the training step uses
     the others), else 0."""
-    from .workers import available_cores
     per_process = available_cores() // max(local_world, 1)
     if device.type == "cuda":
         return max(0, min(4, per_process - 1))

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DepnmtError
 from ..vocab import Vocab
 from ..workers import available_cores
 from .build import build_text, build_trees
 from .corpus import Side, TrainCorpus, TreeRows
-from .entries import cache_root, ensure_entry
+from .entries import cache_root, ensure_entry, path_digest
 
 __all__ = ["open_corpus", "TrainCorpus", "cache_root"]
 
@@ -35,7 +36,6 @@ def open_corpus(data_dir: Path, split: str, langs: dict[str, str], vocabs: dict[
     with the trees of the sides in ``trees`` (side -> CoNLL-U file), from the cache (built
     first where needed, in ``jobs`` processes, default every core). Pairs longer than
     ``max_len`` subwords on either side are left out: returns (corpus, pairs left out)."""
-    from ..errors import DepnmtError
     jobs = jobs or available_cores()
     root = cache_root(data_dir)
     sides: dict[str, Side] = {}
@@ -44,8 +44,7 @@ def open_corpus(data_dir: Path, split: str, langs: dict[str, str], vocabs: dict[
         vocab_file = data_dir / f"vocab.{side}.txt"
         entry, meta = ensure_entry(root, f"text-{split}.{lang}",
                                    {text.name: text, vocab_file.name: vocab_file},
-                                   lambda out: {**build_text(text, vocab_file, out, jobs),
-                                                "path": str(text.resolve())})
+                                   lambda out: build_text(text, vocab_file, out, jobs))
         sides[side] = Side.open(entry, vocabs[side])
         if side in trees:
             sides[side].trees = open_trees(root, trees[side], text, entry, meta, jobs)
@@ -62,10 +61,8 @@ def open_corpus(data_dir: Path, split: str, langs: dict[str, str], vocabs: dict[
 def open_trees(root: Path, conllu: Path, text: Path, text_entry: Path, text_meta: dict,
                jobs: int) -> TreeRows:
     """The tree entry of ``conllu``, made against the text entry of its side."""
-    import hashlib
-    where = hashlib.sha256(str(conllu.resolve()).encode()).hexdigest()[:12]
     entry, meta = ensure_entry(
-        root, f"trees-{conllu.name.removesuffix('.conllu')}-{where}",
+        root, f"trees-{conllu.name.removesuffix('.conllu')}-{path_digest(conllu, 12)}",
         {conllu.name: conllu, text.name: text},
-        lambda out: build_trees(conllu, text_entry, text_meta["lines"], out, jobs))
+        lambda out: build_trees(conllu, (text, text_entry, text_meta["lines"]), out, jobs))
     return TreeRows.open(entry, meta, conllu)

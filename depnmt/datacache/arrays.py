@@ -5,11 +5,13 @@ arrays without headers (``NAME.bin``) and ``meta.json`` (written last)::
 
     {"format": 1, "kind": "text" | "trees",
      "sources": {"train.en": {"size": ..., "mtime_ns": ..., "sha256": ...}, ...},
-     "arrays": {"tokens.bin": {"dtype": "<i4", "count": ..., "sha256": ...}, ...},
+     "arrays": {"tokens.bin": {"dtype": "<i4", "count": ..., "sha256": ..., "mtime_ns": ...}},
      ...}                                   what the kind adds (line counts, label names)
 
-Opening an entry (:func:`open_entry`) checks every array's size and sha256 against the meta:
-a truncated or changed array is a one-line error naming the file, never data trained on.
+Opening an entry (:func:`check_arrays`) checks every array's size against the meta, and its
+sha256 when its modification time is not the one recorded (so an untouched entry is not read
+at every start): a truncated or changed array is a one-line error naming the file, never data
+trained on.
 Reading (:class:`RowReader`) goes through ``os.pread`` into fresh buffers rather than a
 memory map: the pages of a map that training touches stay in the process's resident set
 (an epoch touches them all, so the peak RSS would grow with the corpus), while ``pread``
@@ -27,12 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from ..datarecord import sha256
 from ..errors import DepnmtError
 from ..textio import atomic_open, read_json
 
 FORMAT = 1
 META = "meta.json"
-CHUNK = 1 << 22
 
 OFFSETS = np.dtype("<i8")
 TOKENS = np.dtype("<i4")         # id << 1 | 1 when the subword continues into the next ("@@")
@@ -46,19 +48,10 @@ def dtype_name(dtype: np.dtype) -> str:
     return "word" if dtype == WORDS else dtype.str
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def source_identity(path: Path, sha256: str | None = None) -> dict[str, Any]:
+def source_identity(path: Path) -> dict[str, Any]:
     """What an entry records of a file it was made from: size, mtime and sha256."""
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "sha256": sha256 or file_sha256(path)}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256(path)}
 
 
 def same_source(path: Path, recorded: dict[str, Any]) -> bool:
@@ -72,7 +65,7 @@ def same_source(path: Path, recorded: dict[str, Any]) -> bool:
         return False
     if st.st_mtime_ns == recorded.get("mtime_ns"):
         return True
-    return file_sha256(path) == recorded.get("sha256")
+    return sha256(path) == recorded.get("sha256")
 
 
 class ArrayWriter:
@@ -111,18 +104,25 @@ def read_meta(folder: Path) -> dict[str, Any] | None:
     return meta if meta.get("format") == FORMAT else None
 
 
+def with_times(folder: Path, arrays: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``arrays`` (the meta's entries) with each written file's modification time."""
+    return {name: {**spec, "mtime_ns": (folder / name).stat().st_mtime_ns}
+            for name, spec in arrays.items()}
+
+
 def check_arrays(folder: Path, meta: dict[str, Any]) -> None:
-    """Every array of the entry has the size and sha256 its meta records; else a one-line
-    :class:`DepnmtError` naming the file (the entry is damaged: delete it to rebuild)."""
+    """Every array of the entry has the size its meta records, and its sha256 unless its
+    modification time is the recorded one; else a one-line :class:`DepnmtError` naming the
+    file (the entry is damaged: delete it to rebuild)."""
     for name, spec in meta.get("arrays", {}).items():
         path = folder / name
         expected = spec["count"] * DTYPES[spec["dtype"]].itemsize
-        size = path.stat().st_size if path.is_file() else None
-        if size != expected:
-            raise DepnmtError(f"{path}: cache array has {size} bytes, its {META} says "
-                              f"{expected} (truncated or damaged): delete {folder} and train "
-                              f"again to rebuild it")
-        if file_sha256(path) != spec["sha256"]:
+        st = path.stat() if path.is_file() else None
+        if st is None or st.st_size != expected:
+            raise DepnmtError(f"{path}: cache array has {st and st.st_size} bytes, its {META} "
+                              f"says {expected} (truncated or damaged): delete {folder} and "
+                              f"train again to rebuild it")
+        if st.st_mtime_ns != spec.get("mtime_ns") and sha256(path) != spec["sha256"]:
             raise DepnmtError(f"{path}: cache array does not match the checksum in its {META} "
                               f"(changed or damaged): delete {folder} and train again to "
                               f"rebuild it")
@@ -147,9 +147,6 @@ class RowReader:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def length(self, i: int) -> int:
-        return int(self.offsets[i + 1] - self.offsets[i])
-
     def __getitem__(self, i: int) -> np.ndarray:
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
         size = self.dtype.itemsize
@@ -172,9 +169,6 @@ class ItemReader(RowReader):
 
     def __init__(self, path: Path, dtype: np.dtype):
         super().__init__(path, dtype, np.zeros(0, OFFSETS))
-
-    def __len__(self) -> int:
-        return os.fstat(self._file()).st_size // self.dtype.itemsize
 
     def __getitem__(self, i: int):
         size = self.dtype.itemsize

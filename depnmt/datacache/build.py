@@ -156,10 +156,12 @@ def build_text(source: Path, vocab_path: Path, out: Path, jobs: int) -> dict[str
     return {"kind": "text", "lines": arrays["digests.bin"]["count"], "arrays": arrays}
 
 
-def build_trees(conllu: Path, text: Path, text_lines: int, out: Path, jobs: int
+def build_trees(conllu: Path, against: tuple[Path, Path, int], out: Path, jobs: int
                 ) -> dict[str, Any]:
-    """Write the tree entry of ``conllu`` into ``out``, checked against the text entry in
-    ``text`` (as many trees as lines, each with its line's words); returns its meta."""
+    """Write the tree entry of ``conllu`` into ``out``, checked against its side's text
+    (``against``: the subword file, its text entry and line count: as many trees as lines,
+    each with its line's words); returns its meta."""
+    source, text, text_lines = against
     writers = {"words.bin": ArrayWriter(out / "words.bin", WORDS),
                "offsets.bin": ArrayWriter(out / "offsets.bin", OFFSETS),
                "lines.bin": ArrayWriter(out / "lines.bin", LINES)}
@@ -173,7 +175,8 @@ def build_trees(conllu: Path, text: Path, text_lines: int, out: Path, jobs: int
         expected = np.fromfile(text / "digests.bin", HASHES, fits, offset=trees * 8)
         bad = np.flatnonzero(expected != part["digests"][:fits])
         if len(bad):
-            raise word_mismatch(conllu, text, trees + int(bad[0]), int(part["lines"][bad[0]]))
+            raise word_mismatch(conllu, source, trees + int(bad[0]),
+                                int(part["lines"][bad[0]]))
         if fits < count:
             raise InputError(conllu, int(part["lines"][fits]),
                              f"has more trees than the text has lines ({text_lines})")
@@ -193,19 +196,12 @@ def build_trees(conllu: Path, text: Path, text_lines: int, out: Path, jobs: int
             "tags": list(names["tags"]), "arrays": {n: w.close() for n, w in writers.items()}}
 
 
-def word_mismatch(conllu: Path, text_entry: Path, index: int, lineno: int) -> InputError:
-    """The error for tree ``index`` (0-based) whose words are not its text line's."""
+def word_mismatch(conllu: Path, source: Path, index: int, lineno: int) -> InputError:
+    """The error for tree ``index`` (0-based), at ``lineno`` of ``conllu``, whose words are not
+    those of line ``index + 1`` of the subword file ``source``."""
     from ..parse.conllu import read_conllu_numbered
-    source = Path(json_source(text_entry))
     line = next(islice(iter_lines(source), index, None), "")
     words = merge_subwords(line.split())
     tree = next(t for n, t in read_conllu_numbered(conllu) if n == lineno)
     return InputError(conllu, lineno, f"tree {index + 1} has words {tree.words[:8]}… but text "
                                       f"line {index + 1} has {words[:8]}…")
-
-
-def json_source(text_entry: Path) -> str:
-    """The subword file a text entry was made from (its meta's ``path``)."""
-    from .arrays import read_meta
-    meta = read_meta(text_entry) or {}
-    return meta.get("path", "")

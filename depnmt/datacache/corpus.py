@@ -104,9 +104,6 @@ class TrainCorpus:
                                                                 int(side.trees.lines[i])))
         return ex
 
-    def __iter__(self) -> Iterator[Example]:
-        return (self[k] for k in range(len(self)))
-
     def lengths(self) -> np.ndarray:
         """``[pairs, 2]``: source length with EOS, target length with BOS (what the batcher
         counts; :func:`depnmt.data.example_lengths`)."""
@@ -131,26 +128,23 @@ class SourceTables:
         if trees is None:
             return
         for start in range(0, len(keep), LEARN_ROWS):
-            words, offsets, _ = block(trees, keep[start:start + LEARN_ROWS])
+            words, offsets = block(trees, keep[start:start + LEARN_ROWS])
             first = np.repeat(offsets[:-1], np.diff(offsets))
             yield WordTable(words["head"].astype(np.int64), words["rel"].astype(np.int64),
                             words["upos"].astype(np.int64), words["sent"].astype(np.int64),
                             first, trees.rels, trees.tags)
 
 
-def block(trees: TreeRows, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def block(trees: TreeRows, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The words of the trees ``rows`` (increasing line indices), read in one piece and
-    packed, with ``[len(rows) + 1]`` offsets into them and each tree's first line."""
+    packed, with ``[len(rows) + 1]`` offsets into them."""
     offsets = trees.words.offsets
     first, last = int(rows[0]), int(rows[-1]) + 1
     base = int(offsets[first])
     words = np.fromfile(trees.words.path, WORDS, int(offsets[last]) - base,
                         offset=base * WORDS.itemsize)
-    lines = np.fromfile(trees.lines.path, LINES, last - first, offset=first * LINES.itemsize)
+    lengths = offsets[rows + 1] - offsets[rows]
     if len(rows) != last - first:                   # pairs left out: pack the kept ones
-        lengths = offsets[rows + 1] - offsets[rows]
         take = np.repeat(offsets[rows] - base - np.cumsum(np.r_[0, lengths[:-1]]), lengths)
         words = words[take + np.arange(int(lengths.sum()))]
-    else:
-        lengths = offsets[rows + 1] - offsets[rows]
-    return words, np.r_[0, np.cumsum(lengths)], lines[rows - first]
+    return words, np.r_[0, np.cumsum(lengths)]

@@ -21,10 +21,17 @@ from typing import Any, Callable
 from ..errors import DepnmtError
 from ..log import info
 from ..stagedir import commit, hold_lock, remove_leftovers, sibling
-from .arrays import check_arrays, read_meta, same_source, source_identity, write_meta
+from .arrays import (check_arrays, read_meta, same_source, source_identity, with_times,
+                     write_meta)
 
 CACHE = "cache"
 CACHE_ENV = "DEPNMT_CACHE_DIR"
+
+
+def path_digest(path: Path, length: int) -> str:
+    """A short hex digest of ``path``'s absolute form: names one folder's entries apart from
+    another's."""
+    return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:length]
 
 
 def cache_root(data_dir: Path) -> Path:
@@ -32,8 +39,7 @@ def cache_root(data_dir: Path) -> Path:
     base = os.environ.get(CACHE_ENV)
     if not base:
         return data_dir / CACHE
-    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
-    return Path(base) / f"{data_dir.resolve().name}-{digest}"
+    return Path(base) / f"{data_dir.resolve().name}-{path_digest(data_dir, 16)}"
 
 
 def matches(meta: dict[str, Any], sources: dict[str, Path]) -> bool:
@@ -70,7 +76,8 @@ def rebuild(entry: Path, sources: dict[str, Path], build: Callable[[Path], dict[
     tmp.mkdir()
     try:
         identities = {name: source_identity(path) for name, path in sources.items()}
-        meta = {**build(tmp), "sources": identities}
+        meta = build(tmp)
+        meta.update(sources=identities, arrays=with_times(tmp, meta["arrays"]))
         write_meta(tmp, meta)
         commit(tmp, entry)
     finally:

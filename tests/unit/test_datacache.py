@@ -109,17 +109,22 @@ def test_cache_examples_have_the_same_features_and_learned_options(data, schemes
         assert all(torch.equal(fa[name], fb[name]) for name in fa)
 
 
+def arrays_of(cache: Path) -> dict:
+    """Every entry's arrays (count, dtype, sha256), without when they were written."""
+    return {p.name: {name: {k: v for k, v in spec.items() if k != "mtime_ns"}
+                     for name, spec in json.loads((p / "meta.json").read_text())["arrays"].items()}
+            for p in cache.iterdir() if p.is_dir()}
+
+
 def test_cache_is_the_same_built_in_pieces_by_several_processes(data, tmp_path, monkeypatch):
     bpe, conllu = data
     cached(bpe, conllu, jobs=1)
-    one = {p.name: json.loads((p / "meta.json").read_text())["arrays"]
-           for p in (bpe / "cache").iterdir() if p.is_dir()}
+    one = arrays_of(bpe / "cache")
     shutil.rmtree(bpe / "cache")
     monkeypatch.setattr(build_module, "PIECE_BYTES", 2000)     # dozens of pieces
     assert len(build_module.pieces(conllu, blocks=True, size=2000)) > 20
     cached(bpe, conllu, jobs=2)
-    two = {p.name: json.loads((p / "meta.json").read_text())["arrays"]
-           for p in (bpe / "cache").iterdir() if p.is_dir()}
+    two = arrays_of(bpe / "cache")
     assert one == two and len(one) == 3                  # text of both sides, source trees
 
 
@@ -215,3 +220,21 @@ def test_a_script_without_a_main_guard_can_build_the_cache(data, tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["pairs", "400"]
+
+
+def test_an_untouched_cache_is_not_read_at_every_start(data, monkeypatch):
+    """Arrays whose size and modification time are the recorded ones are trusted without
+    hashing (an untouched 1 M-pair cache is ~0.5 GB); a touched one is hashed again."""
+    import os
+    from depnmt.datacache import arrays
+    bpe, conllu = data
+    cached(bpe, conllu)
+    hashed = []
+    real = arrays.sha256
+    monkeypatch.setattr(arrays, "sha256", lambda path: hashed.append(path.name) or real(path))
+    cached(bpe, conllu)
+    assert hashed == []
+    array = bpe / "cache" / "text-train.de" / "tokens.bin"
+    os.utime(array, ns=(1, 1))
+    cached(bpe, conllu)
+    assert hashed == ["tokens.bin"]
