@@ -50,14 +50,13 @@ import io
 import json
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
-from unittest import mock
+from typing import Iterable
 
-from subword_nmt import apply_bpe, learn_bpe
+from subword_nmt import apply_bpe
 
+from .bpelearn import codes_text, learn_merges
 from .errors import DepnmtError, InputError
 from .log import info, progress_bar, track, warn
 from .manifest import load_manifest, write_manifest
@@ -91,37 +90,22 @@ def count_tokens(path: Path, total: int | None = None) -> Counter:
     return counts
 
 
-@contextmanager
-def _merge_progress(total: int, description: str) -> Iterator[None]:
-    """Show learn_bpe's loop over merges as a rich bar (it would draw a tqdm bar otherwise)."""
-    with progress_bar() as bar:
-        task = bar.add_task(description, total=total)
-
-        def counting(iterable, *args, **kwargs):
-            for item in iterable:
-                yield item
-                bar.advance(task)
-
-        with mock.patch.object(learn_bpe, "tqdm", counting, create=True):
-            yield
-
-
 def learn_codes(counts: Counter, merges: int, min_pair_freq: int = 2,
                 description: str = "learning BPE") -> str:
     """subword-nmt codes (file text) for at most ``merges`` merges learned from token counts.
 
-    Learning stops early when no pair occurs ``min_pair_freq`` times. Tokens containing "\\r"
-    are left out: subword-nmt strips "\\r" at the ends of codes lines, so such merges would not
-    survive a round trip through the codes file.
+    The merges are subword-nmt's (:mod:`depnmt.bpelearn` learns them as ``subword-nmt
+    learn-bpe --dict-input`` does, faster). Learning stops early when no pair occurs
+    ``min_pair_freq`` times. Tokens containing "\\r" are left out: subword-nmt strips "\\r"
+    at the ends of codes lines, so such merges would not survive a round trip through the
+    codes file.
     """
     usable = {tok: n for tok, n in counts.items() if "\r" not in tok}
-    if not any(len(tok) > 1 for tok in usable):
-        return CODES_HEADER  # nothing to merge (learn_bpe would fail on an empty pair table)
-    out = io.StringIO()
-    with _merge_progress(merges, description):
-        learn_bpe.learn_bpe([f"{tok} {n}" for tok, n in usable.items()], out, merges,
-                            min_frequency=min_pair_freq, is_dict=True)
-    return out.getvalue()
+    with progress_bar() as bar:
+        task = bar.add_task(description, total=merges)
+        learned = learn_merges(usable, merges, min_pair_freq,
+                               on_merge=lambda: bar.advance(task))
+    return codes_text(learned)
 
 
 def count_merges(codes: str, source: str | Path = "<codes>") -> int:
