@@ -21,13 +21,14 @@ Example::
     translator = depnmt.Translator.load(model, device="cpu")
     translator.translate(["A man is riding a bike.", "Two dogs play."], beam=5)
     translator.translate(["A man is riding a bike."], beam=5, nbest=3)   # n-best lists
+    ensemble = depnmt.Translator.load(["work/model", "work/model-seed2"])  # an ensemble
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
     from .translate import Translation
@@ -69,12 +70,15 @@ class Translator:
         self._translator = translator
 
     @classmethod
-    def load(cls, model_dir: str | Path, checkpoint: str | Path | None = None,
-             device: str = "auto", precision: str = "auto", max_tokens: int | None = None,
-             batch_size: int = 0, quantize: str = "none", **search: Any) -> "Translator":
+    def load(cls, model_dir: str | Path | Sequence[str | Path],
+             checkpoint: str | Path | None = None, device: str = "auto",
+             precision: str = "auto", max_tokens: int | None = None, batch_size: int = 0,
+             quantize: str = "none", **search: Any) -> "Translator":
         """Load ``model_dir`` (written by ``depnmt train``), as ``depnmt translate`` does with
-        the same options: ``checkpoint`` a name in ``MODEL_DIR/checkpoints`` (``best``,
-        ``last``, ``stepN``, an average's name) or a ``.pt`` file (default: best, else last);
+        the same options; a list of model directories translates as their ensemble
+        (``translate -m A -m B``, :mod:`depnmt.ensemble`). ``checkpoint``: a name in
+        ``MODEL_DIR/checkpoints`` (``best``, ``last``, ``stepN``, an average's name; for an
+        ensemble, in each directory) or a ``.pt`` file (default: best, else last);
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
         ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens``
         (default: 8,000 on the CPU, 32,000 on a GPU) and ``batch_size`` bound a batch;
@@ -82,12 +86,20 @@ class Translator:
         ``max_len_a``, ``max_len_b``, ``at_limit``, ``length_penalty``; default: the model's)."""
         from .modeldir import named_checkpoint
         from .translate import Translator as ModelTranslator
-        model_dir = Path(model_dir)
         check_search_options(search)
-        ckpt = named_checkpoint(model_dir, str(checkpoint)) if checkpoint is not None else None
-        return cls(ModelTranslator.from_model_dir(model_dir, ckpt, device, precision,
-                                                  max_tokens=max_tokens, batch_size=batch_size,
-                                                  quantize=quantize, **search))
+        dirs = ([Path(model_dir)] if isinstance(model_dir, (str, Path))
+                else [Path(d) for d in model_dir])
+        if not dirs:
+            raise TypeError("load() needs a model directory (or a list of them)")
+        ckpts = [named_checkpoint(d, str(checkpoint)) if checkpoint is not None else None
+                 for d in dirs]
+        options = dict(max_tokens=max_tokens, batch_size=batch_size, quantize=quantize, **search)
+        if len(dirs) > 1:
+            from .ensemble import EnsembleTranslator
+            return cls(EnsembleTranslator.from_model_dirs(dirs, ckpts, device, precision,
+                                                          **options))
+        return cls(ModelTranslator.from_model_dir(dirs[0], ckpts[0], device, precision,
+                                                  **options))
 
     @property
     def search(self):

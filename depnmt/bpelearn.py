@@ -154,12 +154,15 @@ def replace_pair(pair: Pair, vocab: list, indices, spaced: set[int]) -> list:
 
 def update_pair_statistics(pair: Pair, changed: list, stats: PairStats, indices) -> None:
     """subword-nmt's ``update_pair_statistics``: adjust the frequencies and indices of the
-    pairs around each merged occurrence of ``pair``."""
+    pairs around each merged occurrence of ``pair``. The frequency changes are summed per pair
+    first and applied once each (the statistics after the merge are the same, every pair
+    touched included, even where its changes cancel out)."""
     stats.set(pair, 0)
     indices[pair] = defaultdict(int)
     first, second = pair
     new_pair = first + second
-    add = stats.add
+    delta: dict[Pair, int] = {}
+    get = delta.get
     for j, word, old_word, freq in changed:
         i = 0
         last = len(old_word) - 1
@@ -171,13 +174,13 @@ def update_pair_statistics(pair: Pair, changed: list, stats: PairStats, indices)
             if i < last and old_word[i + 1] == second:
                 if i:
                     prev = old_word[i - 1:i + 1]
-                    add(prev, -freq)
+                    delta[prev] = get(prev, 0) - freq
                     indices[prev][j] -= 1
                 if i < last - 1:
                     # in "A B C B C" with "B C" merged, "C B" is reduced by the block above
                     if old_word[i + 2] != first or i >= last - 2 or old_word[i + 3] != second:
                         nex = old_word[i + 1:i + 3]
-                        add(nex, -freq)
+                        delta[nex] = get(nex, 0) - freq
                         indices[nex][j] -= 1
                 i += 2
             else:
@@ -191,14 +194,17 @@ def update_pair_statistics(pair: Pair, changed: list, stats: PairStats, indices)
                 break
             if i:
                 prev = word[i - 1:i + 1]
-                add(prev, freq)
+                delta[prev] = get(prev, 0) + freq
                 indices[prev][j] += 1
             # in "A BC BC" the count of "BC BC" was raised by the block above
             if i < last and word[i + 1] != new_pair:
                 nex = word[i:i + 2]
-                add(nex, freq)
+                delta[nex] = get(nex, 0) + freq
                 indices[nex][j] += 1
             i += 1
+    add = stats.add
+    for p, d in delta.items():
+        add(p, d)
 
 
 def learn_merges(counts: dict[str, int], num_symbols: int, min_frequency: int = 2,

@@ -1,4 +1,5 @@
-"""Greedy and beam search over a :class:`~depnmt.model.transformer.TransformerNMT`.
+"""Greedy and beam search over a :class:`~depnmt.model.transformer.TransformerNMT` (or an
+ensemble of them, :class:`depnmt.ensemble.Ensemble`: anything that is a :class:`Decoder`).
 
 Beam search keeps ``beam`` live hypotheses per sentence, looks at the best ``2·beam``
 continuations each step (so that finished ones never starve the beam, as in fairseq), finalises
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -40,12 +42,24 @@ from torch import Tensor
 
 from .errors import DepnmtError
 from .model.schemes import Extras
-from .model.transformer import DecoderState, TransformerNMT, decoding_dtype
 from .optionspec import Choice, number_in_range, option
 from .searchlimits import ALPHA, BEAM, LEN_A, LEN_B
 from .vocab import BOS, EOS, PAD
 
 LENGTH_PENALTIES = ("gnmt", "power")
+
+
+class Decoder(Protocol):
+    """What a search decodes with (:class:`~depnmt.model.transformer.TransformerNMT`
+    implements it): a state for a source batch ``src [B, S]`` with its features, whose rows
+    ``reorder(index)`` and ``reorder_targets(index)`` select; and logits ``[B, T, V]`` (or
+    log-probabilities: the search normalises them) of the next tokens."""
+
+    def search_state(self, src: Tensor, src_feats: Any, extras: Extras | None = None) -> Any:
+        ...
+
+    def decode(self, tgt_in: Tensor, state: Any, incremental: bool = False) -> Tensor:
+        ...
 
 
 @dataclass
@@ -112,7 +126,7 @@ class Hypothesis:
 
 
 @torch.no_grad()
-def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def greedy_search(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],
                   cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
     """Arg-max decoding; returns token ids (no BOS/EOS) per sentence of ``src [B, S]`` (the
     encoder's extras, e.g. parse scores, go to ``extras`` when given)."""
@@ -121,7 +135,7 @@ def greedy_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
 
 
 @torch.no_grad()
-def greedy_nbest(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def greedy_nbest(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],
                  cfg: SearchConfig, extras: Extras | None = None) -> list[list[Hypothesis]]:
     """:func:`greedy_search` with the score of each output: a one-entry n-best list per
     sentence of ``src [B, S]``."""
@@ -132,7 +146,7 @@ def greedy_nbest(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor
             for ids, (total, n) in zip(_greedy_tokens(seqs.tolist()), sums)]
 
 
-def _greedy_steps(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def _greedy_steps(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],
                   cfg: SearchConfig, extras: Extras | None,
                   score: bool = True) -> tuple[Tensor, Tensor, Tensor]:
     """Greedy decoding of ``src [B, S]``: the tokens ``[B, T]`` (EOS, then PAD), the sum of
@@ -140,8 +154,7 @@ def _greedy_steps(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tenso
     length limit is scored with ``at_limit`` eos, not with cut: as in :func:`beam_search`).
     One host read a step (whether every sentence has ended). Without ``score`` the sums stay
     0 (no log-softmax over the vocabulary: plain greedy output needs none)."""
-    memory, src_mask = model.encode(src, src_feats, extras)
-    state = model.start_state(memory, src_mask, decoding_dtype(memory))
+    state = model.search_state(src, src_feats, extras)
     b = src.shape[0]
     limit = max_lengths(src, cfg)
     score_forced = check_at_limit(cfg.at_limit) == "eos"
@@ -175,7 +188,7 @@ def _greedy_tokens(seqs: list[list[int]]) -> list[list[int]]:
             for seq in seqs]
 
 
-def _next_log_probs(model: TransformerNMT, state: DecoderState, last: Tensor, banned: Tensor,
+def _next_log_probs(model: Decoder, state: Any, last: Tensor, banned: Tensor,
                     eos_only: Tensor | None, k: int) -> Tensor:
     """log p(next token) ``[n·K, V]`` of the live hypotheses, whose last tokens are ``last
     [n·K, 1]``; the tokens ``banned [2]`` (PAD and BOS) get -inf, and the hypotheses of a
@@ -260,7 +273,7 @@ def _best_final(final: Tensor, scores: Tensor, beams: Tensor, tokens: Tensor, se
 
 
 @torch.no_grad()
-def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def beam_search(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],
                 cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
     """Beam search (see module docstring); returns the best hypothesis per sentence. For
     ``cfg.beam == 1`` call :func:`search`, which decodes greedily."""
@@ -269,7 +282,7 @@ def beam_search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor]
 
 
 @torch.no_grad()
-def beam_nbest(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def beam_nbest(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],
                cfg: SearchConfig, nbest: int, extras: Extras | None = None
                ) -> list[list[Hypothesis]]:
     """Beam search's ``nbest`` (≤ ``cfg.beam``) best finished hypotheses per sentence, best
@@ -279,7 +292,7 @@ def beam_nbest(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
     return finished.nbest(limits)
 
 
-def _beam(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor], cfg: SearchConfig,
+def _beam(model: Decoder, src: Tensor, src_feats: dict[str, Tensor], cfg: SearchConfig,
           nbest: int, extras: Extras | None) -> tuple[Finished, list[int]]:
     """Beam search keeping the ``nbest`` best finished hypotheses of each sentence of ``src [B,
     S]``; returns them and the output limits (per sentence).
@@ -290,8 +303,7 @@ def _beam(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor], cfg:
     stay on the device (:class:`Finished`); the host reads which sentences go on once a step.
     """
     b, k, device = src.shape[0], cfg.beam, src.device
-    memory, src_mask = model.encode(src, src_feats, extras)
-    state = model.start_state(memory, src_mask, decoding_dtype(memory))
+    state = model.search_state(src, src_feats, extras)
     state.reorder(torch.arange(b, device=device).repeat_interleave(k))   # (B·K, ...)
     limit = max_lengths(src, cfg)
     limits = limit.tolist()           # per sentence, for the output
@@ -381,14 +393,14 @@ def check_at_limit(value: str) -> str:
     return value
 
 
-def search(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def search(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],
            cfg: SearchConfig, extras: Extras | None = None) -> list[list[int]]:
     """Greedy when ``cfg.beam == 1``, beam search otherwise (the encoder's extras go to
     ``extras`` when given)."""
     return (greedy_search if cfg.beam <= 1 else beam_search)(model, src, src_feats, cfg, extras)
 
 
-def search_nbest(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def search_nbest(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],
                  cfg: SearchConfig, nbest: int, extras: Extras | None = None
                  ) -> list[list[Hypothesis]]:
     """:func:`search` with scores: the ``nbest`` (≤ ``cfg.beam``) best hypotheses of each

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 import torch
 
 from .bpe import Segmenter
-from .data import Example, add_features, collate, encode_source, pad_2d
+from .data import Batch, Example, add_features, collate, encode_source, pad_2d
 from .device import autocast, out_of_memory, resolve_device, search_attention, train_precision
 from .errors import DepnmtError
 from .log import warn
@@ -148,25 +148,24 @@ class Translator:
     def parser(self):
         """The model's own source parser, loaded on first use (only for tree schemes)."""
         if self._parser is None:
-            from .errors import DepnmtError
-            from .parse import make_parser
-            settings = self.config["parser"]["src"]
-            if settings.get("backend") == "conllu":
-                raise DepnmtError("this model was trained on source trees read from CoNLL-U files "
-                                  "(parse --backend conllu), so it cannot parse raw text itself; "
-                                  "translate pre-parsed input with --input-format conllu")
-            self._parser = make_parser(settings)
+            self._parser = source_parser(self.config["parser"]["src"])
         return self._parser
 
+    def parse_words(self, words: Sequence[list[str]]) -> list:
+        """:attr:`parser`'s trees of tokenized sentences (None for an empty one)."""
+        nonempty = [i for i, w in enumerate(words) if w]
+        parsed = self.parser.parse([words[i] for i in nonempty])
+        trees: list = [None] * len(words)
+        for i, tree in zip(nonempty, parsed):
+            trees[i] = tree
+        return trees
+
     def examples(self, words: Sequence[list[str]], trees: Sequence | None = None,
-                 line_numbers: Sequence[int] | None = None) -> list[Example]:
-        """Examples for tokenized source sentences (with word-level trees for tree schemes)."""
+                 line_numbers: Sequence[int] | None = None, quiet: bool = False) -> list[Example]:
+        """Examples for tokenized source sentences (with word-level trees for tree schemes);
+        ``quiet``: no warning for the sentences truncated to the model's source limit."""
         if self.needs_trees and trees is None:
-            nonempty = [i for i, w in enumerate(words) if w]
-            parsed = self.parser.parse([words[i] for i in nonempty])
-            trees = [None] * len(words)
-            for i, tree in zip(nonempty, parsed):
-                trees[i] = tree
+            trees = self.parse_words(words)
         elif trees is not None and self.control is not None:     # given: the parser's trees
             trees = [self.control.apply(t) if t is not None else None for t in trees]
         out = []
@@ -174,8 +173,9 @@ class Translator:
             subwords = self.segmenter.segment(ws)
             if len(subwords) > self.max_src_len:
                 where = line_numbers[i] if line_numbers else i + 1
-                warn(f"input line {where}: {len(subwords)} subwords, truncated to "
-                     f"{self.max_src_len}")
+                if not quiet:
+                    warn(f"input line {where}: {len(subwords)} subwords, truncated to "
+                         f"{self.max_src_len}")
                 subwords = subwords[: self.max_src_len]
                 if trees is not None:     # parsed here, or given (--input-format conllu)
                     trees[i] = truncate_tree(trees[i], len(merge_subwords(subwords)))
@@ -201,7 +201,7 @@ class Translator:
         targets: list = [None] * len(examples)
         for rows in length_batches([len(ex.src) for ex in examples], self.search_cfg.beam,
                                    self.max_tokens, self.batch_size):
-            batch = collate([examples[i] for i in rows], self.schemes).to(self.device)
+            batch = self.collate([examples[i] for i in rows])
             extras = Extras() if trees_out is not None else None   # parse scores, for trees
             with self._out_of_memory(len(rows)):
                 hyps, texts = self._search(batch, extras, nbest)
@@ -223,6 +223,10 @@ class Translator:
         if target_trees_out is not None:
             target_trees_out.extend(targets)
         return results
+
+    def collate(self, examples: Sequence[Example]) -> Batch:
+        """A batch of ``examples`` on the device, with the model's features."""
+        return collate(examples, self.schemes).to(self.device)
 
     @contextmanager
     def _out_of_memory(self, sentences: int) -> Iterator[None]:
@@ -313,6 +317,16 @@ class Translator:
                 by_line = dict(zip(keep, collected or []))
                 sink.extend(by_line.get(i, Sentence.empty()) for i in range(len(words)))
         return out
+
+
+def source_parser(settings: dict):
+    """The source parser of a model's parser ``settings`` (its control applied, if any)."""
+    from .parse import make_parser
+    if settings.get("backend") == "conllu":
+        raise DepnmtError("this model was trained on source trees read from CoNLL-U files "
+                          "(parse --backend conllu), so it cannot parse raw text itself; "
+                          "translate pre-parsed input with --input-format conllu")
+    return make_parser(settings)
 
 
 def source_control(config: dict):

@@ -53,10 +53,18 @@ EXAMPLES: dict[str, list[str]] = {
     "translate": [
         "depnmt translate -m work/model < work/prepare/test.raw.en > test.de",
         "depnmt translate -m work/model-gps -i work/prepare/test.raw.en -o test-gps.de",
+        "# an ensemble: the models' log-probabilities averaged at each step",
+        "depnmt translate -m work/model -m work/model-gps -i work/prepare/test.raw.en "
+        "-o test-ens.de",
     ],
     "rescore": [
         "# log p of each translation under the model (score: length-normalised, as the beam ranks)",
         "depnmt rescore -m work/model --src work/prepare/test.raw.en --tgt test.de -o test.scores",
+    ],
+    "contrastive": [
+        "# accuracy on a contrastive set: lines `source TAB reference TAB contrastive TAB "
+        "category`",
+        "depnmt contrastive -m work/model -m work/model-gps contrast.tsv",
     ],
     "export": ["depnmt export --format ctranslate2 -m work/model -o work/model-ct2"],
     "score": ["depnmt score --ref work/prepare/test.raw.de test.de test-gps.de"],
@@ -89,7 +97,7 @@ EXAMPLES: dict[str, list[str]] = {
 
 # the order in which the examples run as one session (each needs what the earlier ones wrote)
 PIPELINE = ["prepare", "parse", "controls", "models download", "multitask", "bpe", "train",
-            "average", "translate", "rescore", "export", "score", "report", "runs",
+            "average", "translate", "rescore", "contrastive", "export", "score", "report", "runs",
             "archive", "plot", "inspect", "analyze awsl", "analyze uas"]
 
 WIDTH = 92                      # a command longer than this is continued on the next line

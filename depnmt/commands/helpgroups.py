@@ -68,7 +68,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Logging", ["train_log_every", "tensorboard"]),
     ],
     "translate": [
-        ("Model", ["model_dir", "checkpoint", "ct2_dir"]),
+        ("Model", ["model_dirs", "checkpoint", "ct2_dir"]),
         ("Input and output", ["input_path", "input_format", "output_path", "nbest"]),
         ("Search", ["beam", "alpha", "length_penalty", "max_len_a", "max_len_b", "at_limit"]),
         ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision", "threads"]),
@@ -79,6 +79,12 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Model", ["model_dir", "checkpoint"]),
         ("Input and output", ["src_path", "src_format", "tgt_path", "output_path", "per_token"]),
         ("Score", ["alpha", "length_penalty"]),
+        ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision"]),
+    ],
+    "contrastive": [
+        ("Models", ["model_dirs", "checkpoint"]),
+        ("Contrastive set", ["set_path", "fmt", "src_path", "tgt_path", "normalized",
+                             "output_path"]),
         ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision"]),
     ],
     "score": [

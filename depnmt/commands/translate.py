@@ -37,9 +37,12 @@ def hardware_options(items: str, precision_help: str):
 
 @deprecated_aliases("translate")
 @click.command("translate", context_settings={"show_default": True})
-@click.option("-m", "--model", "model_dir", type=click.Path(path_type=Path, file_okay=False),
-              default=lambda: os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR),
-              help="model directory written by `depnmt train` (default: $DEPNMT_MODEL or ./model)")
+@click.option("-m", "--model", "model_dirs", type=click.Path(path_type=Path, file_okay=False),
+              multiple=True, default=lambda: [os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR)],
+              show_default="$DEPNMT_MODEL or ./model",
+              help="model directory written by `depnmt train`; given more than once, the models "
+                   "translate as an ensemble (their log-probabilities averaged at each step; "
+                   "they must share vocabularies, BPE and tokenizers)")
 @click.option("-c", "--checkpoint", metavar="NAME|FILE",
               help="checkpoint: a name in MODEL/checkpoints (best, last, stepN of "
                    "train --keep-last, or the -o NAME of `depnmt average`) or a .pt file "
@@ -127,7 +130,8 @@ def hardware_options(items: str, precision_help: str):
                    "from the input trees (needs --input-format conllu) instead of its own "
                    "prediction, to measure what a perfect parse would give")
 def command(**flags: Any) -> None:
-    """Translate raw text with a trained model (-m), or with its CTranslate2 export (--ct2).
+    """Translate raw text with a trained model (-m), an ensemble (-m A -m B), or a model's
+    CTranslate2 export (--ct2).
 
     \b
     The model directory's own tokenizer, parser (for tree-based schemes) and BPE are applied.
@@ -138,6 +142,10 @@ def command(**flags: Any) -> None:
     """
     search = {name: flags[name] for name in SEARCH_FLAGS}
     if flags["ct2_dir"] is not None:
+        if len(flags["model_dirs"]) > 1:
+            from ..errors import DepnmtError
+            raise DepnmtError("--ct2 translates with one export; an ensemble (-m given more "
+                              "than once) needs the model folders without --ct2")
         translate_with_ct2(flags, search)
     else:
         translate_with_model(flags, search)
@@ -175,14 +183,22 @@ def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
     from ..errors import DepnmtError
     from ..heap import startup_objects
     from ..modeldir import named_checkpoint
-    checkpoint, nbest = flags["checkpoint"], flags["nbest"]
-    ckpt = named_checkpoint(flags["model_dir"], checkpoint) if checkpoint else None
+    checkpoint, nbest, model_dirs = flags["checkpoint"], flags["nbest"], flags["model_dirs"]
+    if checkpoint and len(model_dirs) > 1 and "/" in checkpoint:
+        raise DepnmtError(f"--checkpoint {checkpoint}: an ensemble takes a checkpoint name "
+                          f"(best, last, stepN, an average's name) that each model folder has")
+    ckpts = [named_checkpoint(d, checkpoint) if checkpoint else None for d in model_dirs]
+    hardware = dict(max_tokens=flags["max_tokens"], batch_size=flags["batch_size"],
+                    quantize=flags["quantize"], **search)
     with startup_objects():
-        from ..translate import Translator
-        translator = Translator.from_model_dir(flags["model_dir"], ckpt, flags["device"],
-                                               flags["precision"], max_tokens=flags["max_tokens"],
-                                               batch_size=flags["batch_size"],
-                                               quantize=flags["quantize"], **search)
+        if len(model_dirs) > 1:
+            from ..ensemble import EnsembleTranslator
+            translator = EnsembleTranslator.from_model_dirs(model_dirs, ckpts, flags["device"],
+                                                            flags["precision"], **hardware)
+        else:
+            from ..translate import Translator
+            translator = Translator.from_model_dir(model_dirs[0], ckpts[0], flags["device"],
+                                                   flags["precision"], **hardware)
     check_nbest_flag(nbest, translator.search_cfg.beam, flags["beam"])
     if flags["dbsa_gold_arcs"]:
         if flags["input_format"] != "conllu":

@@ -253,6 +253,13 @@ class TransformerNMT(nn.Module):
         fused = [layer.self_attn.fused_qkv(weights) for layer in self.decoder]
         return DecoderState(kv, src_mask, dtype, fused)
 
+    def search_state(self, src: Tensor, src_feats: dict[str, Tensor],
+                     extras: Extras | None = None) -> DecoderState:
+        """The state a search starts from: ``src [B, S]`` encoded (:meth:`encode`) and its
+        cross-attention keys and values cached in :func:`decoding_dtype`."""
+        memory, src_mask = self.encode(src, src_feats, extras)
+        return self.start_state(memory, src_mask, decoding_dtype(memory))
+
     def cross_kv(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Every decoder layer's cross-attention keys and values ``[B, H, S, d_k]`` of
         ``memory [B, S, D]``, by one matrix multiply with all their ``W^K``, ``W^V`` stacked

@@ -134,6 +134,17 @@ def comparison_folder(root: Path) -> None:
         shutil.copy(root / hyps, root / "work/compare/hyps" / f"{name}.de")
 
 
+def contrastive_set(root: Path) -> None:
+    """contrast.tsv: each test pair of the pipeline's corpus against its reference with the
+    first two words swapped."""
+    prepare = root / "work" / "prepare"
+    sources, refs = ((prepare / f"test.raw.{lang}").read_text(encoding="utf-8").splitlines()
+                     for lang in ("en", "de"))
+    lines = [f"{s}\t{r}\t{' '.join([*r.split()[1::-1], *r.split()[2:]])}\tswap\n"
+             for s, r in zip(sources, refs) if len(r.split()) > 2]
+    (root / "contrast.tsv").write_text("".join(lines), encoding="utf-8")
+
+
 def run_example(line: str, capsys, monkeypatch) -> None:
     """Run one example line in-process, its ``<`` and ``>`` redirections included."""
     args, stdin, stdout = split_redirections(shlex.split(line))
@@ -161,6 +172,8 @@ def test_the_examples_run_in_pipeline_order(workdir, capsys, monkeypatch):
             continue                            # an optional extra (the line parses: above)
         if path == "archive" and not (workdir / "work/compare").exists():
             comparison_folder(workdir)
+        if path == "contrastive" and not (workdir / "contrast.tsv").exists():
+            contrastive_set(workdir)
         run_example(line, capsys, monkeypatch)
     assert downloads == [("en", None, "work/stanza")]
     for made in ("work/prepare/test.raw.de", "work/parse/train.en.conllu", "work/bpe/manifest.json",
@@ -169,5 +182,5 @@ def test_the_examples_run_in_pipeline_order(workdir, capsys, monkeypatch):
         assert (workdir / made).exists(), made
     archived = json.loads((workdir / "results/data.json").read_text(encoding="utf-8"))
     assert {"bpe", "parse"} <= set(archived["folders"])       # what --check-data compared
-    for hyps in ("test.de", "test-gps.de"):
+    for hyps in ("test.de", "test-gps.de", "test-ens.de"):
         assert len((workdir / hyps).read_text(encoding="utf-8").splitlines()) == 20, hyps
