@@ -52,7 +52,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from itertools import repeat
+from typing import Iterable, Iterator
 
 from subword_nmt import apply_bpe
 
@@ -82,12 +83,29 @@ def split_tokens(line: str) -> list[str]:
 
 # -- learning ------------------------------------------------------------------------------
 
-def count_tokens(path: Path, total: int | None = None) -> Counter:
-    """Counts of the (escaped) tokens of a tokenized file."""
+def count_tokens(path: Path, total: int | None = None,
+                 pool: InProcess | Workers | None = None) -> Counter:
+    """Counts of the (escaped) tokens of a tokenized file, block by block in ``pool`` (None:
+    here); the tokens in the order they first occur, whatever the pool."""
     counts: Counter = Counter()
-    for line in track(iter_lines(path), f"counting {path.name}", total=total):
-        counts.update(escape_token(t) for t in split_tokens(line))
+
+    def lines() -> Iterator[None]:
+        for block_counts, n in (pool or InProcess(None)).map(count_block,
+                                                             blocks(iter_lines(path))):
+            counts.update(block_counts)
+            yield from repeat(None, n)
+
+    for _ in track(lines(), f"counting {path.name}", total=total):
+        pass
     return counts
+
+
+def count_block(_state, lines: list[str]) -> tuple[Counter, int]:
+    """The (escaped) token counts of a block of tokenized lines, and its number of lines."""
+    counts: Counter = Counter()
+    for line in lines:
+        counts.update(escape_token(t) for t in split_tokens(line))
+    return counts, len(lines)
 
 
 def learn_codes(counts: Counter, merges: int, min_pair_freq: int = 2,
@@ -407,18 +425,19 @@ def build_vocabs(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str
 
 def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions, jobs: int = 1) -> dict:
     """Run the bpe stage from a prepare folder into ``out_dir`` (all or nothing, one writer:
-    :func:`~depnmt.stagedir.stage_output`); return the manifest. ``jobs`` > 1 applies the
-    codes in that many processes (:mod:`depnmt.workers`), with the same output; it is not
-    recorded."""
+    :func:`~depnmt.stagedir.stage_output`); return the manifest. ``jobs`` > 1 counts the
+    training tokens and applies the codes in that many processes (:mod:`depnmt.workers`),
+    with the same output; it is not recorded."""
     check_distinct(out_dir, {"prepare folder": prepare_dir})
     opts.check()
     prep, langs, splits = prepared_inputs(prepare_dir)
     train_counts = {}
-    for side, lang in langs.items():
-        path = prepare_dir / f"train.{lang}"
-        train_counts[side] = count_tokens(path, line_total(prep, path.name, path))
-        if not train_counts[side]:
-            raise DepnmtError(f"{path}: no tokens to learn from")
+    with worker_pool(jobs) as pool:
+        for side, lang in langs.items():
+            path = prepare_dir / f"train.{lang}"
+            train_counts[side] = count_tokens(path, line_total(prep, path.name, path), pool)
+            if not train_counts[side]:
+                raise DepnmtError(f"{path}: no tokens to learn from")
     with stage_output(out_dir, "bpe", owns=stage_owns(langs)) as tmp:
         return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts, jobs)
 
