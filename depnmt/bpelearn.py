@@ -113,85 +113,86 @@ def pair_statistics(vocab: list[tuple[tuple[str, ...], int]]):
     return dict(stats), indices
 
 
-def merge_word(word: tuple[str, ...], first: str, second: str) -> tuple[str, ...]:
-    """``word`` with every occurrence of ``first second`` merged, left to right and without
-    overlaps: what subword-nmt's ``replace_pair`` regex does to the space-joined symbols."""
-    merged = first + second
-    out = []
-    i, n = 0, len(word)
-    while i < n:
-        if i < n - 1 and word[i] == first and word[i + 1] == second:
-            out.append(merged)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
+def occurrences(word: tuple[str, ...], first: str, second: str) -> list[int]:
+    """The positions of ``first second`` in ``word``, left to right without overlaps: where
+    subword-nmt's ``replace_pair`` merges it and its ``update_pair_statistics`` looks."""
+    last = len(word) - 1
+    if word.count(first) == 1:           # most words: one place to look
+        i = word.index(first)
+        return [i] if i < last and word[i + 1] == second else []
+    found: list[int] = []
+    after = 0
+    for i, symbol in enumerate(word):
+        if symbol == first and i >= after and i < last and word[i + 1] == second:
+            found.append(i)
+            after = i + 2
+    return found
+
+
+def merged_word(word: tuple[str, ...], at: list[int], merged: str) -> tuple[str, ...]:
+    """``word`` with the pair at each position of ``at`` (:func:`occurrences`) made one
+    symbol ``merged``."""
+    if len(at) == 1:
+        i = at[0]
+        return word[:i] + (merged,) + word[i + 2:]
+    out: list[str] = []
+    start = 0
+    for i in at:
+        out.extend(word[start:i])
+        out.append(merged)
+        start = i + 2
+    out.extend(word[start:])
     return tuple(out)
 
 
-def replace_pair(pair: Pair, vocab: list, indices, spaced: set[int]) -> list:
-    """subword-nmt's ``replace_pair``: merge ``pair`` in every word that has it; returns
-    ``(index, new word, old word, frequency)`` for each word changed. ``spaced``: the indices
-    of the words with whitespace inside a symbol, merged by subword-nmt's regex."""
+def merge_pair(pair: Pair, vocab: list, indices, spaced: set[int], stats: PairStats) -> None:
+    """One merge: subword-nmt's ``replace_pair`` (merge ``pair`` in every word that has it)
+    and ``update_pair_statistics`` (adjust the frequencies and indices of the pairs around
+    each merged occurrence, and around every symbol of the merged form in the new word). The
+    frequency changes are summed per pair first and applied once each: the statistics after
+    the merge are the same, every pair touched included, even where its changes cancel out.
+    ``spaced``: the indices of the words with whitespace inside a symbol, which subword-nmt's
+    regex may merge otherwise (its own path is taken for them)."""
     first, second = pair
-    changes = []
+    new_pair = first + second
     pattern = None
-    for j, count in indices[pair].items():
+    delta: dict[Pair, int] = {}
+    get = delta.get
+    word_indices = indices[pair]
+    stats.set(pair, 0)
+    indices[pair] = defaultdict(int)
+    for j, count in word_indices.items():
         if count < 1:
             continue
-        word, freq = vocab[j]
+        old_word, freq = vocab[j]
+        at = occurrences(old_word, first, second)
         if j in spaced:
             if pattern is None:
                 pattern = re.compile(r"(?<!\S)" + re.escape(first + " " + second) + r"(?!\S)")
-            new_word = tuple(pattern.sub((first + second).replace("\\", "\\\\"),
-                                         " ".join(word)).split(" "))
+            word = tuple(pattern.sub(new_pair.replace("\\", "\\\\"),
+                                     " ".join(old_word)).split(" "))
+            fresh = [i for i, symbol in enumerate(word) if symbol == new_pair]
         else:
-            new_word = merge_word(word, first, second)
-        vocab[j] = (new_word, freq)
-        changes.append((j, new_word, word, freq))
-    return changes
-
-
-def update_pair_statistics(pair: Pair, changed: list, stats: PairStats, indices) -> None:
-    """subword-nmt's ``update_pair_statistics``: adjust the frequencies and indices of the
-    pairs around each merged occurrence of ``pair``. The frequency changes are summed per pair
-    first and applied once each (the statistics after the merge are the same, every pair
-    touched included, even where its changes cancel out)."""
-    stats.set(pair, 0)
-    indices[pair] = defaultdict(int)
-    first, second = pair
-    new_pair = first + second
-    delta: dict[Pair, int] = {}
-    get = delta.get
-    for j, word, old_word, freq in changed:
-        i = 0
+            word = merged_word(old_word, at, new_pair) if at else old_word
+            if new_pair in old_word:     # a symbol already spelled like the merged pair
+                fresh = [i for i, symbol in enumerate(word) if symbol == new_pair]
+            else:                        # each merge before it shortened the word by one
+                fresh = at if len(at) == 1 else [i - k for k, i in enumerate(at)]
+        vocab[j] = (word, freq)
         last = len(old_word) - 1
-        while True:
-            try:
-                i = old_word.index(first, i)
-            except ValueError:
-                break
-            if i < last and old_word[i + 1] == second:
-                if i:
-                    prev = old_word[i - 1:i + 1]
-                    delta[prev] = get(prev, 0) - freq
-                    indices[prev][j] -= 1
-                if i < last - 1:
-                    # in "A B C B C" with "B C" merged, "C B" is reduced by the block above
-                    if old_word[i + 2] != first or i >= last - 2 or old_word[i + 3] != second:
-                        nex = old_word[i + 1:i + 3]
-                        delta[nex] = get(nex, 0) - freq
-                        indices[nex][j] -= 1
-                i += 2
-            else:
-                i += 1
-        i = 0
+        for i in at:
+            if i:
+                prev = old_word[i - 1:i + 1]
+                delta[prev] = get(prev, 0) - freq
+                indices[prev][j] -= 1
+            if i < last - 1:
+                # in "A B C B C" with "B C" merged, "C B" is reduced by the block above
+                if old_word[i + 2] != first or i >= last - 2 or old_word[i + 3] != second:
+                    nex = old_word[i + 1:i + 3]
+                    delta[nex] = get(nex, 0) - freq
+                    indices[nex][j] -= 1
         last = len(word) - 1
-        while True:
-            try:
-                i = word.index(new_pair, i)
-            except ValueError:
-                break
+        for i in fresh:
             if i:
                 prev = word[i - 1:i + 1]
                 delta[prev] = get(prev, 0) + freq
@@ -201,7 +202,6 @@ def update_pair_statistics(pair: Pair, changed: list, stats: PairStats, indices)
                 nex = word[i:i + 2]
                 delta[nex] = get(nex, 0) + freq
                 indices[nex][j] += 1
-            i += 1
     add = stats.add
     for p, d in delta.items():
         add(p, d)
@@ -249,8 +249,7 @@ def learn_merges(counts: dict[str, int], num_symbols: int, min_frequency: int = 
         if stats.freq[most_frequent] < min_frequency:
             break
         merges.append(most_frequent)
-        changes = replace_pair(most_frequent, sorted_vocab, indices, spaced)
-        update_pair_statistics(most_frequent, changes, stats, indices)
+        merge_pair(most_frequent, sorted_vocab, indices, spaced, stats)
         stats.set(most_frequent, 0)
         if not i % 100:
             stats.prune(big_stats, threshold)
