@@ -53,10 +53,7 @@ class Bigram:
     def __init__(self):
         self.table = torch.stack([row(SCRIPT.get(t, {})) for t in range(V)])    # [V, V]
 
-    def encode(self, src, src_feats, extras):
-        return torch.zeros(src.shape[0], src.shape[1], 1), None
-
-    def start_state(self, memory, src_mask, dtype):
+    def search_state(self, src, src_feats, extras=None):
         return _State()
 
     def decode(self, last: torch.Tensor, state, incremental: bool) -> torch.Tensor:
