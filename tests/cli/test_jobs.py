@@ -120,6 +120,30 @@ def test_invalid_utf8_is_named_by_line_in_two_processes(tmp_path, capsys):
     assert folder_contents(tmp_path / "out2") == folder_contents(tmp_path / "out1")
 
 
+def child_pids(pid: int) -> list[str]:
+    """The children of process ``pid``, started by any of its threads."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += (task / "children").read_text().split()
+        except OSError:
+            pass
+    return found
+
+
+def workers_of(pid: int) -> list[str]:
+    """The children of ``pid`` that are worker processes of a pool (not its resource tracker)."""
+    workers = []
+    for child in child_pids(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmdline:        # the resource tracker runs another main
+            workers.append(child)
+    return workers
+
+
 def test_ctrl_c_stops_the_workers_and_leaves_no_folder(tmp_path):
     text = "".join(f"A sentence , number {i} , for the workers to tokenize .\n"
                    for i in range(40000))
@@ -131,11 +155,12 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_folder(tmp_path):
                              "--train-tgt", tmp_path / "train.de", "-o", out, "--jobs", "2"],
                             env={**os.environ, "DEPNMT_NO_PROGRESS": "1"},
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.monotonic() + 60
-    while len(children.read_text().split()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)                    # the resource tracker and the two workers
-    started = children.read_text().split()
+    while len(workers_of(proc.pid)) < 2 and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.05)
+    started = child_pids(proc.pid)
+    assert len(workers_of(proc.pid)) == 2, "the two workers did not start before prepare ended"
     time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)      # what Ctrl-C in a terminal does
     stderr = proc.communicate(timeout=60)[1]
