@@ -144,6 +144,13 @@ def workers_of(pid: int) -> list[str]:
     return workers
 
 
+def terminal_sigint() -> None:
+    """In the child before it runs: SIGINT's default action, as under a terminal (a process
+    started where SIGINT is ignored, e.g. by a background shell, inherits that, and Python then
+    installs no KeyboardInterrupt for it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_workers_and_leaves_no_folder(tmp_path):
     text = "".join(f"A sentence , number {i} , for the workers to tokenize .\n"
                    for i in range(40000))
@@ -154,7 +161,8 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_folder(tmp_path):
                              "--tgt-lang", "de", "--train-src", tmp_path / "train.en",
                              "--train-tgt", tmp_path / "train.de", "-o", out, "--jobs", "2"],
                             env={**os.environ, "DEPNMT_NO_PROGRESS": "1"},
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=terminal_sigint)
     deadline = time.monotonic() + 60
     while len(workers_of(proc.pid)) < 2 and time.monotonic() < deadline \
             and proc.poll() is None:
@@ -162,9 +170,10 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_folder(tmp_path):
     started = child_pids(proc.pid)
     assert len(workers_of(proc.pid)) == 2, "the two workers did not start before prepare ended"
     time.sleep(0.5)
+    ignored = Path(f"/proc/{proc.pid}/status").read_text().split("SigIgn:")[1].split()[0]
     os.killpg(proc.pid, signal.SIGINT)      # what Ctrl-C in a terminal does
     stderr = proc.communicate(timeout=60)[1]
-    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert proc.returncode == 130 and "Traceback" not in stderr, (ignored, stderr)
     assert not out.exists() and leftovers(out) == []
     time.sleep(0.5)
     assert [pid for pid in started if Path(f"/proc/{pid}/cmdline").exists()
