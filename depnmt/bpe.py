@@ -52,8 +52,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from itertools import repeat
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from subword_nmt import apply_bpe
 
@@ -88,15 +87,12 @@ def count_tokens(path: Path, total: int | None = None,
     """Counts of the (escaped) tokens of a tokenized file, block by block in ``pool`` (None:
     here); the tokens in the order they first occur, whatever the pool."""
     counts: Counter = Counter()
-
-    def lines() -> Iterator[None]:
+    with progress_bar() as bar:
+        task = bar.add_task(f"counting {path.name}", total=total)
         for block_counts, n in (pool or InProcess(None)).map(count_block,
                                                              blocks(iter_lines(path))):
             counts.update(block_counts)
-            yield from repeat(None, n)
-
-    for _ in track(lines(), f"counting {path.name}", total=total):
-        pass
+            bar.advance(task, n)
     return counts
 
 

@@ -47,7 +47,7 @@ BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
               help="Keep at most the N most frequent tokens per vocabulary (besides specials).")
 @click.option("--merge-min-freq", type=click.IntRange(min=1), default=2, show_default=True,
               metavar="N", help="Stop learning merges when no pair occurs N times (bpe mode).")
-@jobs_option("Apply the codes (learning them takes one process)")
+@jobs_option("Count the training words and apply the codes (learning the merges takes one process)")
 @click.pass_context
 def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, merges: int,
             joint: bool | None, vocab_threshold: int, min_freq: int | None,

@@ -28,7 +28,7 @@
 # LANG`, into $STANZA_RESOURCES_DIR or stanza's default folder, or the PARSE flags'
 # --stanza-dir). SHARDS=N parses in N parallel shards;
 # on a cluster run each `depnmt parse --shard i/N` on its own node, then `--merge`.
-# DATA_JOBS=N: prepare, parse and bpe (applying the codes) in N worker processes (their
+# DATA_JOBS=N: prepare, parse and bpe (counting, applying) in N worker processes (their
 # --jobs; default auto, one per core; each parse process loads its own parser model); the data
 # is the same for any N.
 # Batches: MAX_TOKENS per process (default 4096) × UPDATE_FREQ (default 2); with torchrun set

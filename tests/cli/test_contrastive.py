@@ -82,8 +82,8 @@ def test_one_model_per_category_decisions_are_the_forced_scores(models, tsv, tmp
         assert low <= acc["accuracy"] <= high
     assert "| **all** |" in table and mine["all"]["total"] == len(items)
     # the decisions are the reference's log-probability against the variant's (depnmt rescore)
+    (tmp_path / "src").write_text("".join(it[0] + "\n" for it in items), encoding="utf-8")
     for i, column in ((1, "ref"), (2, "var")):
-        (tmp_path / "src").write_text("".join(it[0] + "\n" for it in items), encoding="utf-8")
         (tmp_path / column).write_text("".join(it[i] + "\n" for it in items), encoding="utf-8")
         assert run_cli(["rescore", "-m", models[0], "--src", tmp_path / "src",
                         "--tgt", tmp_path / column, "-o", tmp_path / f"{column}.scores"]) == 0

@@ -15,8 +15,8 @@ from depnmt.bpe import learn_codes
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
-def subword_nmt_codes(counts: dict[str, int], merges: int, min_frequency: int = 2,
-                      monkeypatch=None) -> str:
+def subword_nmt_codes(counts: dict[str, int], merges: int, min_frequency: int,
+                      monkeypatch) -> str:
     out = io.StringIO()
     monkeypatch.setattr(learn_bpe, "tqdm", lambda iterable, *a, **k: iterable, raising=False)
     learn_bpe.learn_bpe([f"{tok} {n}" for tok, n in counts.items()], out, merges,
@@ -48,7 +48,7 @@ def test_same_merges_as_subword_nmt_on_real_text(monkeypatch):
 
     monkeypatch.setattr(bpelearn, "PairStats", Counted)
     mine = bpelearn.codes_text(bpelearn.learn_merges(counts, 3000))
-    assert mine == subword_nmt_codes(counts, 3000, monkeypatch=monkeypatch)
+    assert mine == subword_nmt_codes(counts, 3000, 2, monkeypatch)
     assert mine.count("\n") == 3001
     assert len(built) >= 2  # the pruned statistics were given up for the full ones
 
