@@ -12,7 +12,8 @@ corpus. ``prepare`` holds out 1,000 dev and 1,000 test pairs (a tenth each of fe
 merges (learning takes one process whatever ``--jobs`` says); ``parse`` runs the ``--parse``
 flags (default: spaCy, the source side). Each round runs every stage with 1 job and with N,
 in alternating order (round 1: 1 then N, round 2: N then 1, ...); ``bpe`` and ``parse`` read
-the ``prepare`` folder of the first ``--jobs 1`` run.
+the ``prepare`` folder of the first ``--jobs 1`` run (without ``prepare`` in ``--stages``, one
+made first with ``--jobs N`` and not measured).
 
 Per run: wall time, CPU time (user + system of the command and its worker processes, from
 ``getrusage(RUSAGE_CHILDREN)``) and the 1-minute load average before it. Every ``--jobs N``
@@ -109,6 +110,8 @@ def measure(args: argparse.Namespace, corpus: tuple[Path, Path]) -> dict[str, di
     """``{stage: {jobs: [run, ...]}}`` over ``args.rounds`` alternating rounds."""
     work, prepared = args.work, args.work / "prepare-1"
     results: dict[str, dict[int, list]] = {s: {1: [], args.jobs: []} for s in args.stages}
+    if "prepare" not in args.stages:            # made once, not measured
+        run_stage(stage_args("prepare", args, corpus, prepared), prepared, args.jobs)
     for r in range(args.rounds):
         for stage in args.stages:
             order = (1, args.jobs) if r % 2 == 0 else (args.jobs, 1)

@@ -52,21 +52,20 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from subword_nmt import apply_bpe
 
 from .bpelearn import codes_text, learn_merges
 from .errors import DepnmtError, InputError
-from .log import info, progress_bar, track, warn
+from .log import info, progress_bar, warn
 from .manifest import load_manifest, write_manifest
 # merge_subwords is re-exported: scripts written by `depnmt export` import it from here
 from .subwords import ESCAPE, SEPARATOR, escape_token, merge_subwords  # noqa: F401
 from .prepare import check_language_code
 from .stagedir import check_distinct, stage_output
-from .textio import atomic_open, count_lines, iter_lines, read_json, write_lines
+from .textio import TextBlock, atomic_open, count_lines, iter_lines, read_json, write_lines
 from .vocab import Vocab
-from .workers import InProcess, Workers, blocks, worker_pool
+from .workers import InProcess, Workers, file_blocks, worker_pool
 
 MAX_CHUNK_CHARS = 500
 CONFIG_FILE = "bpe.json"
@@ -89,19 +88,19 @@ def count_tokens(path: Path, total: int | None = None,
     counts: Counter = Counter()
     with progress_bar() as bar:
         task = bar.add_task(f"counting {path.name}", total=total)
-        for block_counts, n in (pool or InProcess(None)).map(count_block,
-                                                             blocks(iter_lines(path))):
+        for block_counts, n in (pool or InProcess(None)).map(count_block, file_blocks(path)):
             counts.update(block_counts)
             bar.advance(task, n)
     return counts
 
 
-def count_block(_state, lines: list[str]) -> tuple[Counter, int]:
-    """The (escaped) token counts of a block of tokenized lines, and its number of lines."""
-    counts: Counter = Counter()
-    for line in lines:
-        counts.update(escape_token(t) for t in split_tokens(line))
-    return counts, len(lines)
+def count_block(_state, block: TextBlock) -> tuple[Counter, int]:
+    """The (escaped) token counts of a block of tokenized lines, in the order the tokens first
+    occur, and its number of lines."""
+    lines = block.lines()
+    raw = Counter(" ".join(lines).split(" "))      # a line's tokens, then the next line's
+    raw.pop("", None)
+    return Counter({escape_token(t): n for t, n in raw.items()}), len(lines)
 
 
 def learn_codes(counts: Counter, merges: int, min_pair_freq: int = 2,
@@ -169,6 +168,10 @@ class Segmenter:
         self.filter_counts = filter_counts if vocab_threshold > 0 else None
         self.vocab_threshold = vocab_threshold if self.filter_counts is not None else 0
         self.merges = count_merges(codes, source) if codes is not None else 0
+        # a token's subwords (segment) and the same joined by " " (segment_lines), kept once
+        # made: segmentation is per token
+        self._pieces = _Segmented(lambda token: tuple(self._segment_token(escape_token(token))))
+        self._joined = _Segmented(lambda token: " ".join(self._pieces[token]))
         self._bpe = None if codes is None else apply_bpe.BPE(
             io.StringIO(codes), merges=self.merges, separator=SEPARATOR, vocab=self._filter_set())
 
@@ -196,10 +199,16 @@ class Segmenter:
     def segment(self, tokens: list[str]) -> list[str]:
         """Subwords of ``tokens`` (escaped words in word mode); empty tokens are dropped."""
         out: list[str] = []
+        pieces = self._pieces
         for token in tokens:
             if token:
-                out.extend(self._segment_token(escape_token(token)))
+                out += pieces[token]
         return out
+
+    def segment_lines(self, lines: list[str]) -> list[str]:
+        """``" ".join(self.segment(split_tokens(line)))`` for every line (faster)."""
+        joined = self._joined
+        return [" ".join([joined[t] for t in line.split(" ") if t]) for line in lines]
 
     def _segment_token(self, token: str) -> list[str]:
         if self._bpe is None:
@@ -265,6 +274,18 @@ class Segmenter:
         return cls(codes, joint=cfg["codes"] == codes_name(True, side), source=codes_path,
                    filter_counts=read_counts(directory / filter_name) if filter_name else None,
                    vocab_threshold=cfg.get("vocab_threshold") or 0)
+
+
+class _Segmented(dict):
+    """A token's segmentation, computed by ``segment(token)`` the first time it is asked for."""
+
+    def __init__(self, segment):
+        super().__init__()
+        self.segment = segment
+
+    def __missing__(self, token: str) -> str:
+        value = self[token] = self.segment(token)
+        return value
 
 
 def _segmenter(codes: str | None, joint: bool, filter_counts: dict[str, int] | None,
@@ -379,18 +400,16 @@ def learn_timed(counts: Counter, opts: BpeOptions, label: str) -> str:
     return codes
 
 
-def segment_block(segmenters: dict[str, Segmenter], block: tuple[str, list[str]]
-                  ) -> tuple[list[str], Counter]:
-    """The subword lines of a block of tokenized lines of one side (``(side, lines)``) and their
-    subword counts. What ``--jobs N`` runs in its worker processes."""
-    side, lines = block
-    counts: Counter = Counter()
-    out = []
-    for line in lines:
-        pieces = segmenters[side].segment(split_tokens(line))
-        counts.update(pieces)
-        out.append(" ".join(pieces))
-    return out, counts
+def segment_block(segmenters: dict[str, Segmenter], block: tuple[str, TextBlock]
+                  ) -> tuple[str, Counter, int]:
+    """The subword lines of a block of tokenized lines of one side (``(side, block)``) as the
+    text to write, their subword counts (in the order they first occur) and the number of
+    lines. What ``--jobs N`` runs in its worker processes."""
+    side, text = block
+    lines = segmenters[side].segment_lines(text.lines())
+    counts = Counter(" ".join(lines).split(" "))     # a line's subwords, then the next line's
+    counts.pop("", None)
+    return "".join(f"{line}\n" for line in lines), counts, len(lines)
 
 
 def segment_file(pool: InProcess | Workers, side: str, src: Path, out: Path,
@@ -398,14 +417,13 @@ def segment_file(pool: InProcess | Workers, side: str, src: Path, out: Path,
     """Segment every line of ``src`` (``side``'s segmenter, by ``pool``) into ``out``; return
     the subword counts."""
     counts: Counter = Counter()
-
-    def lines() -> Iterable[str]:
-        for pieces, block_counts in pool.map(segment_block, ((side, block) for block in
-                                                             blocks(iter_lines(src)))):
+    with atomic_open(out) as fh, progress_bar() as bar:
+        task = bar.add_task(f"segmenting {src.name}", total=total)
+        for text, block_counts, n in pool.map(segment_block, ((side, block) for block in
+                                                              file_blocks(src))):
+            fh.write(text)
             counts.update(block_counts)     # keys first seen in the same order as line by line
-            yield from pieces
-
-    write_lines(out, track(lines(), f"segmenting {src.name}", total=total))
+            bar.advance(task, n)
     return counts
 
 

@@ -25,6 +25,7 @@ import socket
 import tempfile
 import zlib
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
@@ -106,10 +107,15 @@ def decode_line(raw: bytes, path: str | Path, lineno: int, state: dict) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        if not state.get("warned"):
-            warn(f"{path}:{lineno}: invalid UTF-8 replaced by U+FFFD (further lines not reported)")
-            state["warned"] = True
+        warn_invalid_utf8(path, lineno, state)
         return raw.decode("utf-8", errors="replace")
+
+
+def warn_invalid_utf8(path: str | Path, lineno: int, state: dict) -> None:
+    """The warning for the first line of a file with invalid UTF-8 (``state``: the file's)."""
+    if not state.get("warned"):
+        warn(f"{path}:{lineno}: invalid UTF-8 replaced by U+FFFD (further lines not reported)")
+        state["warned"] = True
 
 
 def iter_lines(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[str]:
@@ -134,6 +140,65 @@ def iter_lines(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[st
     finally:
         if stream is None:
             fh.close()
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """Consecutive whole lines of a text file as its bytes (each line ends with ``\\n``, but
+    the file's last may not): what the data stages' worker processes decode, so that the
+    process that reads the file only splits it (:func:`text_blocks`)."""
+
+    path: str
+    first_line: int          # the number of its first line in the file (1-based)
+    data: bytes
+
+    def lines(self) -> list[str]:
+        """Its lines, exactly as :func:`iter_lines` yields them (invalid UTF-8 replaced
+        without a warning: :func:`text_blocks` gave it)."""
+        lines = self.data.decode("utf-8", errors="replace").split("\n")
+        last = lines.pop()          # "" after a final "\n"; else a last line that keeps its "\r"
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        return lines + [last] if last else lines
+
+    def __len__(self) -> int:
+        """Its number of lines."""
+        return self.data.count(b"\n") + (0 if self.data.endswith(b"\n") else 1)
+
+
+def text_blocks(path: str | Path, size: int) -> Iterator[TextBlock]:
+    """The lines of ``path`` (plain or gzip) in :class:`TextBlock` of about ``size`` bytes
+    (a longer line is a block of its own), read lazily. Warns about the first line with
+    invalid UTF-8, and names the line being read in a read error, as :func:`iter_lines`."""
+    state: dict = {}
+    line, rest = 1, b""
+    with open_bytes(path) as fh:
+        try:
+            while chunk := fh.read(size):
+                rest += chunk
+                cut = rest.rfind(b"\n") + 1
+                if cut:
+                    block = TextBlock(str(path), line, rest[:cut])
+                    rest = rest[cut:]
+                    _check_utf8(block, state)
+                    line += block.data.count(b"\n")
+                    yield block
+        except (ReadError, *READ_ERRORS) as exc:
+            raise read_error(path, line, exc) from None
+    if rest:
+        block = TextBlock(str(path), line, rest)
+        _check_utf8(block, state)
+        yield block
+
+
+def _check_utf8(block: TextBlock, state: dict) -> None:
+    """Warn about the first line of ``block`` with invalid UTF-8 unless its file was warned about."""
+    if state.get("warned") or block.data.isascii():
+        return
+    try:
+        block.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = block.first_line + block.data.count(b"\n", 0, exc.start)
+        warn_invalid_utf8(block.path, lineno, state)
 
 
 def read_lines(path: str | Path) -> list[str]:

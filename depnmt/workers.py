@@ -39,14 +39,17 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from itertools import islice
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from .errors import DepnmtError
+from .textio import TextBlock, text_blocks
 
 T = TypeVar("T")
 R = TypeVar("R")
 AUTO = "auto"
-BLOCK_LINES = 2000          # lines a block of prepare and bpe (tests make it smaller)
+BLOCK_LINES = 2000          # lines a block of prepare (tests make it smaller)
+BLOCK_BYTES = 1 << 20       # bytes a block of bpe's files (tests make it smaller)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 PR_SET_PDEATHSIG = 1
 
@@ -83,6 +86,12 @@ def blocks(items: Iterable[T], size: int | None = None) -> Iterator[list[T]]:
     items = iter(items)
     while block := list(islice(items, size or BLOCK_LINES)):
         yield block
+
+
+def file_blocks(path: str | Path) -> Iterator[TextBlock]:
+    """The lines of a file in blocks of about :data:`BLOCK_BYTES` that a worker decodes itself
+    (:meth:`~depnmt.textio.TextBlock.lines`): no line is decoded or pickled one by one here."""
+    return text_blocks(path, BLOCK_BYTES)
 
 
 def report(key: Any, n: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +23,9 @@ from .conftest import run_cli
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    """Blocks of 17 lines, so that the tiny corpus makes many of them."""
+    """Blocks of 17 lines (about 300 bytes for bpe), so that the tiny corpus makes many."""
     monkeypatch.setattr(workers, "BLOCK_LINES", 17)
+    monkeypatch.setattr(workers, "BLOCK_BYTES", 300)
 
 
 def folder_contents(folder: Path) -> dict[str, bytes | dict]:
@@ -117,6 +119,26 @@ def test_invalid_utf8_is_named_by_line_in_two_processes(tmp_path, capsys):
                         "--jobs", jobs]) == 0
         errors.append(capsys.readouterr().err)
     assert errors[0] == errors[1] and f"{tmp_path / 'train.en'}:250: invalid UTF-8" in errors[0]
+    assert folder_contents(tmp_path / "out2") == folder_contents(tmp_path / "out1")
+
+
+def test_bpe_warns_about_invalid_utf8_once_in_two_processes(tiny_bpe, tmp_path, capsys):
+    """bpe's workers decode blocks of bytes that the stage's process cut: the warnings name the
+    first bad line, as one process does, and the output is the same."""
+    prepare = tmp_path / "prepare"
+    shutil.copytree(tiny_bpe.parent / "prepare", prepare)
+    lines = (prepare / "train.en").read_bytes().split(b"\n")
+    lines[40] += b" \xff"
+    lines[90] += b" \xc3"
+    (prepare / "train.en").write_bytes(b"\n".join(lines))
+    errors = []
+    for jobs in ("1", "2"):
+        assert run_cli(["bpe", "-i", prepare, "-o", tmp_path / f"out{jobs}", "--merges", "300",
+                        "--jobs", jobs]) == 0
+        errors.append(capsys.readouterr().err)
+    warnings = [[x for x in err.splitlines() if "UTF-8" in x] for err in errors]
+    assert warnings[0] == warnings[1] and warnings[0]     # once a reading of the file
+    assert all("train.en:41: invalid UTF-8" in x for x in warnings[0])
     assert folder_contents(tmp_path / "out2") == folder_contents(tmp_path / "out1")
 
 

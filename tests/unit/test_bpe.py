@@ -5,17 +5,19 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import pickle
 import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from depnmt.bpe import MAX_CHUNK_CHARS, Segmenter, count_tokens, learn_codes, split_tokens
-from depnmt.subwords import merge_subwords, word_index, word_spans
+from depnmt.bpe import (MAX_CHUNK_CHARS, Segmenter, count_block, count_tokens, learn_codes,
+                        segment_block, split_tokens)
+from depnmt.subwords import escape_token, merge_subwords, word_index, word_spans
 from depnmt.cli import main
 from depnmt.manifest import load_manifest, write_manifest
-from depnmt.textio import read_lines, write_lines
+from depnmt.textio import TextBlock, read_lines, write_lines
 from depnmt.vocab import Vocab
 
 EN = "the a dog cat runs jumps over under lazy quick brown fox house houses running jumping".split()
@@ -125,6 +127,37 @@ def test_segment_round_trips_random_and_long_tokens(tiny_segmenter):
     subwords = seg.segment(["a", long_token, "b"])
     assert merge_subwords(subwords) == ["a", long_token, "b"]
     assert word_index(subwords).count(1) == len(subwords) - 2
+
+
+def test_segment_lines_and_count_block_are_the_line_by_line_results(tiny_segmenter, tmp_path):
+    """The bulk paths of the bpe stage (a token's subwords kept once made; counts of a whole
+    block) give what segmenting and counting each line afresh gives, keys in first-seen order."""
+    seg, lines = tiny_segmenter
+    rng = random.Random(3)
+    lines = lines + ["", " ", "  dog  cat ", "C@@ C@@‡ @@", "a\tb c\u00a0d"] + [
+        " ".join(random_token(rng) for _ in range(rng.randint(0, 6))) for _ in range(200)]
+    rng.shuffle(lines)
+    for segmenter in (seg, Segmenter(seg.codes), Segmenter()):
+        fresh = [" ".join(p for t in split_tokens(line)                # a new one per token
+                          for p in pickle.loads(pickle.dumps(segmenter)).segment([t]))
+                 for line in lines]
+        assert segmenter.segment_lines(lines) == fresh
+        assert segmenter.segment_lines(lines) == fresh        # again, from what it kept
+        assert [" ".join(segmenter.segment(split_tokens(x))) for x in lines] == fresh
+    path = tmp_path / "train.en"
+    write_lines(path, lines)
+    expected: Counter = Counter()
+    for line in lines:
+        for token in split_tokens(line):
+            expected[escape_token(token)] += 1
+    counts, n = count_block(None, TextBlock(str(path), 1, path.read_bytes()))
+    assert n == len(lines) and list(counts.items()) == list(expected.items())
+    text, subwords, n = segment_block({"src": seg}, ("src", TextBlock(str(path), 1,
+                                                                      path.read_bytes())))
+    segmented = seg.segment_lines(lines)
+    assert n == len(lines) and text == "".join(f"{x}\n" for x in segmented)
+    assert list(subwords.items()) == list(Counter(p for x in segmented for p in
+                                                   split_tokens(x)).items())
 
 
 def test_empty_tokens_are_dropped(tiny_segmenter):

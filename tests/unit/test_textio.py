@@ -193,3 +193,35 @@ def test_temporary_files_of_killed_writers_are_removed_by_the_next_write(tmp_pat
     finally:
         running.kill()
         running.wait()
+
+
+AWKWARD = (b"plain\n\ncrlf\r\n\r\nlone\rcr\n  spaces  \n\xe2\x82\xac euro\nbad \xff byte\n"
+           b"cut \xe2\x82\nform\x0cfeed\xe2\x80\xa8sep\nlast line without newline\r")
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 16, 64, 1 << 20])
+@pytest.mark.parametrize("tail", [b"", b"\n", b"\r\n", b"\xff"])
+def test_text_blocks_hold_the_lines_iter_lines_reads(tmp_path, capsys, size, tail):
+    """Whole lines only, numbered from the block's first, decoded exactly as iter_lines does,
+    and the invalid-UTF-8 warning once, naming the first bad line."""
+    path = tmp_path / "text.en"
+    path.write_bytes(AWKWARD + tail)
+    expected = read_lines(path)
+    warning = capsys.readouterr().err
+    blocks = list(textio.text_blocks(path, size))
+    assert capsys.readouterr().err == warning and "text.en:8: invalid UTF-8" in warning
+    assert [line for block in blocks for line in block.lines()] == expected
+    assert sum(len(block) for block in blocks) == len(expected) == count_lines(path)
+    assert [b.first_line for b in blocks] == [1 + sum(len(b) for b in blocks[:i])
+                                              for i in range(len(blocks))]
+    assert all(b.data.endswith(b"\n") for b in blocks[:-1]) and len(blocks) > (size < 64)
+
+
+def test_text_blocks_name_the_line_of_a_read_error(tmp_path):
+    data = gz_lines(20000)
+    path = tmp_path / "cut.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DepnmtError, match=r"cut.gz:(\d+): compressed data ends early") as info:
+        for _ in textio.text_blocks(path, 4096):
+            pass
+    assert 1 < int(info.value.line) < 20000
