@@ -91,14 +91,10 @@ def claims_table(claims: tuple[Claim, ...], records: list[dict], runs: int,
     has ``runs`` runs, the verdict rule and ``setting`` (how the papers' data and models differ
     from these) below; else a line with the runs so far."""
     by_name = {r["system"]: r for r in records}
-    names = sorted({n for c in claims for n in (c.system, c.baseline)})
-    counts = {n: by_name[n]["n_runs"] if n in by_name else 0 for n in names}
-    if any(n < runs for n in counts.values()):
-        return ("Verdicts on the papers' claims: once every system has its " + str(runs)
-                + " runs (so far: " + ", ".join(f"{n} {k}" for n, k in counts.items()) + ").")
-    from depnmt.report import noise
-    spread = noise(records)
-    resolvable = spread["bleu"]["resolvable"] if spread else None
+    waiting = runs_so_far(claims, by_name, runs)
+    if waiting:
+        return f"Verdicts on the papers' claims: {waiting}"
+    resolvable = resolvable_bleu(records)
     lines = ["| claim (paper) | paper's Δ BLEU | here: Δ BLEU [Welch 95 %] | p AR (Holm) | "
              "verdict here |", "|---|---:|---:|---:|---|"]
     for c in claims:
@@ -114,6 +110,94 @@ def claims_table(claims: tuple[Claim, ...], records: list[dict], runs: int,
     return "\n".join(lines)
 
 
+def runs_so_far(pairs, by_name: dict[str, dict], runs: int) -> str:
+    """"once every system has its RUNS runs (so far: ...)." while a system that ``pairs``
+    (claims or questions) name has fewer than ``runs`` runs in ``by_name``; else ""."""
+    names = sorted({n for c in pairs for n in (c.system, c.baseline)})
+    counts = {n: by_name[n]["n_runs"] if n in by_name else 0 for n in names}
+    if all(n >= runs for n in counts.values()):
+        return ""
+    return (f"once every system has its {runs} runs (so far: "
+            + ", ".join(f"{n} {k}" for n, k in counts.items()) + ").")
+
+
+def resolvable_bleu(records: list[dict]) -> float | None:
+    """The smallest BLEU difference the report's runs resolve (its pooled noise), if any."""
+    from depnmt.report import noise
+    spread = noise(records)
+    return spread["bleu"]["resolvable"] if spread else None
+
+
+@dataclass(frozen=True)
+class Question:
+    """Whether ``system`` scores above ``baseline`` (no paper's figure: a control's question,
+    e.g. the parser's trees against random trees), asked as ``text``."""
+
+    system: str
+    baseline: str
+    text: str
+
+
+def answer(comparison: dict, resolvable: float | None, runs: int) -> str:
+    """A question's answer by the verdict rule of :func:`verdict`, without a paper's figure:
+    **yes** when the difference is positive, its interval excludes 0 and p < 0.05; **likely**
+    when only AR says so; **no, the other way** when significant below; else **not shown**,
+    with the difference that ``runs`` runs a side resolve."""
+    d, low, p = comparison["difference"], comparison["low"], comparison.get("p_ar_holm")
+    significant = p is not None and p < SIGNIFICANCE
+    if d > 0 and significant and low is not None and low > 0:
+        return "**yes**"
+    if d > 0 and significant:
+        return "**likely**, not established (the interval includes 0)"
+    if significant:
+        return "**no**: significantly the other way"
+    return "**not shown**" + (f" (only differences beyond ±{resolvable:.2f} are resolved by "
+                              f"{runs} runs a side)" if resolvable is not None else "")
+
+
+def questions_table(questions: tuple[Question, ...], records: list[dict], runs: int) -> str:
+    """The questions answered from ``records`` when every system they name has ``runs`` runs,
+    the rule below; else a line with the runs so far."""
+    by_name = {r["system"]: r for r in records}
+    waiting = runs_so_far(questions, by_name, runs)
+    if waiting:
+        return f"Answers: {waiting}"
+    resolvable = resolvable_bleu(records)
+    lines = ["| question | system − baseline | Δ BLEU [Welch 95 %] | p AR (Holm) | answer here |",
+             "|---|---|---:|---:|---|"]
+    for q in questions:
+        vs = by_name[q.system]["vs"][q.baseline]["bleu"]
+        ci = f" [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs["low"] is not None else ""
+        p = vs.get("p_ar_holm")
+        lines.append(f"| {q.text} | {q.system} − {q.baseline} | {vs['difference']:+.2f}{ci} | "
+                     f"{'-' if p is None else format(p, '.4f')} | "
+                     f"{answer(vs, resolvable, runs)} |")
+    lines += ["", "Answer rule: **yes** — a positive difference whose Welch interval excludes 0 "
+              f"and Holm-adjusted AR p < {SIGNIFICANCE}; **likely** — AR alone; **no** — "
+              "significant the other way; otherwise **not shown**."]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A system's runs given one by one (``-s NAME MODEL HYP``): ``dirs/models/FOLDER`` and
+    ``dirs/hyps/FOLDER.LANG``, under a name of the comparison's choosing (e.g. a control's runs
+    beside the same scheme's runs on real trees)."""
+
+    name: str
+    folder: str
+    dirs: tuple[str, ...]
+
+    def archived(self) -> list[str]:
+        """The folders of ``dirs`` where this run is archived."""
+        return [d for d in self.dirs if (REPO / d / "models" / self.folder).is_dir()]
+
+    def args(self, lang: str, dirs: list[str]) -> list[str]:
+        """``-s NAME MODEL HYP`` for each of ``dirs``."""
+        return [a for d in dirs for a in
+                ("-s", self.name, f"{d}/models/{self.folder}", f"{d}/hyps/{self.folder}.{lang}")]
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One archived comparison and the ``depnmt report`` call that tabulates it (paths relative
@@ -127,12 +211,22 @@ class Comparison:
     options: tuple[str, ...] = ()    # other report options, e.g. --ref-from-tokens
     claims: tuple[Claim, ...] = ()   # papers' claims judged once every run is in
     setting: str = ""                # how the papers' data and models differ from these
+    systems: tuple[Runs, ...] = ()   # -s, runs named one by one (beside or instead of -f)
+    questions: tuple[Question, ...] = ()    # a control's questions, answered once every run is in
 
     def argv(self, out: str = "results") -> list[str]:
         """``depnmt report`` arguments writing ``OUT.md`` (and ``.json``, ``.png``), with the
         folders archived so far."""
-        return [*self.head(str(data_folder())),
-                *(a for d in self.report_dirs() for a in ("-f", d)), "-o", out]
+        return [*self.head(str(data_folder())), *(a for line in self.sources() for a in line),
+                "-o", out]
+
+    def sources(self) -> list[list[str]]:
+        """The ``-f DIR`` and ``-s NAME MODEL HYP`` arguments, one list each: the archived runs
+        (all of them, before any is)."""
+        archived = self.archived()
+        return ([["-f", d] for d in (self.archived_dirs() if archived else self.runs_dirs)]
+                + [r.args(self.lang, [d])
+                   for r in self.systems for d in (r.archived() if archived else r.dirs)])
 
     def head(self, data: str) -> list[str]:
         """The arguments before the ``-f`` folders, the reference in the data folder ``data``."""
@@ -143,20 +237,27 @@ class Comparison:
         """The call as it is shown on the page: one ``-f`` per line, the reference in the folder
         where ``depnmt prepare --corpus`` finds the corpus (``$DEPNMT_DATA_DIR``)."""
         head = shlex.join(self.head("@DATA@")).replace("@DATA@", SHOWN_DATA)
-        lines = [head] + [f"  -f {shlex.quote(d)}" for d in self.report_dirs()]
+        lines = [head] + [f"  {shlex.join(line)}" for line in self.sources()]
         return " \\\n".join(lines) + " -o results"
 
     def archived_dirs(self) -> list[str]:
         """The folders of ``runs_dirs`` with runs in the archive."""
         return [d for d in self.runs_dirs if (REPO / d / "models").is_dir()]
 
-    def report_dirs(self) -> list[str]:
-        """The folders the report reads: the archived ones (all, before any is)."""
-        return self.archived_dirs() or list(self.runs_dirs)
-
     def archived(self) -> bool:
-        """Whether at least one run of this comparison is in the archive."""
-        return bool(self.archived_dirs())
+        """Whether its runs are in the archive: one at least of ``runs_dirs``' folders and of
+        each system of ``systems``."""
+        parts = [self.archived_dirs()] if self.runs_dirs else []
+        return all(parts + [r.archived() for r in self.systems])
+
+    def pending_folder(self) -> str:
+        """The first folder of the runs not archived yet (named while they run)."""
+        waiting = [r.dirs for r in self.systems if not r.archived()]
+        return (waiting[0] if waiting else self.runs_dirs)[0]
+
+    def runs(self) -> int:
+        """The runs a side its claims and questions wait for (one per seed)."""
+        return max([len(self.runs_dirs)] + [len(r.dirs) for r in self.systems])
 
 
 MULTI30K = f"{ARCHIVE}/multi30k-en-de"
@@ -196,6 +297,27 @@ COMPARISONS = (
                "The papers trained on ASPEC (about 1.3–1.5 million pairs, 6 layers, d_model "
                "512) and report tokenized BLEU; here 50,000 pairs, a smaller model and "
                "sacreBLEU on detokenized text, so only the differences are set side by side."),
+)
+
+CONTROL = f"{ARCHIVE}/small-enja-ja-en-50000-control-random-projective"
+RANDOM = "abs+dep+rel on random trees"
+ENJA_SEEDS = ("bpe-run-plateau", "bpe-run-plateau-seed2", "bpe-run-plateau-seed3")
+COMPARISONS += (
+    # the control: abs+dep+rel on uniformly random projective trees of the same sentences
+    # (`depnmt controls --kind random-projective`), beside the runs on the parsers' trees
+    Comparison("small-enja-ja-en-50000-control", "small_parallel_enja/test.en", "en",
+               ("abs", "abs+rel", RANDOM), (), ("--ref-from-tokens",),
+               systems=(*(Runs(name, folder, tuple(f"{ENJA}/{d}" for d in ENJA_SEEDS))
+                          for name, folder in (("abs", "abs"), ("abs+rel", "rel"),
+                                               ("abs+dep+rel", "dep+rel"))),
+                        Runs(RANDOM, "abs+dep+rel",
+                             tuple(f"{CONTROL}/{d.replace('run-', 'run-control-random-projective-')}"
+                                   for d in ENJA_SEEDS))),
+               questions=(Question("abs+dep+rel", RANDOM,
+                                   "Do the parsers' trees beat random trees?"),
+                          Question(RANDOM, "abs", "Does abs+dep+rel on random trees beat abs?"),
+                          Question(RANDOM, "abs+rel",
+                                   "Do random trees add to relative positions?"))),
 )
 
 Report = tuple[str, list]           # OUT.md's text, OUT.json's records
@@ -270,15 +392,17 @@ def block(comparison: Comparison, report: Callable[[Comparison], Report] = run_r
     command = f"```bash\n{comparison.command()}\n```"
     if not comparison.archived():
         return (f"No run of this comparison is archived yet: it is running. Its table will be "
-                f"generated here from `{comparison.runs_dirs[0].rsplit('/', 1)[0]}/` by\n\n"
+                f"generated here from `{comparison.pending_folder().rsplit('/', 1)[0]}/` by\n\n"
                 f"{command}")
     tables, records = report(comparison)
-    names = todays_names(records)
+    names = {} if comparison.systems else todays_names(records)    # -s: named as given
     records = renamed(records, names)
     text = f"{command}\n\n{page_tables(tables, names)}"
     if comparison.claims:
-        text += "\n\n" + claims_table(comparison.claims, records, len(comparison.runs_dirs),
+        text += "\n\n" + claims_table(comparison.claims, records, comparison.runs(),
                                       comparison.setting)
+    if comparison.questions:
+        text += "\n\n" + questions_table(comparison.questions, records, comparison.runs())
     return text
 
 

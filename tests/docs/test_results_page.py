@@ -35,7 +35,9 @@ def test_every_comparison_has_one_block_on_the_page():
 def test_a_hand_edited_number_is_replaced_and_the_prose_kept():
     page = ("intro\n<!-- report:multi30k-en-de -->\n| abs | 99.99 |\n"
             "<!-- /report:multi30k-en-de -->\nprose after\n"
-            "<!-- report:small-enja-ja-en-50000 -->\n<!-- /report:small-enja-ja-en-50000 -->\n")
+            "<!-- report:small-enja-ja-en-50000 -->\n<!-- /report:small-enja-ja-en-50000 -->\n"
+            "<!-- report:small-enja-ja-en-50000-control -->\n"
+            "<!-- /report:small-enja-ja-en-50000-control -->\n")
     out = gen.generate(page, fake_report)
     assert "99.99" not in out
     assert out.startswith("intro\n<!-- report:multi30k-en-de -->\n```bash\ndepnmt report ")
@@ -113,3 +115,61 @@ def test_claims_wait_for_every_run_then_are_judged():
                                " **not reproduced**")
     assert lines[-1].startswith("Verdict rule: **supported**")
     assert lines[-1].endswith("otherwise **not reproduced**. Other data there.")
+
+
+def test_named_runs_wait_for_every_system_then_are_passed_one_by_one(tmp_path, monkeypatch):
+    """A control's comparison names its runs (``-s``): it waits until each system has a run
+    archived, then reads only the archived ones, under the names given (not today's scheme
+    names, which two systems of one scheme would share)."""
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    real = gen.Runs("abs+dep+rel", "dep+rel", ("real/s1", "real/s2"))
+    control = gen.Runs("abs+dep+rel on random trees", "abs+dep+rel", ("ctl/s1", "ctl/s2"))
+    comparison = gen.Comparison("ctl", "ref.en", "en", ("abs+dep+rel on random trees",), (),
+                                systems=(real, control),
+                                questions=(gen.Question("abs+dep+rel", control.name, "tree?"),))
+    for d in ("real/s1", "real/s2"):
+        (tmp_path / d / "models" / "dep+rel").mkdir(parents=True)
+    assert not comparison.archived()
+    assert "is running" in gen.block(comparison, fake_report)
+    assert "`ctl/` by" in gen.block(comparison, fake_report)
+    (tmp_path / "ctl/s1/models/abs+dep+rel").mkdir(parents=True)
+    assert comparison.archived() and comparison.runs() == 2
+    args = comparison.argv("out")
+    assert args.count("-s") == 3 and "ctl/s2/models/abs+dep+rel" not in args
+    assert args[args.index("ctl/s1/models/abs+dep+rel") - 1] == "abs+dep+rel on random trees"
+    assert args[args.index("ctl/s1/models/abs+dep+rel") + 1] == "ctl/s1/hyps/abs+dep+rel.en"
+    assert "-s 'abs+dep+rel on random trees' ctl/s1/models/abs+dep+rel" in comparison.command()
+
+    def report(_):
+        return "| system | runs |\n|---|---|\n| abs+dep+rel on random trees | 1 |", [
+            {"system": "abs+dep+rel on random trees", "scheme": "abs+dep+rel", "n_runs": 1},
+            {"system": "abs+dep+rel", "scheme": "abs+dep+rel", "n_runs": 2}]
+    text = gen.block(comparison, report)
+    assert "| abs+dep+rel on random trees | 1 |" in text
+    assert text.endswith("Answers: once every system has its 2 runs (so far: abs+dep+rel 2, "
+                         "abs+dep+rel on random trees 1).")
+
+
+def test_the_answer_rule():
+    assert gen.answer(vs(1.0, 0.01, 2.0, 0.002), 0.84, 3) == "**yes**"
+    assert gen.answer(vs(0.8, -0.1, 1.8, 0.004), 0.84, 3).startswith("**likely**")
+    assert gen.answer(vs(-0.8, -1.8, -0.1, 0.004), 0.84, 3) == (
+        "**no**: significantly the other way")
+    assert gen.answer(vs(1.5, 0.5, 2.5, 0.2), 0.84, 3) == (
+        "**not shown** (only differences beyond ±0.84 are resolved by 3 runs a side)")
+    assert gen.answer(vs(0.2, -0.5, 0.8, None), None, 3) == "**not shown**"
+
+
+def test_questions_are_answered_once_every_run_is_in():
+    questions = (gen.Question("tree", "random", "Do trees beat random trees?"),)
+    records = [{"system": "random", "n_runs": 3, "runs": [{"bleu": 30.0 + i, "chrf": 50.0}
+                                                           for i in range(3)], "vs": {}},
+               {"system": "tree", "n_runs": 3, "runs": [{"bleu": 31.0 + i, "chrf": 50.0}
+                                                         for i in range(3)],
+                "vs": {"random": {"bleu": vs(1.0, -0.6, 2.6, 0.03)}}}]
+    lines = gen.questions_table(questions, records, 3).splitlines()
+    assert lines[2].startswith("| Do trees beat random trees? | tree − random | +1.00 "
+                               "[-0.60, +2.60] | 0.0300 | **likely**")
+    assert lines[-1].startswith("Answer rule: **yes**")
+    assert gen.questions_table(questions, records[:1], 3) == (
+        "Answers: once every system has its 3 runs (so far: random 3, tree 0).")
