@@ -99,15 +99,19 @@ def claims_table(claims: tuple[Claim, ...], records: list[dict], runs: int,
              "verdict here |", "|---|---:|---:|---:|---|"]
     for c in claims:
         vs = by_name[c.system]["vs"][c.baseline]["bleu"]
-        ci = f" [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs["low"] is not None else ""
-        p = vs.get("p_ar_holm")
         lines.append(f"| {c.system} > {c.baseline} ({c.source}) | {c.text()} | "
-                     f"{vs['difference']:+.2f}{ci} | {'-' if p is None else format(p, '.4f')} | "
-                     f"{verdict(vs, c, resolvable, runs)} |")
+                     f"{difference_cells(vs)} | {verdict(vs, c, resolvable, runs)} |")
     lines += ["", "Verdict rule: **supported** — the paper's sign, Welch's interval excludes 0 "
               f"and the Holm-adjusted AR p < {SIGNIFICANCE}; **likely** — AR alone; otherwise "
               "**not reproduced**." + (f" {setting}" if setting else "")]
     return "\n".join(lines)
+
+
+def difference_cells(vs: dict) -> str:
+    """The cells "Δ [Welch 95 %] | p AR (Holm)" of a comparison of the report."""
+    ci = f" [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs["low"] is not None else ""
+    p = vs.get("p_ar_holm")
+    return f"{vs['difference']:+.2f}{ci} | {'-' if p is None else format(p, '.4f')}"
 
 
 def runs_so_far(pairs, by_name: dict[str, dict], runs: int) -> str:
@@ -167,10 +171,7 @@ def questions_table(questions: tuple[Question, ...], records: list[dict], runs: 
              "|---|---|---:|---:|---|"]
     for q in questions:
         vs = by_name[q.system]["vs"][q.baseline]["bleu"]
-        ci = f" [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs["low"] is not None else ""
-        p = vs.get("p_ar_holm")
-        lines.append(f"| {q.text} | {q.system} − {q.baseline} | {vs['difference']:+.2f}{ci} | "
-                     f"{'-' if p is None else format(p, '.4f')} | "
+        lines.append(f"| {q.text} | {q.system} − {q.baseline} | {difference_cells(vs)} | "
                      f"{answer(vs, resolvable, runs)} |")
     lines += ["", "Answer rule: **yes** — a positive difference whose Welch interval excludes 0 "
               f"and Holm-adjusted AR p < {SIGNIFICANCE}; **likely** — AR alone; **no** — "
