@@ -49,9 +49,18 @@ Sections (``--only``):
   logit biases (rel-key, gps, pascal, structural, dbsa-enc). On the CPU the speed rows are
   informative only.
 
+* ``loader`` — the speed model trained by ``depnmt train`` itself, through the real data path
+  (the binary cache, data-loader workers computing tree features, pinned copies;
+  ``bench/loader_speed.py``) on 40,000 synthetic pairs made from the shipped data (joint BPE
+  8,000, ≤ 25,000 tokens a batch, 60 updates): abs, abs+dep+rel and abs+gps, each one's
+  tokens/s, MFU (with the corpus's vocabulary and sentence lengths) and ratio to abs, the GPU's
+  busy share (``nvidia-smi``), and the share of the loop's time spent waiting for batches
+  (goal on CUDA: ≤ 5 %, and abs's MFU goal as in ``speed``).
+
 ``--tiny`` (what ``tests/unit/test_gpu_check.py`` runs with ``--device cpu``): 2 updates
 (resumed after 1), abs alone in every precision and resumed (the other schemes: fp32, once),
-only the ablation under torchrun, 5 lines to decode, a 2+2-layer d_model 32 speed model.
+only the ablation under torchrun, 5 lines to decode, a 2+2-layer d_model 32 speed model
+(``loader``: abs and abs+dep+rel, 300 pairs, 3 updates).
 
 MFU counts the FLOPs of the abs Transformer (the extra work of a tree scheme is not counted, so
 its MFU is its speed relative to abs), as in the PaLM paper's appendix B: 6 FLOPs per
@@ -98,7 +107,7 @@ import click  # noqa: E402
 import torch  # noqa: E402
 
 DATA = REPO / "bench" / "gpu_check_data"
-SECTIONS = ("parity", "train", "ddp", "translate", "speed")
+SECTIONS = ("parity", "train", "ddp", "translate", "speed", "loader")
 SPEED_SYSTEMS = ("abs", "rel", "dep+rel", "rel-key", "gps", "pascal", "structural", "dbsa-enc")
 ABLATIONS = {"deplabel+rel-key": ["--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                                   "--deplabel-terms", "key"]}
@@ -110,6 +119,7 @@ PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200",
 # (no value term) have the higher one
 GOAL_MFU, GOAL_MFU_H100 = 0.25, 0.20
 GOAL_RATIO, GOAL_RATIO_KEY_OR_BIAS = 0.85, 0.90
+GOAL_WAIT = 0.05        # the loop's wait for batches, a share of its time (real loader)
 KEY_OR_BIAS = ("rel-key", "gps", "pascal", "structural", "dbsa-enc")
 LOGIT_TOL, GRAD_TOL, RESUME_TOL, SAME_LINES = 1e-4, 1e-3, 1e-3, 0.99
 
@@ -146,6 +156,10 @@ class Plan:
     speed: dict = field(default_factory=lambda: dict(
         d_model=512, heads=8, d_ff=2048, layers=6, vocab=32000, src_len=100, tgt_len=100,
         batch_size=250, n_batches=2, decode_len=2, rounds=8))
+    # the real data path (bench/loader_speed.py): the speed model, 25k tokens a batch
+    loader: dict = field(default_factory=lambda: dict(
+        schemes=("abs", "abs+dep+rel", "abs+gps"), pairs=40000, merges=8000, steps=60,
+        max_tokens=25000, workers=-1))
     peak_tflops: float | None = None
     rows: list[Row] = field(default_factory=list)
 
@@ -171,7 +185,9 @@ def tiny_plan(device: torch.device, work: Path) -> Plan:
     return Plan(device, work, steps=2, ddp_steps=2, ddp_procs=2, lines=5, parity_pairs=8,
                 full_schemes=("abs",), ddp_schemes=(),
                 speed=dict(d_model=32, heads=4, d_ff=64, layers=2, vocab=1000, src_len=16,
-                           tgt_len=16, batch_size=8, n_batches=1, decode_len=1, rounds=1))
+                           tgt_len=16, batch_size=8, n_batches=1, decode_len=1, rounds=1),
+                loader=dict(schemes=("abs", "abs+dep+rel"), pairs=300, merges=300, steps=3,
+                            max_tokens=512, workers=-1))
 
 
 # -- data and schemes ------------------------------------------------------------------------
@@ -629,6 +645,57 @@ def check_speed(plan: Plan) -> None:
             plan.add("speed", f"{row['scheme']}; goal ≥ {goal}× abs", value, ok)
 
 
+def loader_flops_per_s(s: dict, lengths: dict, run: dict) -> float:
+    """FLOPs a second of the abs Transformer of size ``s`` (its vocabulary: the corpus's) at
+    a real run's source and target tokens/s: the module docstring's count with the corpus's
+    mean S², T², S·T for the attention of each sentence (``bench/loader_speed.py``)."""
+    n_src, n_tgt = matmul_params({**s, "vocab": lengths["vocab"]})
+    sentences = run["tgt_tok_s"] / lengths["T"]
+    attention = 12 * s["d_model"] * s["layers"] * (lengths["S2"] + lengths["T2"] + lengths["ST"])
+    return 6 * (run["src_tok_s"] * n_src + run["tgt_tok_s"] * n_tgt) + sentences * attention
+
+
+def check_loader(plan: Plan, data: Path) -> None:
+    """Training through the real data path (``bench/loader_speed.py``: ``depnmt train`` with
+    its cache, workers, tree features and pinned copies) on a synthetic corpus: tokens/s and MFU
+    of each scheme, its ratio to abs, the loop's wait for batches (goal on CUDA: ≤ 5 % of its
+    time) and the GPU's busy share."""
+    import loader_speed
+    s, ld = plan.speed, plan.loader
+    cuda = plan.device.type == "cuda"
+    work = loader_speed.make_corpus(data, plan.work / "loader", ld["pairs"], ld["merges"])
+    lengths = loader_speed.length_moments(work / "bpe")
+    arch = ["--layers", str(s["layers"]), "--d-model", str(s["d_model"]), "--heads",
+            str(s["heads"]), "--d-ff", str(s["d_ff"])]
+    peak = peak_tflops(plan.device, plan.peak_tflops)
+    size = (f"{s['layers']}+{s['layers']} layers, d {s['d_model']}, vocab {lengths['vocab']}, "
+            f"≤ {ld['max_tokens']} tokens/batch, {ld['steps']} updates")
+    base = None
+    for scheme in ld["schemes"]:
+        try:
+            run = loader_speed.train(work, scheme, str(plan.device), arch, ld["max_tokens"],
+                                     ld["steps"], ld["workers"], max(1, ld["steps"] // 6),
+                                     "bf16" if cuda else "auto")
+        except Exception as exc:  # noqa: BLE001
+            plan.add("loader", scheme, failure(exc), False)
+            continue
+        base = run["tgt_tok_s"] if scheme == "abs" else base
+        mfu = loader_flops_per_s(s, lengths, run) / (peak * 1e12) if peak else None
+        busy = f", GPU busy {run['busy']:.0%}" if run["busy"] is not None else ""
+        value = (f"{run['tgt_tok_s']:,.0f} tok/s" + (f", MFU {mfu:.1%}" if mfu is not None
+                                                     else "") + busy
+                 + (f", {run['tgt_tok_s'] / base:.2f}× abs" if base else ""))
+        if scheme == "abs":
+            goal = goal_mfu(plan.device)
+            plan.add("loader", f"abs ({size}); goal MFU ≥ {goal:.0%}", value,
+                     mfu >= goal if cuda and mfu is not None else None)
+        else:
+            plan.add("loader", scheme, value, None)
+        wait = f"{run['wait_share_max']:.1%} (median {run['wait_share_median']:.1%})"
+        plan.add("loader", f"{scheme}: the loop's wait for batches; goal ≤ {GOAL_WAIT:.0%}",
+                 wait, run["wait_share_max"] <= GOAL_WAIT if cuda else None)
+
+
 def goal_mfu(device: torch.device) -> float:
     """abs's MFU goal on ``device``: lower on an H100 (not an H200) than on other GPUs."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
@@ -671,7 +738,8 @@ def run_section(plan: Plan, section: str, data: Path, pending: dict[str, Future]
     try:
         {"parity": lambda: check_parity(plan, data), "train": lambda: check_train(plan, data),
          "ddp": lambda: check_ddp(plan, pending), "translate": lambda: check_translate(plan, data),
-         "speed": lambda: check_speed(plan)}[section]()
+         "speed": lambda: check_speed(plan),
+         "loader": lambda: check_loader(plan, data)}[section]()
     except Exception as exc:  # noqa: BLE001
         plan.add(section, "section", failure(exc), False)
     print(f"{section}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
@@ -727,7 +795,7 @@ def main(device: str, tiny: bool, only: str, out: Path | None, peak_tflops: floa
     if "translate" in sections and "train" not in sections:
         sections.insert(sections.index("translate"), "train")   # it decodes train's models
     dev = resolve_device(device)
-    if set(sections) & {"train", "ddp", "translate"}:
+    if set(sections) & {"train", "ddp", "translate", "loader"}:
         require_wheels()
     with contextlib.ExitStack() as stack:
         root = work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpucheck-")))

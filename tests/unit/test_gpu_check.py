@@ -4,6 +4,7 @@ in its table, and its FLOP count matches the model it describes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -36,7 +37,8 @@ def test_tiny_cpu_run_passes_with_every_scheme(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads((tmp_path / "check.md.json").read_text())["rows"]
-    assert {r["section"] for r in rows} == {"parity", "train", "ddp", "translate", "speed"}
+    assert {r["section"] for r in rows} == {"parity", "train", "ddp", "translate", "speed",
+                                            "loader"}
     assert not [r for r in rows if r["status"] == "FAIL"]
     for section in ("parity", "train", "translate"):
         checked = {r["check"].split()[0] for r in rows if r["section"] == section}
@@ -197,3 +199,58 @@ def test_missing_wheels_are_named_with_how_to_bring_them(monkeypatch):
     assert "pip download --no-deps 'tqdm' 'rich-click>=1.9'" in message
     monkeypatch.setattr(importlib.util, "find_spec", real)
     bench.require_wheels()                                  # all present here: no error
+
+
+def test_loader_flops_are_the_speed_sections_for_equal_lengths():
+    """With every sentence S + T long, the real loader's FLOPs a second are the pre-collated
+    count of a batch times batches a second."""
+    check = load_check()
+    s = dict(d_model=512, heads=8, d_ff=2048, layers=6, vocab=32000, src_len=30, tgt_len=40)
+    lengths = {"S": 30, "T": 40, "S2": 900, "T2": 1600, "ST": 1200, "vocab": 32000}
+    run = {"src_tok_s": 3 * 250 * 30, "tgt_tok_s": 3 * 250 * 40}        # 3 batches a second
+    assert check.loader_flops_per_s(s, lengths, run) == pytest.approx(
+        3 * check.train_flops(s, 250), rel=1e-12)
+
+
+def test_loader_rows_check_the_wait_and_mfu_on_cuda(monkeypatch, tmp_path):
+    """On CUDA the loader rows are checks: the loop's wait ≤ 5 % and abs's MFU goal (faked
+    measurements: 30 % MFU for abs; abs+dep+rel waits 8 % of its time)."""
+    check = load_check()
+    speed = load_script("loader_speed")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    plan = check.Plan(torch.device("cuda"), tmp_path)
+    lengths = {"pairs": 10, "S": 27, "T": 28, "S2": 800, "T2": 850, "ST": 820, "vocab": 8000}
+    s = plan.speed
+    abs_tok = 0.30 * 989e12 / check.loader_flops_per_s(
+        s, lengths, {"src_tok_s": 27 / 28, "tgt_tok_s": 1.0})
+    runs = {"abs": dict(tgt_tok_s=abs_tok, src_tok_s=abs_tok * 27 / 28, wait_share_max=0.01,
+                        wait_share_median=0.01, busy=0.97),
+            "abs+dep+rel": dict(tgt_tok_s=0.9 * abs_tok, src_tok_s=0.9 * abs_tok * 27 / 28,
+                                wait_share_max=0.08, wait_share_median=0.06, busy=0.9)}
+    monkeypatch.setattr(speed, "make_corpus", lambda base, work, pairs, merges: work)
+    monkeypatch.setattr(speed, "length_moments", lambda bpe: lengths)
+    monkeypatch.setattr(speed, "train", lambda work, scheme, *a: runs[scheme])
+    plan.loader = {**plan.loader, "schemes": ("abs", "abs+dep+rel")}
+    monkeypatch.setitem(sys.modules, "loader_speed", speed)
+    check.check_loader(plan, tmp_path)
+    rows = [(r.check.split(";")[0], r.value, r.status) for r in plan.rows]
+    assert rows[0][1].startswith(f"{abs_tok:,.0f} tok/s, MFU 30.0%, GPU busy 97%, 1.00× abs")
+    assert rows[0][2] == "PASS" and "vocab 8000" in rows[0][0]
+    assert rows[1] == ("abs: the loop's wait for batches", "1.0% (median 1.0%)", "PASS")
+    assert rows[2][1].endswith("0.90× abs") and rows[2][2] == "INFO"
+    assert rows[3] == ("abs+dep+rel: the loop's wait for batches", "8.0% (median 6.0%)", "FAIL")
+
+
+def test_busy_samples_read_nvidia_smi(tmp_path, monkeypatch):
+    """The GPU's utilization as nvidia-smi prints it (a stand-in on PATH), as fractions."""
+    speed = load_script("loader_speed")
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nfor u in 95 97 100; do echo $u; done\nsleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with speed.busy_samples("cuda:0") as busy:
+        time.sleep(1.0)
+    assert busy == [0.95, 0.97, 1.0]
+    with speed.busy_samples("cpu") as busy:
+        pass
+    assert busy == []
