@@ -159,6 +159,8 @@ class Segmenter:
 
     ``codes`` is the text of a subword-nmt codes file (``None``: word mode); ``filter_counts``
     with ``vocab_threshold`` > 0 restricts subwords to those seen that often in training.
+    It keeps the subwords of every token it has segmented (segmentation is per token), so its
+    memory grows with the distinct tokens it has seen, as subword-nmt's own cache does.
     """
 
     def __init__(self, codes: str | None = None, *, joint: bool = False,
@@ -168,8 +170,7 @@ class Segmenter:
         self.filter_counts = filter_counts if vocab_threshold > 0 else None
         self.vocab_threshold = vocab_threshold if self.filter_counts is not None else 0
         self.merges = count_merges(codes, source) if codes is not None else 0
-        # a token's subwords (segment) and the same joined by " " (segment_lines), kept once
-        # made: segmentation is per token
+        # a token's subwords (segment) and the same joined by " " (segment_lines)
         self._pieces = _Segmented(lambda token: tuple(self._segment_token(escape_token(token))))
         self._joined = _Segmented(lambda token: " ".join(self._pieces[token]))
         self._bpe = None if codes is None else apply_bpe.BPE(

@@ -170,22 +170,23 @@ def text_blocks(path: str | Path, size: int) -> Iterator[TextBlock]:
     (a longer line is a block of its own), read lazily. Warns about the first line with
     invalid UTF-8, and names the line being read in a read error, as :func:`iter_lines`."""
     state: dict = {}
-    line, rest = 1, b""
+    line, pending = 1, []           # pending: the read bytes of lines not ended yet
     with open_bytes(path) as fh:
         try:
             while chunk := fh.read(size):
-                rest += chunk
-                cut = rest.rfind(b"\n") + 1
-                if cut:
-                    block = TextBlock(str(path), line, rest[:cut])
-                    rest = rest[cut:]
-                    _check_utf8(block, state)
-                    line += block.data.count(b"\n")
-                    yield block
+                cut = chunk.rfind(b"\n") + 1
+                if not cut:
+                    pending.append(chunk)
+                    continue
+                block = TextBlock(str(path), line, b"".join([*pending, chunk[:cut]]))
+                pending = [chunk[cut:]]
+                _check_utf8(block, state)
+                line += block.data.count(b"\n")
+                yield block
         except (ReadError, *READ_ERRORS) as exc:
             raise read_error(path, line, exc) from None
-    if rest:
-        block = TextBlock(str(path), line, rest)
+    if any(pending):
+        block = TextBlock(str(path), line, b"".join(pending))
         _check_utf8(block, state)
         yield block
 
