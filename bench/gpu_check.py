@@ -91,6 +91,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -601,18 +602,21 @@ def speed_runs(plan: Plan, s: dict, batch_size: int) -> tuple:
     return setup, runs
 
 
-def measure_speed(plan: Plan, s: dict) -> tuple[list[dict], int]:
+def measure_speed(plan: Plan, s: dict) -> tuple[list[dict], int, float | None]:
     """Train every speed system on the same batches, interleaved (``bench/schemes.py``),
-    halving the batch until it fits; returns its summary rows and the batch size."""
+    halving the batch until it fits; returns its summary rows, the batch size and the GPU's
+    mean busy share meanwhile (``nvidia-smi``; None on the CPU or without it)."""
+    import loader_speed
     import schemes as bench
     batch_size = s["batch_size"]
     while True:
         try:
             setup, runs = speed_runs(plan, s, batch_size)
             if "abs" not in runs:
-                return [], batch_size
-            bench.measure(setup, runs, s["rounds"], memory=plan.device.type == "cuda")
-            return bench.summary(runs), batch_size
+                return [], batch_size, None
+            with loader_speed.busy_samples(str(plan.device)) as busy:
+                bench.measure(setup, runs, s["rounds"], memory=plan.device.type == "cuda")
+            return bench.summary(runs), batch_size, statistics.mean(busy) if busy else None
         except torch.cuda.OutOfMemoryError:
             if batch_size < 16:
                 raise
@@ -623,7 +627,7 @@ def measure_speed(plan: Plan, s: dict) -> tuple[list[dict], int]:
 def check_speed(plan: Plan) -> None:
     """tokens/s, MFU and peak memory of abs; each tree scheme's tokens/s as a ratio to abs."""
     s = plan.speed
-    rows, batch_size = measure_speed(plan, s)
+    rows, batch_size, busy = measure_speed(plan, s)
     cuda = plan.device.type == "cuda"
     peak = peak_tflops(plan.device, plan.peak_tflops)
     flops = train_flops(s, batch_size)
@@ -643,6 +647,8 @@ def check_speed(plan: Plan) -> None:
             goal = GOAL_RATIO_KEY_OR_BIAS if row["scheme"] in KEY_OR_BIAS else GOAL_RATIO
             ok = row["train_ratio"] >= goal if cuda else None
             plan.add("speed", f"{row['scheme']}; goal ≥ {goal}× abs", value, ok)
+    if busy is not None:
+        plan.add("speed", "GPU busy share over the rounds (nvidia-smi)", f"{busy:.0%}", None)
 
 
 def loader_flops_per_s(s: dict, lengths: dict, run: dict) -> float:

@@ -54,9 +54,10 @@ def cli(*args) -> list[str]:
 
 def run(cmd: list, log: Path) -> None:
     """Run ``cmd`` (output to ``log``); a failure raises with the log's last lines."""
-    with open(log, "w") as fh:
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    with open(log, "w") as fh:                  # this checkout's depnmt, installed or not
         done = subprocess.run([str(c) for c in cmd], stdout=fh, stderr=subprocess.STDOUT,
-                              env={**os.environ, "DEPNMT_NO_PROGRESS": "1"})
+                              env={**os.environ, "DEPNMT_NO_PROGRESS": "1", "PYTHONPATH": path})
     if done.returncode:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-5:])
         raise RuntimeError(f"{' '.join(map(str, cmd[2:]))} failed ({done.returncode}):\n{tail}")
