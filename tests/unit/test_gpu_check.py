@@ -254,3 +254,19 @@ def test_busy_samples_read_nvidia_smi(tmp_path, monkeypatch):
     with speed.busy_samples("cpu") as busy:
         pass
     assert busy == []
+
+
+def test_the_prepared_run_writes_its_files_and_passes_the_exit_status_on(tmp_path):
+    """``bench/gpu_check.sh``: the table, JSON, log and GPU description in the folder given,
+    and the check's exit status (2 for a usage error)."""
+    script = REPO / "bench" / "gpu_check.sh"
+    done = subprocess.run(["bash", str(script), str(tmp_path / "out"), "--device", "cpu",
+                           "--tiny", "--only", "speed"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {
+        "gpu-check.md", "gpu-check.md.json", "gpu-check.log", "gpu.csv"}
+    assert "rows, 0 failed" in (tmp_path / "out" / "gpu-check.md").read_text()
+    bad = subprocess.run(["bash", str(script), str(tmp_path / "bad"), "--device", "cpu",
+                          "--only", "speeed"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "speeed" in (tmp_path / "bad" / "gpu-check.log").read_text()

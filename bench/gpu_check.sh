@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU check as one prepared run on a GPU machine without internet, from the repository
+# root (depnmt need not be installed there):
+#
+#   bash bench/gpu_check.sh [OUT_DIR] [gpu_check.py options...]
+#
+# Writes OUT_DIR/gpu-check.md, gpu-check.md.json and gpu-check.log (OUT_DIR: $OUT, else
+# build/gpu-check). The pure-Python wheels the check needs beyond torch, click, rich, sacrebleu
+# and numpy, made where pip works, into wheels/ (git-ignored), for the GPU machine's Python:
+#
+#   python -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#       -d wheels subword-nmt==0.3.8 tqdm 'rich-click>=1.9'
+#
+# are installed from there into a folder of their own first (nothing else is touched).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-build/gpu-check}}
+[ $# -gt 0 ] && shift
+mkdir -p "$out"
+if compgen -G "wheels/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/gpu-check-site wheels/*.whl || exit 1
+  export PYTHONPATH=/tmp/gpu-check-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv \
+  > "$out/gpu.csv" 2>&1
+python3 bench/gpu_check.py --out "$out/gpu-check.md" "$@" 2>&1 | tee "$out/gpu-check.log"
