@@ -115,7 +115,7 @@ def difference_cells(vs: dict) -> str:
 
 
 def runs_so_far(pairs, by_name: dict[str, dict], runs: int) -> str:
-    """"once every system has its RUNS runs (so far: ...)." while a system that ``pairs``
+    """The line "once every system has its RUNS runs (so far: ...)." while a system that ``pairs``
     (claims or questions) name has fewer than ``runs`` runs in ``by_name``; else ""."""
     names = sorted({n for c in pairs for n in (c.system, c.baseline)})
     counts = {n: by_name[n]["n_runs"] if n in by_name else 0 for n in names}

@@ -172,7 +172,8 @@ class Segmenter:
         self.merges = count_merges(codes, source) if codes is not None else 0
         # a token's subwords (segment) and the same joined by " " (segment_lines)
         self._pieces = _Segmented(lambda token: tuple(self._segment_token(escape_token(token))))
-        self._joined = _Segmented(lambda token: " ".join(self._pieces[token]))
+        self._joined = _Segmented(lambda token: " ".join(self._segment_token(
+            escape_token(token))))              # not through _pieces: one table a path
         self._bpe = None if codes is None else apply_bpe.BPE(
             io.StringIO(codes), merges=self.merges, separator=SEPARATOR, vocab=self._filter_set())
 
