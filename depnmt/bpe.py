@@ -50,6 +50,7 @@ import io
 import json
 import time
 from collections import Counter
+from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,6 +212,18 @@ class Segmenter:
         """``" ".join(self.segment(split_tokens(line)))`` for every line (faster)."""
         joined = self._joined
         return [" ".join([joined[t] for t in line.split(" ") if t]) for line in lines]
+
+    def lines_mark(self) -> int:
+        """A mark for :meth:`new_since`: how many distinct tokens :meth:`segment_lines` has
+        segmented so far."""
+        return len(self._joined)
+
+    def new_since(self, mark: int) -> list[tuple[str, str]]:
+        """The tokens :meth:`segment_lines` segmented for the first time since
+        :meth:`lines_mark` gave ``mark``, in the order it met them, each with its subwords
+        joined by " "."""
+        table = self._joined              # insertions only: the newest entries are last
+        return list(islice(reversed(table.items()), len(table) - mark))[::-1]
 
     def _segment_token(self, token: str) -> list[str]:
         if self._bpe is None:
@@ -403,29 +416,55 @@ def learn_timed(counts: Counter, opts: BpeOptions, label: str) -> str:
 
 
 def segment_block(segmenters: dict[str, Segmenter], block: tuple[str, TextBlock]
-                  ) -> tuple[str, Counter, int]:
+                  ) -> tuple[str, list[tuple[str, str]], int]:
     """The subword lines of a block of tokenized lines of one side (``(side, block)``) as the
-    text to write, their subword counts (in the order they first occur) and the number of
-    lines. What ``--jobs N`` runs in its worker processes."""
+    text to write, the (escaped) tokens that this process segmented for the first time, each
+    with its subwords joined by " " (:meth:`Segmenter.new_since`), and the number of lines.
+    What ``--jobs N`` runs in its worker processes."""
     side, text = block
-    lines = segmenters[side].segment_lines(text.lines())
-    counts = Counter(" ".join(lines).split(" "))     # a line's subwords, then the next line's
-    counts.pop("", None)
-    return "".join(f"{line}\n" for line in lines), counts, len(lines)
+    segmenter = segmenters[side]
+    mark = segmenter.lines_mark()
+    lines = segmenter.segment_lines(text.lines())
+    new = [(escape_token(token), joined) for token, joined in segmenter.new_since(mark)]
+    return "".join(f"{line}\n" for line in lines), new, len(lines)
 
 
-def segment_file(pool: InProcess | Workers, side: str, src: Path, out: Path,
-                 total: int) -> Counter:
-    """Segment every line of ``src`` (``side``'s segmenter, by ``pool``) into ``out``; return
-    the subword counts."""
-    counts: Counter = Counter()
+def segment_file(pool: InProcess | Workers, side: str, src: Path, out: Path, total: int,
+                 token_counts: Counter | None = None, segmenter: Segmenter | None = None
+                 ) -> Counter | None:
+    """Segment every line of ``src`` (``side``'s segmenter, by ``pool``) into ``out``. With
+    ``token_counts`` (the file's escaped token counts, :func:`count_tokens`) and the side's
+    ``segmenter``, return the file's subword counts.
+
+    The subword counts are the token counts times each token's subwords, added up as the
+    blocks come back: each block reports the tokens new to the process that segmented it,
+    with their subwords, and a token is counted the first time it is reported. A worker
+    takes its blocks in input order, so the first report of a token comes with the block of
+    its first occurrence, and the subwords come out in the order they first occur in the
+    text. A token that no block reported (a segmenter that had met it before the file) is
+    segmented by ``segmenter`` at the end.
+    """
+    counts: Counter | None = None if token_counts is None else Counter()
+    uncounted = None if token_counts is None else dict(token_counts)
     with atomic_open(out) as fh, progress_bar() as bar:
         task = bar.add_task(f"segmenting {src.name}", total=total)
-        for text, block_counts, n in pool.map(segment_block, ((side, block) for block in
-                                                              file_blocks(src))):
+        for text, new, n in pool.map(segment_block, ((side, block) for block in
+                                                     file_blocks(src))):
             fh.write(text)
-            counts.update(block_counts)     # keys first seen in the same order as line by line
+            if uncounted is not None:
+                for token, joined in new:
+                    times = uncounted.pop(token, 0)
+                    if times:
+                        for piece in joined.split(" "):
+                            counts[piece] += times
+                    elif token not in token_counts:
+                        raise DepnmtError(f"{src}: the token {token!r} was not there when the "
+                                          f"file was counted; the file changed while bpe ran?")
             bar.advance(task, n)
+    if uncounted:
+        if segmenter is None:
+            raise ValueError("segment_file: token counts without the segmenter")
+        counts.update(segmenter.segment_counts(Counter(uncounted)))
     return counts
 
 
@@ -448,14 +487,14 @@ def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions, jobs: int = 1) -
     opts.check()
     prep, langs, splits = prepared_inputs(prepare_dir)
     train_counts = {}
-    with worker_pool(jobs) as pool:
+    with worker_pool(jobs) as pool:     # one pool: counting, then (new state) segmenting
         for side, lang in langs.items():
             path = prepare_dir / f"train.{lang}"
             train_counts[side] = count_tokens(path, line_total(prep, path.name, path), pool)
             if not train_counts[side]:
                 raise DepnmtError(f"{path}: no tokens to learn from")
-    with stage_output(out_dir, "bpe", owns=stage_owns(langs)) as tmp:
-        return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts, jobs)
+        with stage_output(out_dir, "bpe", owns=stage_owns(langs)) as tmp:
+            return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts, pool)
 
 
 def stage_owns(langs: dict[str, str]):
@@ -471,22 +510,24 @@ def stage_owns(langs: dict[str, str]):
 
 def write_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions,
               prepared: tuple[dict, dict[str, str], list[str]],
-              train_counts: dict[str, Counter], jobs: int = 1) -> dict:
+              train_counts: dict[str, Counter], pool: InProcess | Workers) -> dict:
     """Learn the segmenters, write the bpe folder's files into ``out_dir`` (manifest last);
-    return the manifest. ``prepared``: what :func:`prepared_inputs` returned."""
+    return the manifest. ``prepared``: what :func:`prepared_inputs` returned; ``pool``
+    segments the files (:mod:`depnmt.workers`; it is given the segmenters as its state)."""
     prep, langs, splits = prepared
     segmenters = build_segmenters(train_counts, opts)
     outputs, subword_counts = [], {}
-    with worker_pool(jobs, segmenters) as pool:
-        for side, lang in langs.items():
-            for split in splits:
-                name = f"{split}.{lang}"
-                src = prepare_dir / name
-                counts = segment_file(pool, side, src, out_dir / name,
-                                      line_total(prep, name, src))
-                if split == "train":
-                    subword_counts[side] = counts
-                outputs.append(name)
+    pool.set_state(segmenters)
+    for side, lang in langs.items():
+        for split in splits:
+            name = f"{split}.{lang}"
+            src = prepare_dir / name
+            counts = segment_file(pool, side, src, out_dir / name, line_total(prep, name, src),
+                                  *((train_counts[side], segmenters[side]) if split == "train"
+                                    else ()))
+            if split == "train":
+                subword_counts[side] = counts
+            outputs.append(name)
     vocabs = build_vocabs(subword_counts, opts)
     for side in SIDES:
         vocabs[side].save(out_dir / f"vocab.{side}.txt")

@@ -17,6 +17,9 @@ very same function on the same blocks in the stage's own process::
   there on the first block; ``work`` and the blocks must be picklable (module-level functions,
   plain data). As with any ``spawn``, a script that calls a stage with ``jobs`` > 1 from its
   top level needs ``if __name__ == "__main__":`` (the workers import the main module).
+* ``pool.set_state(new)`` between two maps gives the same processes a new state (written
+  once to a file of the pool's private temporary folder; each worker reads it before its next
+  block): ``bpe`` counts with its workers, learns the codes, then segments with them.
 * At most ``2 N`` blocks are in flight, so the parent holds a bounded part of a streamed input.
 * A worker's :class:`~depnmt.errors.DepnmtError` (a bad line, named by file and line) is
   raised in the parent as it is; the first failing block in input order wins, as with one
@@ -33,6 +36,7 @@ import os
 import pickle
 import queue as queues
 import signal
+import tempfile
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -57,6 +61,7 @@ PR_SET_PDEATHSIG = 1
 _pickled: bytes | None = None
 _state: Any = None
 _queue: Any = None
+_version = 0
 
 
 def available_cores() -> int:
@@ -122,10 +127,13 @@ def _start(pickled: bytes, progress: Any) -> None:
     _pickled, _queue = pickled, progress
 
 
-def _run(work: Callable[[Any, T], R], item: T) -> R:
-    """Run ``work(state, item)`` in a worker."""
-    global _state, _pickled
-    if _pickled is not None:
+def _run(work: Callable[[Any, T], R], item: T, given: tuple[int, str] | None = None) -> R:
+    """Run ``work(state, item)`` in a worker. ``given``: the version and file of the state
+    that :meth:`Workers.set_state` gave the pool last (None: the pool's first state)."""
+    global _state, _pickled, _version
+    if given is not None and given[0] != _version:
+        _state, _pickled, _version = pickle.loads(Path(given[1]).read_bytes()), None, given[0]
+    elif _pickled is not None:
         _state, _pickled = pickle.loads(_pickled), None
     return work(_state, item)
 
@@ -139,6 +147,10 @@ class InProcess:
     def __init__(self, state: Any):
         self.state = state
 
+    def set_state(self, state: Any) -> None:
+        """The state of the blocks mapped from now on."""
+        self.state = state
+
     def map(self, work: Callable[[Any, T], R], items: Iterable[T]) -> Iterator[R]:
         for item in items:
             yield work(self.state, item)
@@ -148,16 +160,29 @@ class Workers:
     """``--jobs N``: the blocks are worked on by a pool of ``N`` processes."""
 
     def __init__(self, pool: ProcessPoolExecutor, jobs: int, progress: Any,
-                 on_progress: Callable[[Any, int], None] | None):
+                 on_progress: Callable[[Any, int], None] | None, folder: Path):
         self.pool, self.ahead = pool, 2 * jobs
         self.progress, self.on_progress = progress, on_progress
+        self.folder, self.given = folder, None
+
+    def set_state(self, state: Any) -> None:
+        """The state of the blocks mapped from now on, for the same processes: pickled once
+        into a file of the pool's private folder, which each worker reads before its next
+        block (a stage that learns what its workers need after they have started keeps them)."""
+        version = 1 + (self.given[0] if self.given else 0)
+        path = self.folder / f"state-{version}.pickle"
+        with open(path, "wb") as fh:
+            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        if self.given:                  # no block is in flight between two maps
+            Path(self.given[1]).unlink()
+        self.given = (version, str(path))
 
     def map(self, work: Callable[[Any, T], R], items: Iterable[T]) -> Iterator[R]:
         """``work(state, item)`` of every item, in order; at most ``2 N`` items in flight."""
         pending: deque[Future] = deque()
         try:
             for item in items:
-                pending.append(self.pool.submit(_run, work, item))
+                pending.append(self.pool.submit(_run, work, item, self.given))
                 if len(pending) >= self.ahead:
                     yield self.result(pending.popleft())
             while pending:
@@ -208,12 +233,13 @@ def worker_pool(jobs: int, state: Any = None,
     progress = context.Queue() if on_progress is not None else None
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start,
                                initargs=(pickle.dumps(state), progress))
-    try:
-        yield Workers(pool, jobs, progress, on_progress)
-    except BaseException:
-        terminate(pool)
-        raise
-    pool.shutdown(wait=True)
+    with tempfile.TemporaryDirectory(prefix="depnmt-workers-") as folder:
+        try:
+            yield Workers(pool, jobs, progress, on_progress, Path(folder))
+        except BaseException:
+            terminate(pool)
+            raise
+        pool.shutdown(wait=True)
 
 
 def terminate(pool: ProcessPoolExecutor) -> None:

@@ -217,6 +217,34 @@ def test_a_killed_worker_is_one_error():
             list(pool.map(kill_at, range(100)))
 
 
+def state_and_pid(state, item: int) -> tuple:
+    """In a worker: its state, the item and its process."""
+    return state, item, os.getpid()
+
+
+def test_a_new_state_reaches_the_same_workers():
+    """set_state between two maps: every block after it sees the new state, in the same
+    processes (none is started again), and the pool's state files go with the pool."""
+    with workers.worker_pool(2, "first") as pool:
+        before = list(pool.map(state_and_pid, range(8)))
+        pool.set_state({"codes": "second"})
+        after = list(pool.map(state_and_pid, range(8)))
+        pool.set_state(["third"])
+        third = list(pool.map(state_and_pid, range(8)))
+        folder = pool.folder
+        assert [p.name for p in folder.iterdir()] == ["state-2.pickle"]
+    assert [s for s, _, _ in before] == ["first"] * 8
+    assert [s for s, _, _ in after] == [{"codes": "second"}] * 8
+    assert [s for s, _, _ in third] == [["third"]] * 8
+    assert [i for _, i, _ in third] == list(range(8))
+    pids = {p for _, _, p in before + after + third}
+    assert len(pids) <= 2 and os.getpid() not in pids
+    assert not folder.exists()
+    one = workers.InProcess("first")
+    one.set_state("second")
+    assert [s for s, _, _ in one.map(state_and_pid, range(2))] == ["second"] * 2
+
+
 def test_jobs_values(capsys):
     assert workers.resolve_jobs("auto") == len(os.sched_getaffinity(0))
     assert workers.resolve_jobs("3") == 3

@@ -9,11 +9,15 @@ import pickle
 import random
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from depnmt import workers
 from depnmt.bpe import (MAX_CHUNK_CHARS, Segmenter, count_block, count_tokens, learn_codes,
-                        segment_block, split_tokens)
+                        segment_block, segment_file, split_tokens)
+from depnmt.errors import DepnmtError
+from depnmt.workers import InProcess, worker_pool
 from depnmt.subwords import escape_token, merge_subwords, word_index, word_spans
 from depnmt.cli import main
 from depnmt.manifest import load_manifest, write_manifest
@@ -152,12 +156,48 @@ def test_segment_lines_and_count_block_are_the_line_by_line_results(tiny_segment
             expected[escape_token(token)] += 1
     counts, n = count_block(None, TextBlock(str(path), 1, path.read_bytes()))
     assert n == len(lines) and list(counts.items()) == list(expected.items())
-    text, subwords, n = segment_block({"src": seg}, ("src", TextBlock(str(path), 1,
-                                                                      path.read_bytes())))
+    fresh_seg = Segmenter(seg.codes, joint=seg.joint, filter_counts=seg.filter_counts,
+                          vocab_threshold=seg.vocab_threshold)
+    text, new, n = segment_block({"src": fresh_seg}, ("src", TextBlock(str(path), 1,
+                                                                       path.read_bytes())))
     segmented = seg.segment_lines(lines)
     assert n == len(lines) and text == "".join(f"{x}\n" for x in segmented)
-    assert list(subwords.items()) == list(Counter(p for x in segmented for p in
-                                                   split_tokens(x)).items())
+    assert new == [(escape_token(t), " ".join(seg.segment([t]))) for t in   # first-seen order
+                   dict.fromkeys(t for x in lines for t in split_tokens(x))]
+    again, none, _ = segment_block({"src": fresh_seg}, ("src", TextBlock(str(path), 1,
+                                                                         path.read_bytes())))
+    assert again == text and none == []           # nothing new to this segmenter any more
+
+
+def test_segment_file_counts_the_subwords_of_the_text(tiny_segmenter, tmp_path):
+    """The subword counts made from the token counts and the blocks' reports of new tokens
+    are the counts of the segmented text, keys in first-seen order, whether one process
+    segments the file or two (many small blocks: tokens new to both workers), with and
+    without the vocabulary filter; a segmenter that met the tokens before gives the same
+    counts; a token the counts never saw is an error."""
+    seg, lines = tiny_segmenter
+    rng = random.Random(5)
+    lines = lines + ["", "a\tb c\u00a0d", "C@@ C@@‡ @@ x@@"] + [
+        " ".join(random_token(rng) for _ in range(rng.randint(0, 6))) for _ in range(300)]
+    rng.shuffle(lines)
+    path, out = tmp_path / "train.en", tmp_path / "out.en"
+    write_lines(path, lines)
+    token_counts = count_tokens(path)
+    for warm in (seg, Segmenter(seg.codes)):
+        segmented = warm.segment_lines(lines)
+        expected = Counter(p for x in segmented for p in split_tokens(x))
+        for jobs in (1, 2):
+            fresh = pickle.loads(pickle.dumps(warm))
+            with mock.patch.object(workers, "BLOCK_BYTES", 200), \
+                    worker_pool(jobs, {"src": fresh}) as pool:
+                counts = segment_file(pool, "src", path, out, len(lines), token_counts, fresh)
+            assert list(counts.items()) == list(expected.items())
+            assert out.read_text(encoding="utf-8").split("\n")[:-1] == segmented
+        warmed = segment_file(InProcess({"src": warm}), "src", path, out, 1, token_counts, warm)
+        assert warmed == expected
+    short = Counter(dict(list(token_counts.items())[:-1]))
+    with pytest.raises(DepnmtError, match="was not there when the file was counted"):
+        segment_file(InProcess({"src": Segmenter(seg.codes)}), "src", path, out, 1, short)
 
 
 def test_empty_tokens_are_dropped(tiny_segmenter):
