@@ -508,6 +508,29 @@ def stage_owns(langs: dict[str, str]):
     return names.__contains__
 
 
+def segment_splits(pool: InProcess | Workers, segmenters: dict[str, Segmenter],
+                   prepare_dir: Path, out_dir: Path,
+                   prepared: tuple[dict, dict[str, str], list[str]],
+                   train_counts: dict[str, Counter] | None = None
+                   ) -> tuple[list[str], dict[str, Counter]]:
+    """Segment every split of both sides of a prepare folder into ``out_dir`` with ``pool``
+    (whose state is ``segmenters``); return the names written and, given the training
+    text's token counts, its subword counts per side (:func:`segment_file`)."""
+    prep, langs, splits = prepared
+    outputs, subword_counts = [], {}
+    for side, lang in langs.items():
+        for split in splits:
+            name = f"{split}.{lang}"
+            src = prepare_dir / name
+            counting = split == "train" and train_counts is not None
+            counts = segment_file(pool, side, src, out_dir / name, line_total(prep, name, src),
+                                  *((train_counts[side], segmenters[side]) if counting else ()))
+            if counting:
+                subword_counts[side] = counts
+            outputs.append(name)
+    return outputs, subword_counts
+
+
 def write_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions,
               prepared: tuple[dict, dict[str, str], list[str]],
               train_counts: dict[str, Counter], pool: InProcess | Workers) -> dict:
@@ -516,18 +539,9 @@ def write_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions,
     segments the files (:mod:`depnmt.workers`; it is given the segmenters as its state)."""
     prep, langs, splits = prepared
     segmenters = build_segmenters(train_counts, opts)
-    outputs, subword_counts = [], {}
     pool.set_state(segmenters)
-    for side, lang in langs.items():
-        for split in splits:
-            name = f"{split}.{lang}"
-            src = prepare_dir / name
-            counts = segment_file(pool, side, src, out_dir / name, line_total(prep, name, src),
-                                  *((train_counts[side], segmenters[side]) if split == "train"
-                                    else ()))
-            if split == "train":
-                subword_counts[side] = counts
-            outputs.append(name)
+    outputs, subword_counts = segment_splits(pool, segmenters, prepare_dir, out_dir, prepared,
+                                             train_counts)
     vocabs = build_vocabs(subword_counts, opts)
     for side in SIDES:
         vocabs[side].save(out_dir / f"vocab.{side}.txt")

@@ -7,11 +7,14 @@ from pathlib import Path
 import click
 
 from ..bpe import BpeOptions, run_bpe
+from ..bpefrom import run_bpe_from
 from ..log import info, warn
 from .options import deprecated_aliases, jobs_option
 
 DIR = click.Path(file_okay=False, path_type=Path)
 BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
+LEARNING = ("mode", "merges", "joint", "vocab_threshold", "min_freq", "src_min_freq",
+            "tgt_min_freq", "max_vocab", "merge_min_freq")
 
 
 @deprecated_aliases("bpe")
@@ -47,12 +50,18 @@ BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
               help="Keep at most the N most frequent tokens per vocabulary (besides specials).")
 @click.option("--merge-min-freq", type=click.IntRange(min=1), default=2, show_default=True,
               metavar="N", help="Stop learning merges when no pair occurs N times (bpe mode).")
+@click.option("--subwords-from", "source", type=click.Path(file_okay=False, exists=True,
+                                                          path_type=Path),
+              metavar="DIR", help="Learn nothing: segment with the codes, filter vocabularies "
+              "and vocabularies of an earlier bpe folder or a trained model's folder, copied "
+              "byte for byte (to fine-tune that model with `train --init-from` on this data). "
+              "Says how many training subwords the copied vocabulary lacks (<unk>).")
 @jobs_option("Count the training words and apply the codes (learning the merges takes one process)")
 @click.pass_context
 def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, merges: int,
             joint: bool | None, vocab_threshold: int, min_freq: int | None,
             src_min_freq: int | None, tgt_min_freq: int | None, max_vocab: int | None,
-            merge_min_freq: int, jobs: int) -> None:
+            merge_min_freq: int, source: Path | None, jobs: int) -> None:
     """Learn and apply subword-nmt BPE, or build word-level vocabularies.
 
     \b
@@ -65,6 +74,17 @@ def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, mer
     Words are recovered from subwords by the "@@" markers, so parse trees of the tokenized
     text line up with the subwords without any extra file.
     """
+    given = [name for name in LEARNING
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if source is not None:
+        if given:
+            param = next(p for p in ctx.command.params if p.name == given[0])
+            flag = "/".join(o for o in param.opts + param.secondary_opts if o.startswith("--"))
+            raise click.UsageError(f"{flag} does not go with --subwords-from (the subwords and "
+                                   f"vocabularies are {source}'s)")
+        run_bpe_from(prepare_dir, out_dir, source, jobs=jobs)
+        info(f"wrote {out_dir}")
+        return
     if mode == "word":
         for name in BPE_ONLY:
             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
