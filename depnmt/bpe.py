@@ -50,8 +50,10 @@ import io
 import json
 import time
 from collections import Counter
+from collections.abc import Iterable
 from itertools import islice
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from subword_nmt import apply_bpe
@@ -61,7 +63,8 @@ from .errors import DepnmtError, InputError
 from .log import info, progress_bar, warn
 from .manifest import load_manifest, write_manifest
 # merge_subwords is re-exported: scripts written by `depnmt export` import it from here
-from .subwords import ESCAPE, SEPARATOR, escape_token, merge_subwords  # noqa: F401
+from .subwords import (ESCAPE, SEPARATOR, escape_token, merge_subwords,  # noqa: F401
+                       unescape_word)
 from .prepare import check_language_code
 from .stagedir import check_distinct, stage_output
 from .textio import TextBlock, atomic_open, count_lines, iter_lines, read_json, write_lines
@@ -69,6 +72,8 @@ from .vocab import Vocab
 from .workers import InProcess, Workers, file_blocks, worker_pool
 
 MAX_CHUNK_CHARS = 500
+PRESEGMENT_MIN_COUNT = 2   # training tokens segmented once for all workers (presegment)
+PRESEGMENT_CHUNK = 2000    # tokens a task of presegment
 CONFIG_FILE = "bpe.json"
 CONFIG_FORMAT = 1
 SIDES = ("src", "tgt")
@@ -175,12 +180,14 @@ class Segmenter:
         self._pieces = _Segmented(lambda token: tuple(self._segment_token(escape_token(token))))
         self._joined = _Segmented(lambda token: " ".join(self._segment_token(
             escape_token(token))))              # not through _pieces: one table a path
-        self._bpe = None if codes is None else apply_bpe.BPE(
-            io.StringIO(codes), merges=self.merges, separator=SEPARATOR, vocab=self._filter_set())
+        self._bpe = None if codes is None else subword_nmt_bpe(codes, self.merges,
+                                                               self._filter_set())
 
     def __reduce__(self):
-        """Pickled as what builds it (``bpe --jobs`` sends it to worker processes)."""
-        return _segmenter, (self.codes, self.joint, self.filter_counts, self.vocab_threshold)
+        """Pickled as what builds it and the tokens it has segmented (``bpe --jobs`` sends it
+        to worker processes, with the tokens :func:`presegment` segmented)."""
+        return _segmenter, (self.codes, self.joint, self.filter_counts, self.vocab_threshold,
+                            dict(self._joined))
 
     def _filter_set(self) -> set[str] | None:
         if self.filter_counts is None:
@@ -212,6 +219,16 @@ class Segmenter:
         """``" ".join(self.segment(split_tokens(line)))`` for every line (faster)."""
         joined = self._joined
         return [" ".join([joined[t] for t in line.split(" ") if t]) for line in lines]
+
+    def joined(self, token: str) -> str:
+        """The subwords of one token (not escaped), joined by " ", as :meth:`segment_lines`
+        writes them (kept for the next time)."""
+        return self._joined[token]
+
+    def keep(self, segmented: Iterable[tuple[str, str]]) -> None:
+        """Take these ``(token, subwords joined by " ")`` (another copy of this segmenter
+        made them) as if :meth:`joined` had made them."""
+        self._joined.update(segmented)
 
     def lines_mark(self) -> int:
         """A mark for :meth:`new_since`: how many distinct tokens :meth:`segment_lines` has
@@ -304,10 +321,25 @@ class _Segmented(dict):
 
 
 def _segmenter(codes: str | None, joint: bool, filter_counts: dict[str, int] | None,
-               vocab_threshold: int) -> Segmenter:
+               vocab_threshold: int, segmented: dict[str, str] | None = None) -> Segmenter:
     """A :class:`Segmenter` built again from its parts (unpickling)."""
-    return Segmenter(codes, joint=joint, filter_counts=filter_counts,
-                     vocab_threshold=vocab_threshold)
+    segmenter = Segmenter(codes, joint=joint, filter_counts=filter_counts,
+                          vocab_threshold=vocab_threshold)
+    segmenter.keep((segmented or {}).items())
+    return segmenter
+
+
+@lru_cache(maxsize=2)
+def _bpe_without_filter(codes: str, merges: int) -> apply_bpe.BPE:
+    return apply_bpe.BPE(io.StringIO(codes), merges=merges, separator=SEPARATOR)
+
+
+def subword_nmt_bpe(codes: str, merges: int, vocab: set[str] | None) -> apply_bpe.BPE:
+    """subword-nmt's segmenter for these codes (and filter vocabulary); one is built for the
+    two sides of joint codes without a filter (building it is most of a worker's start)."""
+    if vocab is None:
+        return _bpe_without_filter(codes, merges)
+    return apply_bpe.BPE(io.StringIO(codes), merges=merges, separator=SEPARATOR, vocab=vocab)
 
 
 def codes_name(joint: bool, side: str) -> str:
@@ -437,12 +469,11 @@ def segment_file(pool: InProcess | Workers, side: str, src: Path, out: Path, tot
     ``segmenter``, return the file's subword counts.
 
     The subword counts are the token counts times each token's subwords, added up as the
-    blocks come back: each block reports the tokens new to the process that segmented it,
-    with their subwords, and a token is counted the first time it is reported. A worker
-    takes its blocks in input order, so the first report of a token comes with the block of
-    its first occurrence, and the subwords come out in the order they first occur in the
-    text. A token that no block reported (a segmenter that had met it before the file) is
-    segmented by ``segmenter`` at the end.
+    blocks come back: each block reports the tokens new to the process that segmented it, with
+    their subwords, and a token is counted the first time it is reported; the tokens no block
+    reported (those the segmenters had before, e.g. from :func:`presegment`) are counted at
+    the end from ``segmenter``'s table. The keys' order is therefore not the text's (the
+    vocabularies sort them).
     """
     counts: Counter | None = None if token_counts is None else Counter()
     uncounted = None if token_counts is None else dict(token_counts)
@@ -464,8 +495,35 @@ def segment_file(pool: InProcess | Workers, side: str, src: Path, out: Path, tot
     if uncounted:
         if segmenter is None:
             raise ValueError("segment_file: token counts without the segmenter")
-        counts.update(segmenter.segment_counts(Counter(uncounted)))
+        for token, times in uncounted.items():
+            for piece in segmenter.joined(unescape_word(token)).split(" "):
+                counts[piece] += times
     return counts
+
+
+def segment_tokens(segmenters: dict[str, Segmenter], task: tuple[str, list[str]]
+                   ) -> list[str]:
+    """The subwords of each token of ``(side, tokens)``, joined by " " (what
+    :func:`presegment` runs in the worker processes)."""
+    side, tokens = task
+    joined = segmenters[side].joined
+    return [joined(token) for token in tokens]
+
+
+def presegment(pool: InProcess | Workers, segmenters: dict[str, Segmenter],
+               train_counts: dict[str, Counter]) -> None:
+    """Segment the training tokens seen :data:`PRESEGMENT_MIN_COUNT` or more times, once,
+    shared among the pool's processes, into ``segmenters``, and give those to the pool as its
+    state: otherwise every worker would segment every frequent token itself. Rarer tokens are
+    segmented by the process whose block has them."""
+    tasks = []
+    for side, counts in train_counts.items():
+        tokens = [unescape_word(t) for t, n in counts.items() if n >= PRESEGMENT_MIN_COUNT]
+        tasks += [(side, tokens[i:i + PRESEGMENT_CHUNK])
+                  for i in range(0, len(tokens), PRESEGMENT_CHUNK)]
+    for (side, chunk), joined in zip(tasks, pool.map(segment_tokens, tasks)):
+        segmenters[side].keep(zip(chunk, joined))
+    pool.set_state(segmenters)
 
 
 def build_vocabs(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str, Vocab]:
@@ -540,6 +598,7 @@ def write_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions,
     prep, langs, splits = prepared
     segmenters = build_segmenters(train_counts, opts)
     pool.set_state(segmenters)
+    presegment(pool, segmenters, train_counts)
     outputs, subword_counts = segment_splits(pool, segmenters, prepare_dir, out_dir, prepared,
                                              train_counts)
     vocabs = build_vocabs(subword_counts, opts)

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from .bpe import (CONFIG_FILE, SIDES, Segmenter, count_tokens, line_total, prepared_inputs,
-                  read_config, segment_splits, stage_owns)
+                  presegment, read_config, segment_splits, stage_owns)
 from .errors import DepnmtError
 from .log import info, warn
 from .manifest import write_manifest
@@ -86,6 +86,7 @@ def run_bpe_from(prepare_dir: Path, out_dir: Path, source: Path, jobs: int = 1) 
                                                       prepare_dir / f"train.{lang}"), pool)
                         for side, lang in langs.items()}
         pool.set_state(segmenters)
+        presegment(pool, segmenters, train_counts)
         with stage_output(out_dir, "bpe", owns=stage_owns(langs)) as tmp:
             outputs, counts = segment_splits(pool, segmenters, prepare_dir, tmp,
                                              (prep, langs, splits), train_counts)

@@ -13,9 +13,9 @@ from unittest import mock
 
 import pytest
 
-from depnmt import workers
+from depnmt import bpe, workers
 from depnmt.bpe import (MAX_CHUNK_CHARS, Segmenter, count_block, count_tokens, learn_codes,
-                        segment_block, segment_file, split_tokens)
+                        presegment, segment_block, segment_file, split_tokens)
 from depnmt.errors import DepnmtError
 from depnmt.workers import InProcess, worker_pool
 from depnmt.subwords import escape_token, merge_subwords, word_index, word_spans
@@ -133,6 +133,26 @@ def test_segment_round_trips_random_and_long_tokens(tiny_segmenter):
     assert word_index(subwords).count(1) == len(subwords) - 2
 
 
+def new_copy(segmenter: Segmenter) -> Segmenter:
+    """The same segmenter, built again: it has segmented nothing yet."""
+    return Segmenter(segmenter.codes, joint=segmenter.joint,
+                     filter_counts=segmenter.filter_counts,
+                     vocab_threshold=segmenter.vocab_threshold)
+
+
+def test_a_pickled_segmenter_keeps_what_it_segmented(tiny_segmenter):
+    """What ``--jobs`` workers receive: the same segmenter with the tokens it has segmented
+    (which :func:`presegment` relies on), and the same segmentation of new ones."""
+    seg, lines = tiny_segmenter
+    warm = new_copy(seg)
+    warm.segment_lines(lines[:20])
+    copy = pickle.loads(pickle.dumps(warm))
+    assert copy._joined == warm._joined and len(copy._joined) > 0
+    assert (copy.codes, copy.filter_counts, copy.vocab_threshold) == \
+        (warm.codes, warm.filter_counts, warm.vocab_threshold)
+    assert copy.segment_lines(lines) == new_copy(seg).segment_lines(lines)
+
+
 def test_segment_lines_and_count_block_are_the_line_by_line_results(tiny_segmenter, tmp_path):
     """The bulk paths of the bpe stage (a token's subwords kept once made; counts of a whole
     block) give what segmenting and counting each line afresh gives, keys in first-seen order."""
@@ -143,7 +163,7 @@ def test_segment_lines_and_count_block_are_the_line_by_line_results(tiny_segment
     rng.shuffle(lines)
     for segmenter in (seg, Segmenter(seg.codes), Segmenter()):
         fresh = [" ".join(p for t in split_tokens(line)                # a new one per token
-                          for p in pickle.loads(pickle.dumps(segmenter)).segment([t]))
+                          for p in new_copy(segmenter).segment([t]))
                  for line in lines]
         assert segmenter.segment_lines(lines) == fresh
         assert segmenter.segment_lines(lines) == fresh        # again, from what it kept
@@ -156,8 +176,7 @@ def test_segment_lines_and_count_block_are_the_line_by_line_results(tiny_segment
             expected[escape_token(token)] += 1
     counts, n = count_block(None, TextBlock(str(path), 1, path.read_bytes()))
     assert n == len(lines) and list(counts.items()) == list(expected.items())
-    fresh_seg = Segmenter(seg.codes, joint=seg.joint, filter_counts=seg.filter_counts,
-                          vocab_threshold=seg.vocab_threshold)
+    fresh_seg = new_copy(seg)
     text, new, n = segment_block({"src": fresh_seg}, ("src", TextBlock(str(path), 1,
                                                                        path.read_bytes())))
     segmented = seg.segment_lines(lines)
@@ -171,10 +190,10 @@ def test_segment_lines_and_count_block_are_the_line_by_line_results(tiny_segment
 
 def test_segment_file_counts_the_subwords_of_the_text(tiny_segmenter, tmp_path):
     """The subword counts made from the token counts and the blocks' reports of new tokens
-    are the counts of the segmented text, keys in first-seen order, whether one process
-    segments the file or two (many small blocks: tokens new to both workers), with and
-    without the vocabulary filter; a segmenter that met the tokens before gives the same
-    counts; a token the counts never saw is an error."""
+    are the counts of the segmented text (keys in first-seen order when nothing was segmented
+    before), whether one process segments the file or two (many small blocks: tokens new to
+    both workers), with and without the vocabulary filter, and after presegment (the frequent
+    tokens segmented before, in the pool); a token the counts never saw is an error."""
     seg, lines = tiny_segmenter
     rng = random.Random(5)
     lines = lines + ["", "a\tb c\u00a0d", "C@@ C@@‡ @@ x@@"] + [
@@ -187,11 +206,21 @@ def test_segment_file_counts_the_subwords_of_the_text(tiny_segmenter, tmp_path):
         segmented = warm.segment_lines(lines)
         expected = Counter(p for x in segmented for p in split_tokens(x))
         for jobs in (1, 2):
-            fresh = pickle.loads(pickle.dumps(warm))
+            fresh = new_copy(warm)
             with mock.patch.object(workers, "BLOCK_BYTES", 200), \
                     worker_pool(jobs, {"src": fresh}) as pool:
                 counts = segment_file(pool, "src", path, out, len(lines), token_counts, fresh)
             assert list(counts.items()) == list(expected.items())
+            assert out.read_text(encoding="utf-8").split("\n")[:-1] == segmented
+            fresh = new_copy(warm)
+            with mock.patch.object(workers, "BLOCK_BYTES", 200), \
+                    mock.patch.object(bpe, "PRESEGMENT_CHUNK", 7), \
+                    worker_pool(jobs, {"src": fresh}) as pool:
+                presegment(pool, {"src": fresh}, {"src": token_counts})
+                known = {t for t, n in token_counts.items() if n >= 2}
+                assert {escape_token(t) for t in fresh._joined} == known
+                counts = segment_file(pool, "src", path, out, len(lines), token_counts, fresh)
+            assert counts == expected
             assert out.read_text(encoding="utf-8").split("\n")[:-1] == segmented
         warmed = segment_file(InProcess({"src": warm}), "src", path, out, 1, token_counts, warm)
         assert warmed == expected
