@@ -9,7 +9,9 @@ they hold fewer, the rest is made by recombining real pairs (pair k joins two pa
 fixed seed, source with source and target with target), so any size can be measured from a small
 corpus. ``prepare`` holds out 1,000 dev and 1,000 test pairs (a tenth each of fewer than
 10,000); ``bpe`` learns ``--merges`` joint
-merges (learning takes one process whatever ``--jobs`` says); ``parse`` runs the ``--parse``
+merges (learning takes one process whatever ``--jobs`` says); ``bpe-apply`` is ``bpe
+--subwords-from`` a bpe folder of those merges made once beforehand (counting and segmenting,
+nothing learned); ``parse`` runs the ``--parse``
 flags (default: spaCy, the source side). Each round runs every stage with 1 job and with N,
 in alternating order (round 1: 1 then N, round 2: N then 1, ...); ``bpe`` and ``parse`` read
 the ``prepare`` folder of the first ``--jobs 1`` run (without ``prepare`` in ``--stages``, one
@@ -41,7 +43,7 @@ import time
 from pathlib import Path
 
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-STAGES = ("prepare", "bpe", "parse")
+STAGES = ("prepare", "bpe", "bpe-apply", "parse")
 
 
 def read_text(path: Path) -> list[str]:
@@ -78,6 +80,8 @@ def stage_args(stage: str, args: argparse.Namespace, corpus: tuple[Path, Path],
                 "--dev-size", held, "--test-size", held]
     if stage == "bpe":
         return ["bpe", "-i", str(prepared), "--merges", str(args.merges), "--joint"]
+    if stage == "bpe-apply":
+        return ["bpe", "-i", str(prepared), "--subwords-from", str(args.work / "bpe-codes")]
     return ["parse", "-i", str(prepared), *shlex.split(args.parse)]
 
 
@@ -112,6 +116,10 @@ def measure(args: argparse.Namespace, corpus: tuple[Path, Path]) -> dict[str, di
     results: dict[str, dict[int, list]] = {s: {1: [], args.jobs: []} for s in args.stages}
     if "prepare" not in args.stages:            # made once, not measured
         run_stage(stage_args("prepare", args, corpus, prepared), prepared, args.jobs)
+    if "bpe-apply" in args.stages:              # the codes it applies: made once, not measured
+        if not prepared.exists():
+            run_stage(stage_args("prepare", args, corpus, prepared), prepared, args.jobs)
+        run_stage(stage_args("bpe", args, corpus, prepared), work / "bpe-codes", args.jobs)
     for r in range(args.rounds):
         for stage in args.stages:
             order = (1, args.jobs) if r % 2 == 0 else (args.jobs, 1)
@@ -167,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=250000, help="corpus size (default 250000)")
     parser.add_argument("--jobs", type=int, default=2, help="N compared with 1 (default 2)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of every stage (default 1)")
-    parser.add_argument("--stages", default=",".join(STAGES), help="default prepare,bpe,parse")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help="of prepare,bpe,bpe-apply,parse (default: all)")
     parser.add_argument("--merges", type=int, default=32000, help="bpe's merges (default 32000)")
     parser.add_argument("--parse", default="--backend spacy --side src",
                         help="parse's flags (default: '--backend spacy --side src')")
