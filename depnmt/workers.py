@@ -171,10 +171,8 @@ class Workers:
         block (a stage that learns what its workers need after they have started keeps them)."""
         version = 1 + (self.given[0] if self.given else 0)
         path = self.folder / f"state-{version}.pickle"
-        with open(path, "wb") as fh:
-            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        if self.given:                  # no block is in flight between two maps
-            Path(self.given[1]).unlink()
+        with open(path, "wb") as fh:    # kept with the folder: a block of an abandoned map
+            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)   # may still need one
         self.given = (version, str(path))
 
     def map(self, work: Callable[[Any, T], R], items: Iterable[T]) -> Iterator[R]:

@@ -232,7 +232,7 @@ def test_a_new_state_reaches_the_same_workers():
         pool.set_state(["third"])
         third = list(pool.map(state_and_pid, range(8)))
         folder = pool.folder
-        assert [p.name for p in folder.iterdir()] == ["state-2.pickle"]
+        assert sorted(p.name for p in folder.iterdir()) == ["state-1.pickle", "state-2.pickle"]
     assert [s for s, _, _ in before] == ["first"] * 8
     assert [s for s, _, _ in after] == [{"codes": "second"}] * 8
     assert [s for s, _, _ in third] == [["third"]] * 8
