@@ -41,8 +41,8 @@ EXAMPLES: dict[str, list[str]] = {
         "depnmt bpe -i work/prepare -o work/bpe --merges 10000",
         "# word vocabularies instead of BPE (a word seen once becomes <unk>: --min-freq)",
         "depnmt bpe -i work/prepare -o work/words --mode word",
-        "# new data in a trained model's subwords, to fine-tune it (train --init-from)",
-        "depnmt bpe -i work/prepare-domain -o work/bpe-domain --subwords-from work/model",
+        "# a prepare folder in the subwords of a bpe folder or a model (for train --init-from)",
+        "depnmt bpe -i work/prepare -o work/bpe-again --subwords-from work/bpe",
     ],
     "train": [
         "# the Transformer baseline; --keep-last 5 keeps checkpoints for `depnmt average`",
