@@ -22,29 +22,25 @@ from .bpe import (CONFIG_FILE, SIDES, Segmenter, count_tokens, line_total, prepa
 from .errors import DepnmtError
 from .log import info, warn
 from .manifest import write_manifest
+from .modeldir import subword_files
 from .stagedir import check_distinct, stage_output
 from .textio import read_json
 from .vocab import Vocab
 from .workers import worker_pool
 
-VOCABS = {side: f"vocab.{side}.txt" for side in SIDES}
-
-
 def subword_sources(source: Path) -> tuple[dict[str, Segmenter], dict[str, Vocab], list[str]]:
     """The segmenters and vocabularies of a bpe or model folder, and the names of the files
     they come from (``bpe.json`` first); a :class:`DepnmtError` naming what is missing."""
-    config = read_config(source)
+    read_config(source)
     segmenters = {side: Segmenter.from_dir(source, side) for side in SIDES}
     vocabs = {}
-    for side, name in VOCABS.items():
+    for side in SIDES:
+        name = f"vocab.{side}.txt"
         if not (source / name).is_file():
             raise DepnmtError(f"{source}: no {name}; expected a folder written by `depnmt bpe` "
                               f"or `depnmt train`")
         vocabs[side] = Vocab.load(source / name)
-    named = sorted({cfg[key] for cfg in config["sides"].values() for key in ("codes",
-                                                                            "filter_vocab")
-                    if isinstance(cfg, dict) and cfg.get(key)})
-    return segmenters, vocabs, [CONFIG_FILE, *VOCABS.values(), *named]
+    return segmenters, vocabs, [CONFIG_FILE, *subword_files(source)]
 
 
 def source_record(source: Path) -> tuple[dict, dict[str, str]]:
@@ -96,7 +92,7 @@ def run_bpe_from(prepare_dir: Path, out_dir: Path, source: Path, jobs: int = 1) 
                 types, missing, total = unknown_share(counts[side], vocabs[side])
                 (warn if missing else info)(
                     f"train.{langs[side]}: {missing} of {total} subwords ({types} distinct) "
-                    f"are not in {VOCABS[side]} and become <unk>"
+                    f"are not in vocab.{side}.txt and become <unk>"
                     + (f" ({100 * missing / max(total, 1):.2f} %)" if missing else ""))
             codes = {s: segmenters[s].segmenter_config(s).get("codes") for s in SIDES}
             return write_manifest(

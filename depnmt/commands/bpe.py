@@ -74,12 +74,13 @@ def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, mer
     Words are recovered from subwords by the "@@" markers, so parse trees of the tokenized
     text line up with the subwords without any extra file.
     """
-    given = [name for name in LEARNING
-             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    given = {p.name: p for p in ctx.command.params
+             if ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE}
     if source is not None:
-        if given:
-            param = next(p for p in ctx.command.params if p.name == given[0])
-            flag = "/".join(o for o in param.opts + param.secondary_opts if o.startswith("--"))
+        learning = [given[name] for name in LEARNING if name in given]
+        if learning:
+            flag = "/".join(o for o in learning[0].opts + learning[0].secondary_opts
+                            if o.startswith("--"))
             raise click.UsageError(f"{flag} does not go with --subwords-from (the subwords and "
                                    f"vocabularies are {source}'s)")
         run_bpe_from(prepare_dir, out_dir, source, jobs=jobs)
@@ -87,7 +88,7 @@ def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, mer
         return
     if mode == "word":
         for name in BPE_ONLY:
-            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+            if name in given:
                 warn(f"--{name.replace('_', '-')} has no effect with --mode word")
     per_side = {"src": src_min_freq or min_freq, "tgt": tgt_min_freq or min_freq}
     opts = BpeOptions(mode=mode, merges=merges, joint=(mode == "bpe") if joint is None else joint,

@@ -313,6 +313,10 @@ def test_word_mode_vocab_min_freq(tmp_path, capsys):
     assert "dog" in src.stoi and "rareword" not in src.stoi
     assert all(n >= 3 for n in Vocab.load(out / "vocab.tgt.txt").counts[4:])
     assert Segmenter.from_dir(out, "src").is_word_level
+    code, err = run_cli(["bpe", "-i", prepared, "-o", tmp_path / "w2", "--mode", "word",
+                         "--merges", "50", "--merge-min-freq", "3"], capsys)
+    assert code == 0 and "--merges has no effect with --mode word" in err
+    assert "--merge-min-freq has no effect" in err and "--vocab-threshold" not in err
 
 
 def test_missing_prepare_manifest_is_a_clean_error(tmp_path, capsys):
