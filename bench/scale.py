@@ -28,6 +28,11 @@ RSS. Results: ``WORK/scale.jsonl`` (one record a measurement) and a markdown tab
     python bench/scale.py --work /tmp/scale --base-prepare P --base-parse T \\
         --sizes 50000,250000,1000000 --jobs 2
     python bench/scale.py --work /tmp/scale --table       # the table of what is measured
+
+``--stages`` times some stages only (the others still run, untimed, where a timed one needs
+their output); a stage run with ``--jobs N`` > 1 is recorded as, e.g., ``bpe --jobs 2``, so
+that one folder can hold both. A row is measured once per size: delete its records from
+``scale.jsonl`` to measure it again.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import click
 import numpy as np
 
 SCHEMES = ("abs", "abs+dep+rel", "abs+gps", "abs+dbsa-enc")
+STAGES = ("prepare", "parse", "bpe", "cache", "train")
 TARGETS = {"WMT16 En-De": 4.5e6, "ASPEC Ja-En": 3.0e6}
 RARE, ZIPF = 0.03, 1.1
 MODEL = ["--layers", "1", "--d-model", "64", "--heads", "2", "--d-ff", "128",
@@ -180,29 +186,43 @@ def measure_size(n: int, work: Path, base, base_dirs, langs, opts) -> None:
                "--test-tgt", base_prepare / f"test.{tgt}", "--src-lang", src, "--tgt-lang", tgt,
                "--min-len", "0"]
     jobs = ["--jobs", str(opts["jobs"])] if opts["stage_jobs"] else []
-    run_stage(work, n, "prepare (keep)", cli(*prepare, "--tokenizer-src", "keep",
-                                             "--tokenizer-tgt", "keep", *jobs,
-                                             "-o", folder / "prepare"), folder)
-    if opts["moses"]:
-        run_stage(work, n, "prepare (moses)", cli(*prepare, *jobs, "-o",
-                                                  folder / "prepare-moses"), folder)
+    suffix = f" --jobs {opts['jobs']}" if jobs and opts["jobs"] > 1 else ""
+
+    def stage(key: str, what: str, cmd: list, out: Path) -> None:
+        """Time ``cmd`` if ``key`` is among ``--stages``; else run it untimed if ``out``
+        (its output folder) is missing."""
+        if key in opts["stages"]:
+            run_stage(work, n, what, cmd, folder)
+        elif not (out / "manifest.json").exists():
+            timed([str(c) for c in cmd], folder / f"untimed-{key}.log")
+
+    stage("prepare", "prepare (keep)" + suffix,
+          cli(*prepare, "--tokenizer-src", "keep", "--tokenizer-tgt", "keep", *jobs,
+              "-o", folder / "prepare"), folder / "prepare")
+    if opts["moses"] and "prepare" in opts["stages"]:
+        run_stage(work, n, "prepare (moses)" + suffix, cli(*prepare, *jobs, "-o",
+                                                           folder / "prepare-moses"), folder)
     trees = folder / "trees-in"
     trees.mkdir(exist_ok=True)
     for split in ("train", "dev", "test"):
         name = f"{split}.{src}.conllu"
         (trees / name).unlink(missing_ok=True)
         os.link(raw / ("train.src.conllu" if split == "train" else name), trees / name)
-    run_stage(work, n, "parse (conllu)", cli("parse", "-i", folder / "prepare", "-o",
+    if "train" in opts["stages"] or "cache" in opts["stages"] or "parse" in opts["stages"]:
+        stage("parse", "parse (conllu)", cli("parse", "-i", folder / "prepare", "-o",
                                              folder / "parse", "--side", "src", "--backend",
-                                             "conllu", "--conllu-dir", trees), folder)
-    if n <= opts["spacy_max"]:
-        run_stage(work, n, "parse (spacy)", cli("parse", "-i", folder / "prepare", "-o",
-                                                folder / "parse-spacy", "--side", "src",
-                                                "--backend", "spacy", *jobs), folder)
-    run_stage(work, n, "bpe", cli("bpe", "-i", folder / "prepare", "-o", folder / "bpe",
-                                  "--merges", "32000", "--joint", *jobs), folder)
-    run_stage(work, n, "cache build", [sys.executable, __file__, "build-cache", "--bpe",
-                                       folder / "bpe", "--trees", folder / "parse"], folder)
+                                             "conllu", "--conllu-dir", trees), folder / "parse")
+    if n <= opts["spacy_max"] and "parse" in opts["stages"]:
+        run_stage(work, n, "parse (spacy)" + suffix,
+                  cli("parse", "-i", folder / "prepare", "-o", folder / "parse-spacy",
+                      "--side", "src", "--backend", "spacy", *jobs), folder)
+    stage("bpe", "bpe" + suffix, cli("bpe", "-i", folder / "prepare", "-o", folder / "bpe",
+                                     "--merges", "32000", "--joint", *jobs), folder / "bpe")
+    if "cache" in opts["stages"]:
+        run_stage(work, n, "cache build", [sys.executable, __file__, "build-cache", "--bpe",
+                                           folder / "bpe", "--trees", folder / "parse"], folder)
+    if "train" not in opts["stages"]:
+        return
     for scheme in opts["schemes"]:
         model = folder / "models" / scheme
         if (model / "checkpoints" / "last.pt").exists():
@@ -314,6 +334,8 @@ def table(work: Path) -> str:
 @click.option("--base-parse", type=click.Path(path_type=Path, exists=True))
 @click.option("--sizes", default="50000,250000,1000000")
 @click.option("--schemes", default=",".join(SCHEMES))
+@click.option("--stages", default=",".join(STAGES),
+              help=f"the stages to time, of {','.join(STAGES)} (default: all)")
 @click.option("--jobs", type=int, default=len(os.sched_getaffinity(0)))
 @click.option("--stage-jobs/--no-stage-jobs", default=True,
               help="pass --jobs to prepare, parse and bpe")
@@ -325,19 +347,23 @@ def table(work: Path) -> str:
                    "largest size, in one process and under a 2-process torchrun")
 @click.option("--table", "show_table", is_flag=True)
 @click.pass_context
-def main(ctx, work, base_prepare, base_parse, sizes, schemes, jobs, stage_jobs, workers,
-         spacy_max, moses, wait_steps, show_table):
+def main(ctx, work, base_prepare, base_parse, sizes, schemes, stages, jobs, stage_jobs,
+         workers, spacy_max, moses, wait_steps, show_table):
     if ctx.invoked_subcommand:
         return
     work.mkdir(parents=True, exist_ok=True)
     if show_table:
         click.echo(table(work))
         return
+    unknown = set(stages.split(",")) - set(STAGES)
+    if unknown:
+        raise click.BadParameter(f"{', '.join(sorted(unknown))}: not one of {', '.join(STAGES)}",
+                                 param_hint="--stages")
     manifest = json.loads((base_prepare / "manifest.json").read_text())
     langs = (manifest["src_lang"], manifest["tgt_lang"])
     base = read_base(base_prepare, base_parse, *langs)
     opts = {"jobs": jobs, "stage_jobs": stage_jobs, "workers": workers, "spacy_max": spacy_max,
-            "moses": moses, "schemes": schemes.split(",")}
+            "moses": moses, "schemes": schemes.split(","), "stages": stages.split(",")}
     ns = [int(s) for s in sizes.split(",")]
     for n in ns:
         measure_size(n, work, base, (base_prepare, base_parse), langs, opts)
