@@ -462,21 +462,40 @@ DDP_TIMEOUT = 600      # seconds a torchrun check may take
 def run_logged(command: list[str], env: dict, log: Path,
                timeout: float) -> tuple[int | None, str]:
     """Run ``command`` in a session of its own, its stdout and stderr written to ``log``;
-    (exit status, stderr), the status None when it ran past ``timeout`` seconds: then the
-    whole session (torchrun's workers too) is killed first, and what it wrote so far is kept,
-    so that a hang shows where it hung."""
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    (exit status, stderr), the status None when it ran past ``timeout`` seconds: then every
+    process it started is killed first (torchrun's workers have sessions of their own and
+    outlive torchrun: they are found by a mark in their environment), and what it wrote so far
+    is kept, so that a hang shows where it hung."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(command, env={**env, RUN_MARK: mark}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
         status: int | None = proc.returncode
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        kill_marked(mark)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:       # a process outside /proc's view holds a pipe
+            proc.kill()
+            out, err = "", "(its output could not be read: a process it started still runs)"
         status = None
     log.write_text(out + err, encoding="utf-8")
     return status, err
+
+
+RUN_MARK = "DEPNMT_GPU_CHECK_RUN"   # environment variable marking a run's processes
+
+
+def kill_marked(mark: str) -> None:
+    """SIGKILL every process whose environment has ``RUN_MARK=mark`` (Linux's /proc)."""
+    needle = f"{RUN_MARK}={mark}".encode()
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def last_lines(text: str, n: int = 3) -> str:

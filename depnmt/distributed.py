@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import inspect
 import os
+import pickle
 import random
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
@@ -41,6 +43,12 @@ from .log import mute
 
 TIMEOUT = timedelta(hours=1)    # longest wait in a collective (e.g. for rank 0's validation)
 _device = torch.device("cpu")   # where collectives' tensors live (the process group's device)
+# The tensors of the latest collectives, kept referenced here: a gloo worker thread may still
+# hold a finished collective's work when the process group is destroyed, and if the last
+# reference to one of its tensors were the thread's, freeing it would need the GIL that the
+# destroying thread holds (torch before 2.8 does not release it there): the run would hang at
+# exit after it has finished. With a reference here, the thread never frees a Python tensor.
+_kept: deque[Tensor] = deque(maxlen=64)
 
 
 def launched() -> bool:
@@ -142,12 +150,14 @@ def all_reduce_sum(value):
     or a sequence of numbers (summed in float64, element by element)."""
     if isinstance(value, Tensor):
         if _active():
+            _keep(value)
             torch.distributed.all_reduce(value)
         return value
     if not _active():
         return value if isinstance(value, (int, float)) else list(value)
     scalar = isinstance(value, (int, float))
     t = torch.tensor([value] if scalar else list(value), dtype=torch.float64, device=_device)
+    _keep(t)
     torch.distributed.all_reduce(t)
     return t.item() if scalar else t.tolist()
 
@@ -157,6 +167,7 @@ def broadcast_flag(flag: bool) -> bool:
     if not _active():
         return flag
     t = torch.tensor([int(flag)], dtype=torch.uint8, device=_device)
+    _keep(t)
     torch.distributed.broadcast(t, src=0)
     return bool(t.item())
 
@@ -167,17 +178,35 @@ def max_over_ranks(value: int) -> int:
     if not _active():
         return value
     t = torch.tensor([value], dtype=torch.int64, device=_device)
+    _keep(t)
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
     return int(t.item())
 
 
 def gather_objects(obj: Any) -> list[Any]:
-    """Every rank's ``obj`` (picklable), in rank order, on every rank."""
+    """Every rank's ``obj`` (picklable), in rank order, on every rank: what
+    ``torch.distributed.all_gather_object`` does (pickled bytes, gathered padded to the
+    longest), with the tensors kept (:data:`_kept`)."""
     if not _active():
         return [obj]
-    out: list[Any] = [None] * world_size()
-    torch.distributed.all_gather_object(out, obj)
-    return out
+    data = torch.frombuffer(bytearray(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)),
+                            dtype=torch.uint8)
+    size = torch.tensor([data.numel()], dtype=torch.int64, device=_device)
+    sizes = [torch.zeros_like(size) for _ in range(world_size())]
+    _keep(size, *sizes)
+    torch.distributed.all_gather(sizes, size)
+    sizes_n = [int(n.item()) for n in sizes]
+    padded = torch.zeros(max(sizes_n), dtype=torch.uint8, device=_device)
+    padded[:data.numel()] = data.to(_device)
+    out = [torch.empty_like(padded) for _ in sizes_n]
+    _keep(padded, *out)
+    torch.distributed.all_gather(out, padded)
+    return [pickle.loads(t[:n].cpu().numpy().tobytes()) for t, n in zip(out, sizes_n)]
+
+
+def _keep(*tensors: Tensor) -> None:
+    """Reference the tensors of a collective in :data:`_kept` (the latest ones)."""
+    _kept.extend(tensors)
 
 
 def seed_rank(seed: int) -> None:

@@ -154,18 +154,22 @@ def running(pid: int) -> bool:
 
 
 def test_a_hung_torchrun_is_killed_with_its_workers_and_its_stderr_kept(tmp_path):
-    """A run past its time limit: the whole session (here a launcher and the worker it
-    started) killed, what it wrote to stderr kept in the log and returned (the row names the
-    last lines), no exception."""
+    """A run past its time limit: the launcher and the worker it started killed — the worker in
+    a session of its own, holding the launcher's stderr, as torchrun's workers do (a worker
+    left alive would keep the check waiting for the end of its output) —, what it wrote to
+    stderr kept in the log and returned (the row names the last lines), no exception."""
     import os
     check = load_check()
     launcher = ("import subprocess, sys, time\n"
-                "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+                "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+                "                     start_new_session=True)\n"
                 "print('worker', w.pid, file=sys.stderr, flush=True)\n"
                 "print('waiting for rendezvous', file=sys.stderr, flush=True)\n"
                 "time.sleep(120)\n")
     log = tmp_path / "ddp.log"
+    started = time.monotonic()
     status, err = check.run_logged([sys.executable, "-c", launcher], dict(os.environ), log, 3)
+    assert time.monotonic() - started < 60              # not the worker's 120 s
     assert status is None and "waiting for rendezvous" in log.read_text()
     assert check.last_lines(err).endswith("waiting for rendezvous")
     worker = int(err.split()[1])
