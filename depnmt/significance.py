@@ -230,13 +230,17 @@ def shuffled_sums(a: np.ndarray, b: np.ndarray, swap: np.ndarray, perm: np.ndarr
     swap[inv_ji, i]·D[j, i]`` and likewise ``Y = ΣB − Σ_{j,i} swap[perm_ji, i]·D[j, i]``:
     two ``[count, runs·n] @ [runs·n, d]`` products. Returns ``[count, d]`` each."""
     count, runs, n = swap.shape
-    inv = np.empty_like(perm)
-    np.put_along_axis(inv, perm, np.broadcast_to(np.arange(runs)[None, :, None], perm.shape),
-                      axis=1)
     d = (b - a).reshape(runs * n, -1)
-    wx = np.take_along_axis(swap, inv, axis=1).reshape(count, -1).astype(np.float64)
-    wy = np.take_along_axis(swap, perm, axis=1).reshape(count, -1).astype(np.float64)
-    return a.sum(axis=(0, 1)) + wx @ d, b.sum(axis=(0, 1)) - wy @ d
+    # flat positions of (c, perm[c, r, i], i): the weights swap[inv_ji, i] of X are swap
+    # scattered to them, those of Y swap gathered from them (no inverse permutation needed)
+    at = (perm * n + (np.arange(count)[:, None, None] * (runs * n)
+                      + np.arange(n)[None, None, :])).ravel()
+    coins = swap.astype(np.float64).ravel()
+    wx = np.empty(count * runs * n)
+    wx[at] = coins
+    wy = coins[at]
+    return (a.sum(axis=(0, 1)) + wx.reshape(count, -1) @ d,
+            b.sum(axis=(0, 1)) - wy.reshape(count, -1) @ d)
 
 
 def stratified_approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray,
