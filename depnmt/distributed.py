@@ -48,7 +48,8 @@ _device = torch.device("cpu")   # where collectives' tensors live (the process g
 # reference to one of its tensors were the thread's, freeing it would need the GIL that the
 # destroying thread holds (torch before 2.8 does not release it there): the run would hang at
 # exit after it has finished. With a reference here, the thread never frees a Python tensor.
-_kept: deque[Tensor] = deque(maxlen=64)
+# Counted in collectives, not tensors: an all_gather has one output tensor per rank.
+_kept: deque[tuple[Tensor, ...]] = deque(maxlen=8)
 
 
 def launched() -> bool:
@@ -205,8 +206,8 @@ def gather_objects(obj: Any) -> list[Any]:
 
 
 def _keep(*tensors: Tensor) -> None:
-    """Reference the tensors of a collective in :data:`_kept` (the latest ones)."""
-    _kept.extend(tensors)
+    """Reference the tensors of one collective in :data:`_kept` (the latest collectives')."""
+    _kept.append(tensors)
 
 
 def seed_rank(seed: int) -> None:

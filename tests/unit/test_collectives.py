@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent('''
         total = dist.all_reduce_sum([1.0, float(r)])
         flag = dist.broadcast_flag(r == 0)
         most = dist.max_over_ranks(10 * r + 3)
-        kept = len(dist._kept)
+        kept = [len(tensors) for tensors in dist._kept]
     with open(f"{sys.argv[1]}/rank{r}.json", "w") as fh:
         json.dump({"objects": objects, "total": total, "flag": flag, "most": most,
                    "kept": kept}, fh)
@@ -42,5 +42,5 @@ def test_two_gloo_processes_gather_reduce_and_keep_their_tensors(tmp_path):
         got = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert got["objects"] == [{"rank": 0, "text": "x"}, {"rank": 1, "text": "x" * 1001}]
         assert got["total"] == [2.0, 1.0] and got["flag"] is True and got["most"] == 13
-        # gather: sizes (1 + 2) and bytes (1 + 2); all_reduce 1; broadcast 1; max 1
-        assert got["kept"] == 9
+        # gather: sizes and bytes (1 input + 2 outputs each); all_reduce; broadcast; max
+        assert got["kept"] == [3, 3, 1, 1, 1]
