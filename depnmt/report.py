@@ -98,22 +98,36 @@ def system_record(name: str, runs: Sequence[dict]) -> dict:
     return record
 
 
-def comparison(metric, key: str, base: dict, other: dict, stats: dict, shuffles: int,
+def comparison(metric, key: str, base: dict, other: dict, stats: dict, p_ar: float | None,
                n_samples: int, seed: int) -> dict:
     """``other`` against ``base`` on metric ``key``: mean difference with its 95 % interval,
-    stratified approximate randomization (same number of runs only) and paired bootstrap."""
+    the p-value ``p_ar`` of stratified approximate randomization (:func:`ar_pvalues`; None:
+    not tested) and the paired bootstrap's."""
     interval = sig.mean_difference([r[key] for r in base["runs"]], [r[key] for r in other["runs"]])
     out = asdict(interval)
-    a, b = stats[base["system"]][key], stats[other["system"]][key]
-    out["p_ar"] = (sig.stratified_approximate_randomization(metric, a, b, shuffles, seed)
-                   if shuffles > 0 and a.shape == b.shape else None)
+    out["p_ar"] = p_ar
     if n_samples > 0:
+        a, b = stats[base["system"]][key], stats[other["system"]][key]
         pooled = [sc.SystemStats({key: s.sum(axis=0).tolist()}, {key: sig.pooled_score(metric, s)})
                   for s in (a, b)]
         out["p_bootstrap"] = sc.compare(metric, pooled[0], pooled[1], key, n_samples, seed)
     else:
         out["p_bootstrap"] = None
     return out
+
+
+def ar_pvalues(metrics: dict, pairs: Sequence[tuple[str, str]], stats: dict, shuffles: int,
+               seed: int) -> dict[tuple[str, str, str], float]:
+    """Stratified approximate randomization of every ``(base, other)`` system pair of the same
+    number of runs, on every metric, keyed ``(base, other, metric key)``; run together, so
+    that each shuffle is drawn once (:func:`~depnmt.significance.approximate_randomization_tests`).
+    """
+    if shuffles <= 0:
+        return {}
+    keys = [(base, other, key) for base, other in pairs for key in METRICS
+            if stats[base][key].shape == stats[other][key].shape]
+    tests = [(metrics[key], stats[base][key], stats[other][key]) for base, other, key in keys]
+    return dict(zip(keys, sig.approximate_randomization_tests(tests, shuffles, seed)))
 
 
 def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Sequence[str],
@@ -142,6 +156,8 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
         stats[name] = {key: np.asarray(v, dtype=np.float64) for key, v in per_metric.items()}
         records.append(system_record(name, run_records))
     by_name = {r["system"]: r for r in records}
+    pairs = [(base, r["system"]) for r in records for base in baselines if base != r["system"]]
+    p_ar = ar_pvalues(metrics, pairs, stats, shuffles, seed)
     for record in records:
         record["vs"] = {}
         for base in baselines:
@@ -151,8 +167,10 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
                 warn(f"{record['system']} has {record['n_runs']} runs and {base} "
                      f"{by_name[base]['n_runs']}: no approximate randomization (it needs the "
                      f"same number of runs)")
-            record["vs"][base] = {key: comparison(metrics[key], key, by_name[base], record, stats,
-                                                  shuffles, n_samples, seed) for key in METRICS}
+            record["vs"][base] = {
+                key: comparison(metrics[key], key, by_name[base], record, stats,
+                                p_ar.get((base, record["system"], key)), n_samples, seed)
+                for key in METRICS}
     for base in baselines:                      # every system against one baseline: a family
         family = [r["vs"][base] for r in records if base in r["vs"]]
         for key in METRICS:

@@ -222,25 +222,38 @@ def literal_sums(a: np.ndarray, b: np.ndarray, swap: np.ndarray, perm: np.ndarra
     return x, y
 
 
-def shuffled_sums(a: np.ndarray, b: np.ndarray, swap: np.ndarray, perm: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`literal_sums` for a batch of shuffles (``swap``, ``perm``: ``[count, runs, n]``),
-    by algebra instead of loops. With ``D = B − A`` and ``perm`` a permutation of the runs of
-    each sentence, ``X = Σ_{r,i} A[perm_ri, i] + swap_ri·D[perm_ri, i] = ΣA + Σ_{j,i}
-    swap[inv_ji, i]·D[j, i]`` and likewise ``Y = ΣB − Σ_{j,i} swap[perm_ji, i]·D[j, i]``:
-    two ``[count, runs·n] @ [runs·n, d]`` products. Returns ``[count, d]`` each."""
+def shuffle_weights(swap: np.ndarray, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The weights of :func:`shuffled_sums`'s products for a batch of shuffles (``swap``,
+    ``perm``: ``[count, runs, n]``): ``wx[c, j·n + i] = swap[c, inv_ji, i]`` and ``wy[c, j·n
+    + i] = swap[c, perm_ji, i]``, ``[count, runs·n]`` each. They depend on the shuffles only,
+    so every test drawn with the same shuffles shares them."""
     count, runs, n = swap.shape
-    d = (b - a).reshape(runs * n, -1)
-    # flat positions of (c, perm[c, r, i], i): the weights swap[inv_ji, i] of X are swap
-    # scattered to them, those of Y swap gathered from them (no inverse permutation needed)
+    # flat positions of (c, perm[c, r, i], i): the weights of X are swap scattered to them,
+    # those of Y swap gathered from them (no inverse permutation needed)
     at = (perm * n + (np.arange(count)[:, None, None] * (runs * n)
                       + np.arange(n)[None, None, :])).ravel()
     coins = swap.astype(np.float64).ravel()
     wx = np.empty(count * runs * n)
     wx[at] = coins
-    wy = coins[at]
-    return (a.sum(axis=(0, 1)) + wx.reshape(count, -1) @ d,
-            b.sum(axis=(0, 1)) - wy.reshape(count, -1) @ d)
+    return wx.reshape(count, -1), coins[at].reshape(count, -1)
+
+
+def shuffled_sums(a: np.ndarray, b: np.ndarray, swap: np.ndarray, perm: np.ndarray,
+                  weights: tuple[np.ndarray, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`literal_sums` for a batch of shuffles (``swap``, ``perm``: ``[count, runs, n]``),
+    by algebra instead of loops. With ``D = B − A`` and ``perm`` a permutation of the runs of
+    each sentence, ``X = Σ_{r,i} A[perm_ri, i] + swap_ri·D[perm_ri, i] = ΣA + Σ_{j,i}
+    swap[inv_ji, i]·D[j, i]`` and likewise ``Y = ΣB − Σ_{j,i} swap[perm_ji, i]·D[j, i]``:
+    two ``[count, runs·n] @ [runs·n, d]`` products. ``weights``: :func:`shuffle_weights` of
+    these shuffles, when already computed. Returns ``[count, d]`` each."""
+    count, runs, n = swap.shape
+    wx, wy = shuffle_weights(swap, perm) if weights is None else weights
+    d = (b - a).reshape(runs * n, -1)
+    return a.sum(axis=(0, 1)) + wx @ d, b.sum(axis=(0, 1)) - wy @ d
+
+
+ARTest = tuple[Metric, np.ndarray, np.ndarray]     # (metric, stats_a, stats_b)
 
 
 def stratified_approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray,
@@ -252,23 +265,50 @@ def stratified_approximate_randomization(metric: Metric, stats_a: np.ndarray, st
     ``stats_a``, ``stats_b``: ``[runs, sentences, n_stats]`` sufficient statistics of the same
     sentences, the same number of runs on each side (MultEval's requirement).
     """
-    a, b = np.asarray(stats_a, dtype=np.float64), np.asarray(stats_b, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 3:
-        raise DepnmtError(f"approximate randomization needs the same runs × sentences on both "
-                          f"sides (got {a.shape[:2]} and {b.shape[:2]})")
+    return approximate_randomization_tests([(metric, stats_a, stats_b)], shuffles, seed,
+                                           count_ties)[0]
+
+
+def approximate_randomization_tests(tests: Sequence[ARTest], shuffles: int = DEFAULT_SHUFFLES,
+                                    seed: int = DEFAULT_SEED, count_ties: bool = True
+                                    ) -> list[float]:
+    """:func:`stratified_approximate_randomization` of every ``(metric, stats_a, stats_b)`` of
+    ``tests``, each p-value the same as that function gives it alone. The tests of one shape
+    (runs × sentences) are shuffled together: each shuffle is drawn once, with its
+    :func:`shuffle_weights`, for all of them (a report's tests all see the same draws anyway,
+    one seed each; drawing is most of the cost of a test)."""
+    arrays = []
+    for metric, stats_a, stats_b in tests:
+        a, b = np.asarray(stats_a, dtype=np.float64), np.asarray(stats_b, dtype=np.float64)
+        if a.shape != b.shape or a.ndim != 3:
+            raise DepnmtError(f"approximate randomization needs the same runs × sentences on "
+                              f"both sides (got {a.shape[:2]} and {b.shape[:2]})")
+        arrays.append((metric, a, b))
     if shuffles <= 0:
         raise DepnmtError("approximate randomization needs at least one shuffle")
-    runs, n, _ = a.shape
-    observed = abs(pooled_score(metric, a) - pooled_score(metric, b))
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(shuffles, _CHUNK_CELLS // (runs * n)))
-    tolerance = 1e-9 * max(1.0, observed)
-    extreme = 0
-    for start in range(0, shuffles, chunk):
-        swap, perm = draw_shuffles(runs, n, min(chunk, shuffles - start), rng)
-        for sx, sy in zip(*shuffled_sums(a, b, swap, perm)):
-            diff = abs(metric._compute_score_from_stats(sx.tolist()).score
-                       - metric._compute_score_from_stats(sy.tolist()).score)
-            if diff > observed + tolerance or (count_ties and diff >= observed - tolerance):
-                extreme += 1
-    return (extreme + 1) / (shuffles + 1)
+    pvalues: list[float] = [0.0] * len(arrays)
+    shapes: dict[tuple[int, int], list[int]] = {}
+    for k, (_, a, _) in enumerate(arrays):
+        shapes.setdefault(a.shape[:2], []).append(k)
+    for (runs, n), members in shapes.items():
+        observed, extreme = {}, dict.fromkeys(members, 0)
+        for k in members:
+            metric, a, b = arrays[k]
+            observed[k] = abs(pooled_score(metric, a) - pooled_score(metric, b))
+        rng = np.random.default_rng(seed)
+        chunk = max(1, min(shuffles, _CHUNK_CELLS // (runs * n)))
+        for start in range(0, shuffles, chunk):
+            swap, perm = draw_shuffles(runs, n, min(chunk, shuffles - start), rng)
+            weights = shuffle_weights(swap, perm)
+            for k in members:
+                metric, a, b = arrays[k]
+                tolerance = 1e-9 * max(1.0, observed[k])
+                score = metric._compute_score_from_stats
+                for sx, sy in zip(*shuffled_sums(a, b, swap, perm, weights)):
+                    diff = abs(score(sx.tolist()).score - score(sy.tolist()).score)
+                    if diff > observed[k] + tolerance or (count_ties and
+                                                          diff >= observed[k] - tolerance):
+                        extreme[k] += 1
+        for k in members:
+            pvalues[k] = (extreme[k] + 1) / (shuffles + 1)
+    return pvalues

@@ -19,7 +19,7 @@ def fake_report(comparison) -> tuple[str, list]:
 
 @pytest.mark.slow
 def test_results_page_is_what_the_archive_gives(shared_data):
-    """Runs every ``depnmt report`` of the page (about 40 CPU-seconds: 10,000 shuffles of
+    """Runs every ``depnmt report`` of the page (about 30 CPU-seconds: 10,000 shuffles of
     approximate randomization per comparison)."""
     page = PAGE.read_text(encoding="utf-8")
     assert gen.generate(page) == page, "docs/results.md differs: run python bench/results_page.py"

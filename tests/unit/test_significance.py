@@ -120,6 +120,28 @@ def test_shuffles_follow_multeval():
     assert 140 < swap.sum() < 260                              # a fair coin per sentence
 
 
+def test_tests_shuffled_together_give_each_its_own_p(monkeypatch):
+    """A report's tests share their shuffles (one draw for all): every p-value is the one the
+    test gets alone, over several chunks of draws, two metrics and two shapes of runs."""
+    monkeypatch.setattr(sig, "_CHUNK_CELLS", 900)     # 90 × 3 × 120 cells: several chunks
+    chrf = make_metrics(["chrf"])["chrf"]
+    refs = corpus(120)
+    rng = random.Random(5)
+    draw = lambda runs, drop: [[degrade(r, rng, rng.randint(0, drop)) for r in refs]  # noqa: E731
+                               for _ in range(runs)]
+    systems = [draw(3, 4), draw(3, 4), draw(3, 3), draw(2, 4), draw(2, 3)]
+    tests = []
+    for i, j in ((0, 1), (0, 2), (3, 4)):
+        for metric in (BLEU, chrf):
+            a, b = ([metric._extract_corpus_statistics(h, [refs]) for h in runs]
+                    for runs in (systems[i], systems[j]))
+            tests.append((metric, np.array(a, dtype=float), np.array(b, dtype=float)))
+    together = sig.approximate_randomization_tests(tests, shuffles=250, seed=7)
+    alone = [sig.stratified_approximate_randomization(m, a, b, 250, 7) for m, a, b in tests]
+    assert together == alone
+    assert len(set(together)) > 2 and min(together) < 0.5 < max(together)
+
+
 def test_needs_the_same_runs_on_both_sides():
     a = np.ones((2, 4, 10))
     with pytest.raises(Exception, match="same runs"):
