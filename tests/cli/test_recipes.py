@@ -372,10 +372,11 @@ def jobs_of(stdout: str) -> dict[int, int]:
 
 @pytest.mark.slow
 def test_campaign_jobs_run_seeds_at_once(tiny_bpe, tmp_path):
-    """JOBS=2: the two seeds train at the same time, one thread each (OMP_NUM_THREADS unset:
-    cores / JOBS, at least 1), output lines prefixed by job, both runs reported as replicates;
-    a failing job fails the campaign after the other job has finished its run; a free job takes
-    the next run (three seeds, the first one slow)."""
+    """JOBS=2: seeds train at the same time (seed 1's training waits for another's start),
+    output lines prefixed by job; a failing job fails the campaign after the other job has
+    finished its run; a free job takes the next run (three seeds, the first one slow), each
+    training with one thread (OMP_NUM_THREADS unset: cores / JOBS, at least 1), and the three
+    runs are reported as replicates."""
     work = tmp_path / "work"
     work.mkdir()
     for stage in ("prepare", "bpe"):
@@ -389,22 +390,6 @@ def test_campaign_jobs_run_seeds_at_once(tiny_bpe, tmp_path):
            "TRAIN_LAUNCH": str(launcher), "LOG": str(log)}
     for k in ("SEED", "BEAM", "AVERAGE", "OMP_NUM_THREADS", "FAIL_SEED"):
         env.pop(k, None)
-    result = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True,
-                            timeout=900, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    threads = max(1, len(os.sched_getaffinity(0)) // 2)          # what `nproc` counts
-    assert sorted(log.read_text().splitlines()) == [f"seed 1 threads {threads}",
-                                                   f"seed 2 threads {threads}"]
-    assert sorted(jobs_of(result.stdout).values()) == [1, 2]        # one seed per job
-    for folder in ("compare", "compare-seed2"):
-        assert len((work / folder / "hyps" / "abs.de").read_text().splitlines()) == 30
-    report = json.loads((work / "compare-seeds-1-2" / "results.json").read_text())
-    assert report[0]["n_runs"] == 2 and [r["seed"] for r in report[0]["runs"]] == [1, 2]
-
-    for folder in ("compare", "compare-seed2", "compare-seeds-1-2"):
-        subprocess.run(["rm", "-rf", str(work / folder)], check=True)
-    for f in tmp_path.glob("launch.log*"):
-        f.unlink()
     failed = subprocess.run(["bash", str(recipe)], env={**env, "FAIL_SEED": "2"},
                             capture_output=True, text=True, timeout=900, check=False)
     assert failed.returncode != 0
@@ -423,10 +408,15 @@ def test_campaign_jobs_run_seeds_at_once(tiny_bpe, tmp_path):
     three = subprocess.run(["bash", str(recipe)], env={**env, "SEEDS": "1 2 3", "WAIT_FOR": "3"},
                            capture_output=True, text=True, timeout=900, check=False)
     assert three.returncode == 0, three.stderr[-3000:]
+    threads = max(1, len(os.sched_getaffinity(0)) // 2)          # what `nproc` counts
+    assert sorted(log.read_text().splitlines()) == [f"seed {s} threads {threads}"
+                                                   for s in (1, 2, 3)]
     jobs = jobs_of(three.stdout)
     assert jobs[3] == jobs[2] != jobs[1]
+    for folder in ("compare", "compare-seed2", "compare-seed3"):
+        assert len((work / folder / "hyps" / "abs.de").read_text().splitlines()) == 30
     report = json.loads((work / "compare-seeds-1-2-3" / "results.json").read_text())
-    assert [r["seed"] for r in report[0]["runs"]] == [1, 2, 3]
+    assert report[0]["n_runs"] == 3 and [r["seed"] for r in report[0]["runs"]] == [1, 2, 3]
 
 
 @pytest.mark.slow
