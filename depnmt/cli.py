@@ -20,7 +20,7 @@ from .commands.examples import epilog
 from .commands.helpgroups import HelpGroup, LazyCommandPanel, help_config, rich_command
 from .errors import DepnmtError, reason
 from .heap import own_process
-from .textio import stand_in_for_closed_streams
+from .textio import guard_messages, stand_in_for_closed_streams
 from .version import __version__
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     exceptions are bugs and keep their traceback.
     """
     if argv is None:        # the console script; a caller passing argv keeps its own gc
-        own_process()
+        own_process()       # and its own standard error
+        guard_messages()
     stand_in_for_closed_streams()
     try:
         cli.main(args=argv, prog_name="depnmt", standalone_mode=False)

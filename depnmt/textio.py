@@ -448,6 +448,58 @@ class ClosedStream(io.TextIOBase):
         pass
 
 
+class MessageStream(io.TextIOBase):
+    """Standard error for messages only: when it can no longer be written (its reader went
+    away, as ``2>&1 | tee log`` whose ``tee`` was killed, or a full disk under ``2> FILE``),
+    the messages from then on are dropped — file descriptor 2 is pointed at /dev/null, for
+    whatever else writes there — and the command goes on: what it does and writes, and its
+    exit status, never depend on whether someone reads its messages."""
+
+    def __init__(self, stream: IO[str]):
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError:
+            self._drop()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError:
+            self._drop()
+
+    def _drop(self) -> None:
+        """Point fd 2 at /dev/null, and this stream at a /dev/null of its own (the text the
+        old one buffers could not be written)."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 2)
+        finally:
+            os.close(devnull)
+        self.stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the process)
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return self.stream.encoding
+
+    @property
+    def errors(self) -> str | None:
+        return self.stream.errors
+
+
 def stand_in_for_closed_streams() -> None:
     """Replace a standard stream that the process was started without by a
     :class:`ClosedStream` (standard error by one that drops what is written: nothing else can
@@ -459,6 +511,13 @@ def stand_in_for_closed_streams() -> None:
         sys.stdout = ClosedStream("stdout", "write the output to a file (-o FILE or > FILE)")
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the process)
+
+
+def guard_messages() -> None:
+    """Make standard error a :class:`MessageStream` (the console process: it owns fd 2)."""
+    import sys
+    if sys.stderr is not None and not isinstance(sys.stderr, MessageStream):
+        sys.stderr = MessageStream(sys.stderr)
 
 
 def stdin_bytes() -> IO[bytes]:

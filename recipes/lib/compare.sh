@@ -274,7 +274,9 @@ run_system() {
 # ARCHIVE is set (check_data); then report_systems BASE SYSTEMS... writes the table. With JOBS=N
 # > 1, N workers take the (seed, system) runs in that order, each the next one not yet taken
 # when it is free (runs that stop early leave no worker idle); each worker's output lines are
-# prefixed "[job K]", and the campaign fails after all workers have stopped when any failed.
+# prefixed "[job K]" (by filters that outlive Ctrl-C, so that each training's last words — stopped
+# after update N, how to continue — still show), and the campaign fails after all workers have
+# stopped when any failed.
 run_campaign() {
   local base=$1 jobs=${JOBS:-1} s data
   shift
@@ -289,7 +291,8 @@ run_campaign() {
   echo "== $jobs jobs at once, $threads thread(s) each ($cores cores)"
   for ((k = 0; k < jobs; k++)); do
     (OMP_NUM_THREADS=$threads campaign_worker "$queue" "$base" "$@") \
-      > >(sed -u "s/^/[job $((k + 1))] /") 2> >(sed -u "s/^/[job $((k + 1))] /" >&2) &
+      > >(trap '' INT TERM; exec sed -u "s/^/[job $((k + 1))] /") \
+      2> >(trap '' INT TERM; exec sed -u "s/^/[job $((k + 1))] /" >&2) &
     pids+=($!)
   done
   for k in "${!pids[@]}"; do wait "${pids[$k]}" || failed+=($((k + 1))); done

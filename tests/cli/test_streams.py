@@ -70,3 +70,51 @@ def test_translations_into_a_closed_pipe_are_141_quietly(tiny_model):
     done = closed_pipe_run(["translate", "-m", tiny_model], input="a dog runs .\n" * 50)
     assert done.returncode == 141, done.stderr
     assert error_lines(done.stderr) == [] and "Traceback" not in done.stderr
+
+
+def test_training_outlives_the_reader_of_its_messages(tiny_bpe, tmp_path):
+    """A reader of standard error that goes away (``2>&1 | tee log`` or a recipe's job prefixer
+    ended by Ctrl-C) costs the messages, not the run: the training goes on, and a SIGTERM
+    afterwards still stops it after the update with ``last.pt`` saved (exit status 143)."""
+    import json
+    import signal
+    import time
+
+    from .conftest import TINY_MODEL
+    model = tmp_path / "model"
+    read, write = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "depnmt.cli",
+         *on_cpu(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "100000",
+                  "--save-every", "100000"])],
+        env={**os.environ, "DEPNMT_NO_PROGRESS": "1"}, stdout=subprocess.DEVNULL, stderr=write)
+    os.close(write)
+    metrics = model / "metrics.jsonl"
+
+    def records() -> list[dict]:
+        text = metrics.read_text(encoding="utf-8") if metrics.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+
+    try:
+        deadline = time.monotonic() + 120
+        while not any(r["event"] == "valid" for r in records()):       # messages were written
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        os.close(read)                                               # the reader goes away
+        read = None
+        seen = len(records())
+        while len(records()) < seen + 3:                             # epochs go on, each a message
+            assert child.poll() is None, "the training died with its reader"
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == 143
+    finally:
+        if read is not None:
+            os.close(read)
+        if child.poll() is None:
+            child.kill()
+    stopped = records()[-1]
+    assert stopped["event"] == "stopped" and stopped["signal"] == "SIGTERM"
+    from depnmt.checkpoint import load_checkpoint
+    assert load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"] == stopped["step"]
