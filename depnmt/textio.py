@@ -457,47 +457,53 @@ class MessageStream(io.TextIOBase):
 
     def __init__(self, stream: IO[str]):
         super().__init__()
-        self.stream = stream
+        self.stream: IO[str] | None = stream       # None: dropping
+        self._encoding = getattr(stream, "encoding", None) or "utf-8"
 
     def write(self, text: str) -> int:
-        try:
-            return self.stream.write(text)
-        except OSError:
-            self._drop()
-            return len(text)
+        if self.stream is not None:
+            try:
+                return self.stream.write(text)
+            except OSError:
+                self._drop()
+        return len(text)
 
     def flush(self) -> None:
-        try:
-            self.stream.flush()
-        except OSError:
-            self._drop()
+        if self.stream is not None:
+            try:
+                self.stream.flush()
+            except OSError:
+                self._drop()
 
     def _drop(self) -> None:
-        """Point fd 2 at /dev/null, and this stream at a /dev/null of its own (the text the
-        old one buffers could not be written)."""
-        devnull = os.open(os.devnull, os.O_WRONLY)
+        """Drop the messages from now on (what the old stream buffers could not be written),
+        and point fd 2 at /dev/null where that can be done."""
+        self.stream = None
         try:
-            os.dup2(devnull, 2)
-        finally:
-            os.close(devnull)
-        self.stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the process)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, 2)
+            finally:
+                os.close(devnull)
+        except OSError:
+            pass
 
     def writable(self) -> bool:
         return True
 
     def isatty(self) -> bool:
-        return self.stream.isatty()
+        return self.stream is not None and self.stream.isatty()
 
     def fileno(self) -> int:
-        return self.stream.fileno()
+        return 2 if self.stream is None else self.stream.fileno()
 
     @property
     def encoding(self) -> str:
-        return self.stream.encoding
+        return self._encoding
 
     @property
     def errors(self) -> str | None:
-        return self.stream.errors
+        return getattr(self.stream, "errors", None) or "backslashreplace"
 
 
 def stand_in_for_closed_streams() -> None:

@@ -225,3 +225,31 @@ def test_text_blocks_name_the_line_of_a_read_error(tmp_path):
         for _ in textio.text_blocks(path, 4096):
             pass
     assert 1 < int(info.value.line) < 20000
+
+
+def test_message_stream_drops_what_it_cannot_write(monkeypatch):
+    """Standard error on a full disk (or a pipe without reader): the write is dropped, fd 2
+    pointed at /dev/null, later messages dropped too, and nothing is raised."""
+    class Full:
+        encoding, errors, written = "utf-8", "strict", []
+
+        def write(self, text):
+            if text.startswith("full"):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.written.append(text)
+            return len(text)
+
+        def flush(self):
+            pass
+
+        def isatty(self):
+            return False
+
+    pointed = []
+    monkeypatch.setattr(os, "dup2", lambda fd, to: pointed.append(to))
+    stream = textio.MessageStream(Full())
+    assert stream.write("fine\n") == 5 and Full.written == ["fine\n"]
+    assert stream.write("full disk\n") == 10 and pointed == [2]
+    assert stream.write("after\n") == 6 and Full.written == ["fine\n"]   # dropped, no retry
+    stream.flush()
+    assert stream.encoding == "utf-8" and not stream.isatty() and stream.writable()
