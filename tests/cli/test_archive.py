@@ -37,6 +37,7 @@ def report(ref, folders, capsys) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_archive_keeps_what_the_report_needs(tiny_model, tiny_bpe, tmp_path, capsys):
     ref, folders = campaign(tiny_model, tiny_bpe, tmp_path)
     out = tmp_path / "results"

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from tests.scripts import load_script
 
 
+@pytest.mark.slow
 def test_tiny_bench_reports_every_system_against_ctranslate2(tiny_model, tiny_bpe, tmp_path):
     pytest.importorskip("ctranslate2",
                         reason="CTranslate2 is an optional extra (pip install depnmt[ct2])")

@@ -79,6 +79,7 @@ def translate_recording_batches(args: list, capsys, monkeypatch) -> tuple[str, l
     return capsys.readouterr().out, seen
 
 
+@pytest.mark.slow
 def test_max_tokens_and_batch_size_bound_batches_not_output(tiny_model, tiny_bpe, capsys,
                                                             monkeypatch):
     src = tiny_bpe.parent / "prepare" / "test.raw.en"

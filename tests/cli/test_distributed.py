@@ -46,6 +46,7 @@ def metrics(model: Path) -> list[dict]:
     return [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one_with_double_update_freq(tiny_bpe, tmp_path):
     two, one = tmp_path / "two", tmp_path / "one"
     proc = torchrun(["train", "-i", tiny_bpe, "-o", two, *COMMON, "--workers", "1"])
@@ -78,6 +79,7 @@ def test_two_processes_train_like_one_with_double_update_freq(tiny_bpe, tmp_path
     assert proc.stderr.count("training abs on cpu × 2 processes") == 1
 
 
+@pytest.mark.slow
 def test_resume_under_torchrun_restores_every_rank(tiny_bpe, tmp_path):
     """With dropout, 4 updates in one go == 2, stop, --resume to 4: each rank gets back its own
     random stream (and data position, optimizer, schedule)."""

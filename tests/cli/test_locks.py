@@ -66,6 +66,7 @@ def snapshots_model(tmp_path_factory, tiny_bpe) -> Path:
     return model
 
 
+@pytest.mark.slow
 def test_two_averages_into_one_name_wait_for_each_other(snapshots_model):
     ckpt = snapshots_model / "checkpoints"
     both_succeed(["average", "-m", snapshots_model, "--last", "2", "-o", "avg"],

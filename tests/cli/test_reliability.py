@@ -140,6 +140,7 @@ def test_resuming_a_finished_run_trains_nothing(straight, tiny_bpe, tmp_path):
     assert logged_steps(model) == logged_steps(straight)
 
 
+@pytest.mark.slow
 def test_sigkill_during_writes_then_resume_is_exact(straight, tiny_bpe, tmp_path):
     """Killed (SIGKILL) half-way through a checkpoint write, twice, and resumed: the same final
     weights and log records as the uninterrupted run, and no temporary file left."""
@@ -185,6 +186,7 @@ def test_sigterm_saves_the_current_update_then_resume_is_exact(straight, tiny_bp
     assert logged_steps(model) == logged_steps(straight)
 
 
+@pytest.mark.slow
 def test_second_training_on_a_model_dir_is_refused(tiny_bpe, tmp_path):
     model = tmp_path / "m"
     proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, "--max-steps", "100000"])

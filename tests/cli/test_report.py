@@ -119,6 +119,7 @@ def test_report_groups_runs_of_a_system(tiny_model, tiny_bpe, tmp_path, capsys):
     assert vs["p_ar"] is None and vs["p_bootstrap"] is not None
 
 
+@pytest.mark.slow
 def test_report_reads_recipe_folders(tiny_model, tiny_bpe, tmp_path, capsys):
     """-f FOLDER (models/NAME, hyps/NAME.LANG), one folder per seed; unfinished runs skipped."""
     ref, good, bad = write_hyps(tiny_bpe, tmp_path)

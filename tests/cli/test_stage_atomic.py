@@ -149,6 +149,7 @@ def test_multitask_into_its_own_input_is_refused(tiny_bpe, tmp_path, capsys):
     assert observe(prep) == before
 
 
+@pytest.mark.slow
 def test_two_exports_into_one_folder(tiny_model, tmp_path):
     """The second export fails at once instead of deleting the first one's temporary folder."""
     pytest.importorskip("ctranslate2")

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.scripts import REPO, load_script
@@ -25,6 +26,7 @@ def test_varied_batches_have_their_own_shapes_within_the_token_budget():
         assert len(batch) == max(1, 64 // max(src, tgt))
 
 
+@pytest.mark.slow
 def test_tiny_cpu_run_prints_both_settings():
     done = subprocess.run([sys.executable, str(REPO / "bench" / "sdpa_shapes.py"), "--device",
                            "cpu", "--tiny"], capture_output=True, text=True, timeout=300)
