@@ -17,14 +17,6 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(
         1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
-
-def pytest_collection_modifyitems(items: list) -> None:
-    """The tests marked ``slow`` first, each group in its usual order: with ``-n auto`` the
-    long ones start at once and the short ones fill the gaps, instead of a long one running
-    alone at the end while the other workers have nothing left to do."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
