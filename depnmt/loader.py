@@ -74,11 +74,13 @@ def worker_updates(examples: Sequence, batcher: TokenBatcher, epoch: int, update
 
 
 def quiet_worker(_: int) -> None:
-    """A worker computes features with one thread (the loader sets it), leaves SIGINT to
-    the training process, which stops the run and its workers, and holds none of its locks
+    """A worker computes features with one thread (the loader sets it), leaves SIGINT and
+    SIGHUP (a terminal's, sent to the whole process group) to the training process, which
+    stops the run and its workers, and holds none of its locks
     (:func:`~depnmt.stagedir.forget_held_locks`: a killed run's model directory is free at
     once, not when its workers notice)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     forget_held_locks()
 
 

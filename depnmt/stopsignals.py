@@ -1,13 +1,17 @@
-"""Stop training cleanly on SIGTERM (a scheduler's pre-emption) and SIGINT (Ctrl-C).
+"""Stop training cleanly on SIGTERM (a scheduler's pre-emption), SIGINT (Ctrl-C) and SIGHUP (the
+terminal went away: an ssh connection lost without ``nohup``).
 
-While :class:`StopSignals` is active, the first SIGTERM or SIGINT is only recorded: the training
+While :class:`StopSignals` is active, the first of these signals is only recorded: the training
 loop finishes the current update (and a validation that is due at it), saves ``last.pt``, says
-so and exits with ``128 + signal`` (143 for SIGTERM, 130 for SIGINT) through :class:`Stopped`.
-The handler then restores the system's default action, so a second signal ends the process at
-once, even inside a long C++ operation; the checkpoint writes are atomic, so that loses only the
-work since the last save. Under ``torchrun`` the launcher forwards its signal to every worker
-(in sessions of their own, so a terminal's Ctrl-C reaches each worker once); a signal any rank
-received stops every rank after the same update (:func:`depnmt.distributed.max_over_ranks`).
+so (where its messages can still be written: :class:`depnmt.textio.MessageStream`) and exits
+with ``128 + signal`` (143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP) through :class:`Stopped`.
+The handler then restores the system's default action of SIGTERM and SIGINT, so a second one
+ends the process at once, even inside a long C++ operation (a hangup can reach a process twice,
+from its shell and from the kernel, so SIGHUP stays recorded only); the checkpoint writes are
+atomic, so that loses only the work since the last save. Under ``torchrun`` the launcher
+forwards its signal to every worker (in sessions of their own, so a terminal's Ctrl-C reaches
+each worker once); a signal any rank received stops every rank after the same update
+(:func:`depnmt.distributed.max_over_ranks`).
 
 Nothing is printed inside the handler (a handler that writes to stderr while the interrupted
 code is writing there raises "reentrant call"); the loop reports the stop.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import signal
 import threading
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Stopped(Exception):
@@ -32,7 +36,7 @@ class Stopped(Exception):
 
 
 class StopSignals:
-    """Context manager recording the first SIGTERM/SIGINT in :attr:`received` (0: none). Outside
+    """Context manager recording the first of :data:`SIGNALS` in :attr:`received` (0: none). Outside
     the main thread (where Python cannot install handlers) it does nothing."""
 
     def __init__(self) -> None:
@@ -48,7 +52,8 @@ class StopSignals:
     def _handle(self, signum: int, frame) -> None:
         self.received = self.received or signum
         for sig in self._previous:           # a second signal: the default action, at once
-            signal.signal(sig, signal.SIG_DFL)
+            if sig != signal.SIGHUP:
+                signal.signal(sig, signal.SIG_DFL)
 
     def __exit__(self, *exc) -> None:
         for sig, previous in self._previous.items():

@@ -33,7 +33,7 @@ Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
   between the two leaves ``best.pt`` a step *ahead* of ``last.pt``, and the resumed run
   re-reaches that step and rewrites it; the log and ``last.pt`` always agree (both rewind to the
   checkpoint).
-* SIGTERM/SIGINT: see :mod:`depnmt.stopsignals` (save ``last.pt`` after the update, exit
+* SIGTERM/SIGINT/SIGHUP: see :mod:`depnmt.stopsignals` (save ``last.pt`` after the update, exit
   143/130). The caller holds the model directory's lock
   (:func:`depnmt.modeldir.lock_for_writing`), which also removes leftover temporary files.
 """
@@ -503,7 +503,7 @@ class Trainer:
 
     def run(self, signals: StopSignals) -> Progress:
         """Train until a budget (epochs, steps, minutes) or early stopping ends the run; after
-        each update, stop (:class:`Stopped`) when ``signals`` received SIGTERM/SIGINT."""
+        each update, stop (:class:`Stopped`) when ``signals`` received SIGTERM/SIGINT/SIGHUP."""
         o, p = self.opts, self.progress
         started, base = time.monotonic(), p.elapsed
         self._announce()
@@ -610,7 +610,7 @@ class Trainer:
         return self.wait.timed(updates)
 
     def _stop_if_signalled(self, signals: StopSignals, started: float, base: float) -> None:
-        """After an update (and its validation): when any rank received SIGTERM/SIGINT, save
+        """After an update (and its validation): when any rank received SIGTERM/SIGINT/SIGHUP, save
         last.pt, say so and raise :class:`Stopped` on every rank."""
         signum = dist.max_over_ranks(signals.received)
         if not signum:

@@ -5,7 +5,7 @@ step); JoeyNMT's ``training.py`` likewise keeps data and config loading outside 
 ``TrainManager``. Here :func:`prepare_run` does the set-up and returns a :class:`TrainingRun`
 (plain data, no model), :class:`depnmt.train.Trainer` owns the model and the loop, and
 :func:`depnmt.training.run` joins them with what surrounds a run (process group, the model
-directory's lock, SIGTERM/SIGINT, TensorBoard, the manifest):
+directory's lock, SIGTERM/SIGINT/SIGHUP, TensorBoard, the manifest):
 
 1. the model directory: a fresh run must not overwrite a trained model, ``--resume`` needs one;
    a fresh run clears what a run killed before its first ``last.pt`` left;
