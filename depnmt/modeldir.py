@@ -278,23 +278,21 @@ def load_model_checkpoint(path: Path, expected_model: dict[str, Any]) -> dict[st
 
 def check_parameters(path: Path, weights: Any, model: dict[str, Any]) -> None:
     """The checkpoint's weights include every parameter of the model ``model`` describes, in
-    its shapes (a model built on the ``meta`` device, no memory), else a DepnmtError naming the
-    first that is missing or of another shape (weights it has beyond them are the loader's to
-    judge: the model drops some it no longer builds)."""
+    its shapes (:func:`~depnmt.model.shapes.state_shapes`: no memory, no weights drawn), else a
+    DepnmtError naming the first that is missing or of another shape (weights it has beyond
+    them are the loader's to judge: the model drops some it no longer builds)."""
     import torch
 
-    from .model.transformer import ModelConfig, TransformerNMT
+    from .model.shapes import state_shapes
     if not isinstance(weights, dict):
         raise DepnmtError(f"{path}: holds no model weights")
-    with torch.device("meta"):
-        expected = TransformerNMT(ModelConfig.from_dict(model)).state_dict()
-    for name, tensor in expected.items():
+    for name, shape in state_shapes(model).items():
         found = weights.get(name)
         if not isinstance(found, torch.Tensor):
             raise DepnmtError(f"{path}: has no weights for {name} (the checkpoint is incomplete)")
-        if found.shape != tensor.shape:
+        if found.shape != shape:
             raise DepnmtError(f"{path}: {name} is {tuple(found.shape)}, the model's is "
-                              f"{tuple(tensor.shape)}")
+                              f"{tuple(shape)}")
 
 
 def check_same_model(path: Path, found: dict, expected: dict) -> None:
