@@ -225,7 +225,7 @@ def layer_overrides(name: str, layers: int) -> dict[str, int]:
 def scheme_flags(name: str, layers: int) -> list[str]:
     """``depnmt train`` flags that choose scheme ``name`` alone (with its layer options),
     spelled as today's scheme names (``dep`` alone: ``noabs+dep``)."""
-    from depnmt.model.schemes.names import scheme_name
+    from depnmt.schemename import scheme_name
     flags = ["--scheme", scheme_name([{"name": name, "options": {}}])]
     for option, value in layer_overrides(name, layers).items():
         flags += ["--" + option.replace("_", "-"), str(value)]

@@ -61,7 +61,7 @@ def import_ctranslate2():
 def position_kind(model_dir: Path, model: dict[str, Any]) -> str:
     """``abs``, ``rel`` or ``none``: how the model's scheme maps onto CTranslate2, or an error
     naming the scheme when it cannot."""
-    from .model.schemes.names import scheme_name
+    from .schemename import scheme_name
     from .model.schemes.relative import Shaw, term_set
     names = [s["name"] for s in model["schemes"]]
     rel_used = any(s["name"] == "rel" and term_set(Shaw(**s["options"]).option("rel_terms"))

@@ -31,7 +31,7 @@ from .compat import (DEPRECATED, RENAMED_OPTIONS, check_old_layer_list, deprecat
 from .device import PRECISIONS, train_max_tokens
 from .errors import DepnmtError, UsageError
 from .log import warn
-from .model.schemes.names import SchemeName, parse_name, resolve, scheme_name
+from .model.schemes.names import SchemeName, parse_name, resolve
 from .model.schemes.registry import OPTION_FIELDS, declared_options, scheme_entries
 from .model.schemes.upgrade import upgrade_model_config
 from .model.transformer import ModelConfig
@@ -39,6 +39,7 @@ from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, F
                          Param,
                          convert, field_param, field_params, flag_name, option, plain_value,
                          read_yaml_config, suggestion)
+from .schemename import scheme_name
 from .search import SearchConfig
 from .stagedir import check_distinct
 

@@ -28,6 +28,7 @@ from .errors import DepnmtError
 from .log import warn
 from .manifest import load_manifest
 from .modeldir import checkpoint_dir, read_config, read_metrics
+from .schemename import scheme_name
 
 RESERVED = {"last", "best"}
 
@@ -46,7 +47,6 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
     tokens/s and 1-minute load average over the logged windows, best dev BLEU, the selected validation (updates, epoch and
     dev loss of the last one marked best) and the last dev UAS values (DBSA). ``records``: the
     run's ``metrics.jsonl`` when the caller has read it already."""
-    from .model.schemes.names import scheme_name      # (imports torch: only when used)
     config = read_config(model_dir)
     records = read_metrics(model_dir) if records is None else records
     start = next((r for r in records if r["event"] == "start"), {})

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from depnmt import compat
 from depnmt.layerlists import parse_layers
-from depnmt.model.schemes.names import parse_name, part_names, scheme_name
+from depnmt.model.schemes.names import parse_name, part_names
+from depnmt.schemename import scheme_name
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.schemes.upgrade import upgrade_model_config
 from depnmt.model.transformer import ModelConfig, TransformerNMT
@@ -361,3 +362,16 @@ def test_resuming_a_0_1_0_model_takes_its_options_in_todays_terms_silently(capsy
     params, given = today_terms(inherit_saved(ctx.params, set(), folder), set())
     assert (params["scheme"], params["gps_layer"], given) == ("abs+gps", "1", set())
     assert "gps_layers" not in params and capsys.readouterr().err == ""
+
+
+def test_reading_a_saved_models_name_imports_no_torch():
+    """``report``, ``runs`` and ``archive`` name the schemes of saved models: without torch
+    (its import is more than a second of their start-up)."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom depnmt import report, runs, archive\n"
+            "from depnmt.schemename import scheme_name\n"
+            "assert scheme_name([{'name': 'dbsa_enc'}]) == 'noabs+dbsa-enc'\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

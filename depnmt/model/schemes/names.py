@@ -21,9 +21,9 @@ from typing import Any
 
 from ...compat import OLD_DEFAULTS, OLD_PARTS, OLD_PRESETS, deprecation
 from ...errors import DepnmtError
+from ...schemename import ABS, NOABS
 from .registry import FUSIONS, SCHEMES, load_builtin_schemes
 
-ABS, NOABS = "abs", "noabs"
 NO_POSITIONS = "none"                   # the component of ``noabs`` alone
 NAME_CHARACTERS = re.compile(r"[A-Za-z0-9+._-]+")   # no shell quoting needed
 
@@ -142,15 +142,6 @@ def _fuse(names: list[str]) -> list[str]:
         if all(p in names for p in parts):
             names = [joint if n == parts[0] else n for n in names if n not in parts[1:]]
     return names
-
-
-def scheme_name(entries: list[dict[str, Any]]) -> str:
-    """Today's name of a model config's ``schemes`` (components only: variants' options are
-    the entries' options), e.g. ``abs+dbsa-enc`` or ``noabs+dep``."""
-    parts = [OLD_PARTS.get(e["name"], e["name"].replace("_", "-")) for e in entries]
-    if parts == [NOABS]:
-        return NOABS
-    return "+".join(parts if ABS in parts else [NOABS] + parts)
 
 
 def part_names() -> list[str]:
