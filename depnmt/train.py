@@ -34,7 +34,7 @@ Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
   re-reaches that step and rewrites it; the log and ``last.pt`` always agree (both rewind to the
   checkpoint).
 * SIGTERM/SIGINT/SIGHUP: see :mod:`depnmt.stopsignals` (save ``last.pt`` after the update, exit
-  143/130). The caller holds the model directory's lock
+  143/130/129). The caller holds the model directory's lock
   (:func:`depnmt.modeldir.lock_for_writing`), which also removes leftover temporary files.
 """
 

@@ -3,7 +3,7 @@
 Checking a checkpoint against its model config needs the model's state-dict names and shapes.
 A model built on the ``meta`` device has them without memory, but every operation of its
 initialisation there (``normal_``, ``randn``, even a multiplication) is one of PyTorch's
-Python decompositions, whose first call imports ``torch._dynamo``: 1–2 s of every
+Python decompositions, whose first call imports ``torch._dynamo``: 0.8–1.7 s of every
 ``translate``, ``average`` and ``export`` start-up on a CPU, for values nobody reads. Here the
 model is built on the CPU with its random fills skipped and its random tensors left empty
 (:class:`SkipRandomFills`): memory for one copy of the weights for a moment, no time drawing

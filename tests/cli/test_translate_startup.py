@@ -35,7 +35,7 @@ def imported(model, stdin: str) -> list[str]:
 def test_translate_imports_the_tokenizer_only_for_input(tiny_model, stdin, expected):
     """An abs model with the Moses tokenizer: no input, no sacremoses (0.3 s of regular
     expressions); a line of input imports it, and never a parser, plotting, CTranslate2 or
-    torch's compiler (torch._dynamo: 1–2 s; checking the checkpoint against a model built on
+    torch's compiler (torch._dynamo: 0.8–1.7 s; checking the checkpoint against a model built on
     the meta device imported it)."""
     assert imported(tiny_model, stdin) == expected
 
