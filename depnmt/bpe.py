@@ -50,7 +50,7 @@ import io
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from dataclasses import dataclass
 from functools import lru_cache
@@ -69,7 +69,7 @@ from .prepare import check_language_code
 from .stagedir import check_distinct, stage_output
 from .textio import TextBlock, atomic_open, count_lines, iter_lines, read_json, write_lines
 from .vocab import Vocab
-from .workers import InProcess, Workers, file_blocks, worker_pool
+from .workers import InProcess, Workers, file_blocks, report, worker_pool
 
 MAX_CHUNK_CHARS = 500
 PRESEGMENT_MIN_COUNT = 2   # training tokens segmented once for all workers (presegment)
@@ -110,16 +110,20 @@ def count_block(_state, block: TextBlock) -> tuple[Counter, int]:
 
 
 def learn_codes(counts: Counter, merges: int, min_pair_freq: int = 2,
-                description: str = "learning BPE") -> str:
+                description: str = "learning BPE",
+                on_merge: Callable[[], None] | None = None) -> str:
     """subword-nmt codes (file text) for at most ``merges`` merges learned from token counts.
 
     The merges are subword-nmt's (:mod:`depnmt.bpelearn` learns them as ``subword-nmt
     learn-bpe --dict-input`` does, faster). Learning stops early when no pair occurs
     ``min_pair_freq`` times. Tokens containing "\\r" are left out: subword-nmt strips "\\r"
     at the ends of codes lines, so such merges would not survive a round trip through the
-    codes file.
+    codes file. A progress bar (``description``) follows the merges; ``on_merge`` instead
+    (a worker process's report to the stage's bar) is called once per step.
     """
     usable = {tok: n for tok, n in counts.items() if "\r" not in tok}
+    if on_merge is not None:
+        return codes_text(learn_merges(usable, merges, min_pair_freq, on_merge=on_merge))
     with progress_bar() as bar:
         task = bar.add_task(description, total=merges)
         learned = learn_merges(usable, merges, min_pair_freq,
@@ -421,15 +425,19 @@ def line_total(manifest: dict, name: str, path: Path) -> int:
     return manifest.get("outputs", {}).get(name, {}).get("lines") or count_lines(path)
 
 
-def build_segmenters(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str, Segmenter]:
-    """One segmenter per side: learn codes (joint or per side), then add the vocabulary filter."""
+def build_segmenters(train_counts: dict[str, Counter], opts: BpeOptions,
+                     pool: InProcess | Workers, relay: "ProgressRelay") -> dict[str, Segmenter]:
+    """One segmenter per side: learn codes (joint or per side), then add the vocabulary filter.
+    Separate codes are learned by ``pool``: with two or more worker processes both sides at
+    once (``relay`` carries their progress to the stage's bars), the same codes either way."""
     if opts.mode == "word":
         return {side: Segmenter() for side in SIDES}
     if opts.joint:
         codes = learn_timed(train_counts["src"] + train_counts["tgt"], opts, "joint")
         plain = {side: Segmenter(codes, joint=True) for side in SIDES}
     else:
-        plain = {side: Segmenter(learn_timed(train_counts[side], opts, side)) for side in SIDES}
+        plain = {side: Segmenter(codes) for side, codes in
+                 zip(SIDES, learn_sides(pool, relay, train_counts, opts))}
     return {side: plain[side].with_filter(train_counts[side], opts.vocab_threshold)
             for side in SIDES}
 
@@ -439,12 +447,74 @@ def learn_timed(counts: Counter, opts: BpeOptions, label: str) -> str:
     start = time.monotonic()
     codes = learn_codes(counts, opts.merges, opts.merge_min_freq,
                         f"learning {opts.merges} {label} merges")
+    learned_summary(codes, opts, label, time.monotonic() - start)
+    return codes
+
+
+def learned_summary(codes: str, opts: BpeOptions, label: str, seconds: float) -> None:
+    """The line saying how many merges were learned, and how long it took (a warning when
+    fewer than ``--merges``)."""
     learned = count_merges(codes)
     if learned < opts.merges:
         warn(f"{label} codes: only {learned} of {opts.merges} merges learned (no pair occurs "
              f"{opts.merge_min_freq}+ times in the training text)")
-    info(f"{label} codes: {learned} merges learned in {time.monotonic() - start:.1f}s")
-    return codes
+    info(f"{label} codes: {learned} merges learned in {seconds:.1f}s")
+
+
+class ProgressRelay:
+    """The stage's ``on_progress`` (:func:`~depnmt.workers.worker_pool`): a worker's
+    :func:`~depnmt.workers.report` under a key advances the bar task registered for it."""
+
+    def __init__(self):
+        self.tasks: dict = {}
+
+    def __call__(self, key, n: int) -> None:
+        target = self.tasks.get(key)
+        if target is not None:
+            bar, task = target
+            bar.advance(task, n)
+
+
+LEARN_REPORT_EVERY = 100    # merges between two progress reports of a learning worker
+
+
+def learn_side(_state, task: tuple[str, Counter, int, int]) -> tuple[str, float]:
+    """Learn one side's codes (``(side, counts, merges, min_pair_freq)``): the codes text and
+    the seconds it took. What :func:`learn_sides` runs, in a worker process under ``--jobs``,
+    reporting its progress every :data:`LEARN_REPORT_EVERY` merges."""
+    side, counts, merges, min_pair_freq = task
+    start, done = time.monotonic(), [0]
+
+    def on_merge() -> None:
+        done[0] += 1
+        if done[0] == LEARN_REPORT_EVERY:
+            report(("learn", side), done[0])
+            done[0] = 0
+
+    codes = learn_codes(counts, merges, min_pair_freq, on_merge=on_merge)
+    report(("learn", side), done[0])
+    return codes, time.monotonic() - start
+
+
+def learn_sides(pool: InProcess | Workers, relay: ProgressRelay,
+                train_counts: dict[str, Counter], opts: BpeOptions) -> list[str]:
+    """Each side's codes, learned from its own counts (``--separate``): one after the other in
+    this process, or by two worker processes at once (the codes are the same)."""
+    if isinstance(pool, InProcess):
+        return [learn_timed(train_counts[side], opts, side) for side in SIDES]
+    tasks = [(side, train_counts[side], opts.merges, opts.merge_min_freq) for side in SIDES]
+    with progress_bar() as bar:
+        relay.tasks = {("learn", side): (bar, bar.add_task(
+            f"learning {opts.merges} {side} merges", total=opts.merges)) for side in SIDES}
+        try:
+            learned = list(pool.map(learn_side, tasks))
+            for side, (codes, _) in zip(SIDES, learned):   # a last report may come too late
+                bar.update(relay.tasks[("learn", side)][1], completed=count_merges(codes))
+        finally:
+            relay.tasks = {}
+    for side, (codes, seconds) in zip(SIDES, learned):
+        learned_summary(codes, opts, side, seconds)
+    return [codes for codes, _ in learned]
 
 
 def segment_block(segmenters: dict[str, Segmenter], block: tuple[str, TextBlock]
@@ -539,20 +609,22 @@ def build_vocabs(train_counts: dict[str, Counter], opts: BpeOptions) -> dict[str
 def run_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions, jobs: int = 1) -> dict:
     """Run the bpe stage from a prepare folder into ``out_dir`` (all or nothing, one writer:
     :func:`~depnmt.stagedir.stage_output`); return the manifest. ``jobs`` > 1 counts the
-    training tokens and applies the codes in that many processes (:mod:`depnmt.workers`),
-    with the same output; it is not recorded."""
+    training tokens, learns separate codes (both sides at once) and applies the codes in
+    that many processes (:mod:`depnmt.workers`), with the same output; it is not recorded."""
     check_distinct(out_dir, {"prepare folder": prepare_dir})
     opts.check()
     prep, langs, splits = prepared_inputs(prepare_dir)
-    train_counts = {}
-    with worker_pool(jobs) as pool:     # one pool: counting, then (new state) segmenting
+    train_counts, relay = {}, ProgressRelay()
+    # one pool: counting, learning separate codes, then (new state) segmenting
+    with worker_pool(jobs, on_progress=relay) as pool:
         for side, lang in langs.items():
             path = prepare_dir / f"train.{lang}"
             train_counts[side] = count_tokens(path, line_total(prep, path.name, path), pool)
             if not train_counts[side]:
                 raise DepnmtError(f"{path}: no tokens to learn from")
         with stage_output(out_dir, "bpe", owns=stage_owns(langs)) as tmp:
-            return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts, pool)
+            return write_bpe(prepare_dir, tmp, opts, (prep, langs, splits), train_counts, pool,
+                             relay)
 
 
 def stage_owns(langs: dict[str, str]):
@@ -591,12 +663,14 @@ def segment_splits(pool: InProcess | Workers, segmenters: dict[str, Segmenter],
 
 def write_bpe(prepare_dir: Path, out_dir: Path, opts: BpeOptions,
               prepared: tuple[dict, dict[str, str], list[str]],
-              train_counts: dict[str, Counter], pool: InProcess | Workers) -> dict:
+              train_counts: dict[str, Counter], pool: InProcess | Workers,
+              relay: ProgressRelay) -> dict:
     """Learn the segmenters, write the bpe folder's files into ``out_dir`` (manifest last);
     return the manifest. ``prepared``: what :func:`prepared_inputs` returned; ``pool``
-    segments the files (:mod:`depnmt.workers`; it is given the segmenters as its state)."""
+    learns separate codes and segments the files (:mod:`depnmt.workers`; it is given the
+    segmenters as its state); ``relay`` passes its workers' progress to the bars."""
     prep, langs, splits = prepared
-    segmenters = build_segmenters(train_counts, opts)
+    segmenters = build_segmenters(train_counts, opts, pool, relay)
     pool.set_state(segmenters)
     presegment(pool, segmenters, train_counts)
     outputs, subword_counts = segment_splits(pool, segmenters, prepare_dir, out_dir, prepared,

@@ -56,7 +56,8 @@ LEARNING = ("mode", "merges", "joint", "vocab_threshold", "min_freq", "src_min_f
               "and vocabularies of an earlier bpe folder or a trained model's folder, copied "
               "byte for byte (to fine-tune that model with `train --init-from` on this data). "
               "Says how many training subwords the copied vocabulary lacks (<unk>).")
-@jobs_option("Count the training words and apply the codes (learning the merges takes one process)")
+@jobs_option("Count the training words, learn --separate codes (each side in a process of its "
+             "own; joint codes take one process) and apply the codes")
 @click.pass_context
 def command(ctx: click.Context, prepare_dir: Path, out_dir: Path, mode: str, merges: int,
             joint: bool | None, vocab_threshold: int, min_freq: int | None,

