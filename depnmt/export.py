@@ -195,7 +195,9 @@ def export_ctranslate2(model_dir: Path, out_dir: Path, checkpoint: Path | None =
     check_subword_files(model_dir, config)
     refuse_existing(out_dir, force)
     ct2 = import_ctranslate2()
-    with stage_output(out_dir, "export", owns=None) as tmp:
+    # --force replaces an earlier export as a whole; a folder holding anything else is refused
+    owns = None if (out_dir / EXPORT_CONFIG).is_file() else (lambda name: False)
+    with stage_output(out_dir, "export", owns=owns) as tmp:
         refuse_existing(out_dir, force)        # another export may have made it meanwhile
         return write_export(tmp, out_dir.name, model_dir, config, kind, checkpoint or
                             default_checkpoint(model_dir), quantization, ct2.__version__)
@@ -239,7 +241,8 @@ def write_export(tmp: Path, name: str, model_dir: Path, config: dict[str, Any], 
 
 
 def refuse_existing(out_dir: Path, force: bool) -> None:
-    """An existing ``out_dir`` is replaced only with ``--force``."""
+    """An existing ``out_dir`` is replaced only with ``--force``, and then only when it is an
+    earlier export or empty (:func:`export_ctranslate2`)."""
     if out_dir.exists() and not force:
         raise DepnmtError(f"{out_dir}: already exists (use --force to replace it)")
 

@@ -23,7 +23,7 @@ writer left in the directory and its ``checkpoints/``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,29 @@ def subword_files(folder: Path) -> list[str]:
     return ["vocab.src.txt", "vocab.tgt.txt", *sorted(named)]
 
 
+MODEL_FILES = (CONFIG, "train.yaml", "metrics.jsonl", "manifest.json", "bpe.json", LOCK)
+
+
+def model_parts(model_dir: Path) -> list[tuple[str, Path]]:
+    """``(what, path)`` of what a model folder consists of (its files and its checkpoints
+    folder, as :func:`~depnmt.stagedir.check_output_files` takes them): what an output file
+    of a command reading the model must not replace. Other files in the folder (a user's
+    translations, say) are not the model's."""
+    names = dict.fromkeys([*MODEL_FILES, *subword_files(model_dir)])
+    return [*((f"model's {name}", model_dir / name) for name in names),
+            ("model's checkpoints folder", checkpoint_dir(model_dir))]
+
+
+def model_reads(model_dirs: Iterable[Path], checkpoint: str | None = None
+                ) -> list[tuple[str, Path]]:
+    """What a command reading these models (``-m``, ``--checkpoint``) must not write onto:
+    each one's :func:`model_parts`, and the checkpoint when it is given as a file."""
+    reads = [part for model_dir in model_dirs for part in model_parts(model_dir)]
+    if checkpoint and checkpoint_file(checkpoint):
+        reads.append(("checkpoint", Path(checkpoint)))
+    return reads
+
+
 def subword_digests(model_dir: Path) -> dict[str, str]:
     """``{name: sha256}`` of the model folder's :func:`subword_files` (``config.json``'s
     ``files``, written by ``train``)."""
@@ -240,7 +263,7 @@ def named_checkpoint(model_dir: Path, name: str) -> Path:
     a ``stepN`` snapshot of ``--keep-last`` or an average's name), or NAME itself when it is a
     path (it contains a ``/`` or names an existing ``.pt`` file)."""
     given = Path(name)
-    if "/" in name or (name.endswith(".pt") and given.is_file()):
+    if checkpoint_file(name):
         if not given.is_file():
             raise DepnmtError(f"{given}: no such checkpoint file")
         return given
@@ -251,6 +274,12 @@ def named_checkpoint(model_dir: Path, name: str) -> Path:
         raise DepnmtError(f"{model_dir}: no checkpoint named {name!r} in {ckpt} (there are: "
                           f"{', '.join(names) or 'none'})")
     return path
+
+
+def checkpoint_file(name: str) -> bool:
+    """Whether ``--checkpoint NAME`` is a path (it contains a ``/`` or names an existing
+    ``.pt`` file) rather than a name in the model's checkpoints folder."""
+    return "/" in name or (name.endswith(".pt") and Path(name).is_file())
 
 
 @contextmanager

@@ -28,7 +28,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -167,6 +167,36 @@ def check_distinct(out_dir: Path, inputs: dict[str, Path]) -> None:
         if read in out.parents:
             raise DepnmtError(f"{out_dir}: the output folder lies inside the {what} "
                               f"({path}), which it would change; choose another output folder")
+
+
+def check_output_files(outputs: dict[str, Path | None],
+                       reads: Iterable[tuple[str, Path | None]]) -> None:
+    """Refuse, before any work, an output file (``{what: path}``; None: not asked for) that
+    is a file the command reads, or lies inside a folder it reads (``reads``: ``(what,
+    path)`` pairs, e.g. a model's checkpoints folder: :func:`~depnmt.modeldir.model_parts`),
+    since writing it would replace that input; a symbolic link counts as its target. Two
+    outputs naming one file are refused too. A :class:`DepnmtError` names the output and
+    the input."""
+    reads = list(reads)
+    given: dict[Path, str] = {}
+    for what, out in outputs.items():
+        if out is None or str(out) == "-":
+            continue
+        target = Path(os.path.realpath(out))
+        if target in given:
+            raise DepnmtError(f"{out}: given as the {given[target]} and as the {what}; "
+                              f"choose two files")
+        given[target] = what
+        for input_what, path in reads:
+            if path is None:
+                continue
+            read = Path(os.path.realpath(path))
+            if target == read:
+                raise DepnmtError(f"{out}: the {what} would replace the {input_what} ({path}), "
+                                  f"which this command reads; choose another file")
+            if read in target.parents and read.is_dir():
+                raise DepnmtError(f"{out}: the {what} would be written into the {input_what} "
+                                  f"({path}), which this command reads; choose another file")
 
 
 def make_parent(out_dir: Path) -> None:

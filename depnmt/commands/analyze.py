@@ -48,11 +48,17 @@ def awsl_command(model_dirs: tuple[Path, ...], src_path: Path, input_format: str
     from ..analyze import awsl, format_table, plot
     from ..errors import DepnmtError
     from ..log import info
+    from ..modeldir import model_reads
+    from ..stagedir import check_output_files
     from ..textio import atomic_open, write_stdout
     from ..translate import Translator
 
     if checkpoint is not None and len(model_dirs) > 1:
         raise DepnmtError("--checkpoint applies to one model; give one -m with it")
+    check_output_files({f"output {prefix.name}{ext}": prefix.with_name(prefix.name + ext)
+                        for ext in (".tsv", ".png")},
+                       [("input", src_path), ("checkpoint", checkpoint),
+                        *model_reads(model_dirs)])
     results = []
     for model_dir in model_dirs:
         translator = Translator.from_model_dir(model_dir, checkpoint, device)

@@ -65,8 +65,12 @@ def command(set_path: Path, model_dirs: tuple[Path, ...], checkpoint: str | None
     from ..contrastive import evaluate, read_set
     from ..errors import DepnmtError
     from ..forced import ForcedScorer
-    from ..modeldir import named_checkpoint
+    from ..modeldir import model_reads, named_checkpoint
+    from ..stagedir import check_output_files
     from ..textio import atomic_open, write_stdout
+    check_output_files({"output": output_path}, [("set", set_path), ("--src file", src_path),
+                                                 ("--tgt file", tgt_path),
+                                                 *model_reads(model_dirs)])
     if fmt == "auto":
         fmt = "tsv" if set_path.suffix != ".json" else (
             "contrapro" if src_path or tgt_path else "lingeval97")

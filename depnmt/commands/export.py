@@ -23,7 +23,8 @@ from .options import deprecated_aliases
               help="checkpoint file (default: MODEL_DIR/checkpoints/best.pt, else last.pt)")
 @click.option("--quantization", type=click.Choice(QUANTIZATIONS), default=None,
               help="store the weights quantized (default: float32, as trained)")
-@click.option("--force", is_flag=True, help="replace OUTPUT if it exists")
+@click.option("--force", is_flag=True,
+              help="replace OUTPUT if it is an earlier export (or an empty folder)")
 def command(fmt: str, model_dir: Path, output: Path, checkpoint: Path | None,
             quantization: str | None, force: bool) -> None:
     """Export a trained model to CTranslate2, ready to serve.

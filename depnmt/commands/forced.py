@@ -69,7 +69,11 @@ def command(model_dir: Path, checkpoint: str | None, src_path: Path, src_format:
             length_penalty: str | None, max_tokens: int | None, batch_size: int, device: str,
             precision: str) -> None:
     from ..forced import ForcedScorer, format_score
-    from ..modeldir import named_checkpoint
+    from ..modeldir import model_reads, named_checkpoint
+    from ..stagedir import check_output_files
+    check_output_files({"output": output_path}, [("--src file", src_path),
+                                                 ("--tgt file", tgt_path),
+                                                 *model_reads([model_dir], checkpoint)])
     from .translate import output_writer
     ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
     scorer = ForcedScorer.from_model_dir(model_dir, checkpoint=ckpt, device=device,

@@ -84,17 +84,22 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
         pictures.append((tree, tokens, cells, None))
     write_stdout("\n".join(blocks))
     if png is not None:
-        _draw(scheme, pictures, png, sentence)
+        _draw(scheme, pictures, png, sentence, [("input", input_path),
+                                                ("--bpe-codes file", bpe_codes)])
 
 
-def _draw(scheme: str, pictures: list, png: Path, sentence: int | None) -> None:
-    """One PNG per sentence (see depnmt/treefigure.py); an empty sentence gets none (a warning)."""
+def _draw(scheme: str, pictures: list, png: Path, sentence: int | None,
+          reads: list[tuple[str, Path | None]]) -> None:
+    """One PNG per sentence (see depnmt/treefigure.py); an empty sentence gets none (a warning).
+    No PNG may replace a file of ``reads`` (the command's inputs)."""
     from ..figures import save_png
     from ..log import info, warn
+    from ..stagedir import check_output_files
     from ..treefigure import png_paths, sentence_figure
 
-    for k, ((tree, tokens, cells, paths), path) in enumerate(
-            zip(pictures, png_paths(png, len(pictures))), 1):
+    files = png_paths(png, len(pictures))
+    check_output_files({f"--png file {path}": path for path in files}, reads)
+    for k, ((tree, tokens, cells, paths), path) in enumerate(zip(pictures, files), 1):
         if not tokens:
             warn(f"sentence {sentence or k} is empty: no {path}")
             continue

@@ -27,10 +27,13 @@ def command(models: tuple[Path, ...], labels: tuple[str, ...], output: Path) -> 
     """
     from ..curves import load_run, write_curves
     from ..log import info
+    from ..modeldir import model_reads
+    from ..stagedir import check_output_files
 
     if labels and len(labels) != len(models):
         raise click.UsageError(f"{len(labels)} --label for {len(models)} --model; give one "
                                f"per model or none")
+    check_output_files({"output": output}, model_reads(models))
     runs = [load_run(m, labels[i] if labels else None) for i, m in enumerate(models)]
     write_curves(runs, output)
     info(f"wrote {output} ({len(runs)} run(s))")

@@ -65,12 +65,20 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     from ..errors import DepnmtError
     from ..log import info
     from ..report import markdown, plot, references_from_tokens, results, write_together
+    from ..modeldir import model_reads
     from ..runs import System, runs_in_folders
+    from ..stagedir import check_output_files
     from ..textio import read_lines, write_stdout
 
     runs = [System(*s) for s in systems] + (runs_in_folders(folders) if folders else [])
     if not runs:
         raise DepnmtError("no systems: give -s NAME MODEL_DIR HYP or -f RESULTS_DIR")
+    outputs = {} if prefix is None else {
+        f"output {prefix.name}{ext}": prefix.with_name(prefix.name + ext)
+        for ext in (".json", ".png", ".md")}
+    check_output_files(outputs, [*(("reference", Path(ref)) for ref in refs),
+                                 *((f"hypotheses of {run.name}", run.hyp) for run in runs),
+                                 *model_reads(dict.fromkeys(run.model_dir for run in runs))])
     ref_lines = [read_lines(path) for path in refs]
     if ref_from_tokens:
         ref_lines = references_from_tokens(runs, ref_lines, refs)

@@ -12,6 +12,7 @@ import click
 from .. import score as sc
 from ..errors import DepnmtError
 from ..log import info, track
+from ..stagedir import check_output_files
 from ..textio import STDOUT, atomic_open, naming, read_lines
 from .options import SEED, deprecated_aliases
 
@@ -62,6 +63,10 @@ def command(refs: tuple[str, ...], tokenize: str | None, lang: str | None, metri
     if bucket_plot and (not src or len(hyps) < 2 or "bleu" not in metrics):
         raise DepnmtError("--bucket-plot needs --src, BLEU and at least two HYP files (Δ-BLEU "
                           "vs the first)")
+    check_output_files({"--bucket-plot file": bucket_plot and Path(bucket_plot)},
+                       [*(("reference", Path(r)) for r in refs),
+                        *(("hypotheses", Path(h)) for h in hyps),
+                        ("--src file", src and Path(src))])
     ref_lines, systems, src_lines = load_inputs(refs, hyps, src)
     bucket_ids = sc.assign_buckets(src_lines, bounds) if src_lines is not None else None
     records = sc.evaluate(track(systems, "scoring"), ref_lines, metrics, n_samples=n_samples,

@@ -141,6 +141,7 @@ def command(**flags: Any) -> None:
     --checkpoint avg5 translates with the average `depnmt average -o avg5` wrote.
     """
     search = {name: flags[name] for name in SEARCH_FLAGS}
+    check_outputs(flags)
     if flags["ct2_dir"] is not None:
         if len(flags["model_dirs"]) > 1:
             from ..errors import DepnmtError
@@ -152,6 +153,18 @@ def command(**flags: Any) -> None:
 
 
 SEARCH_FLAGS = ("beam", "alpha", "length_penalty", "max_len_a", "max_len_b", "at_limit")
+
+
+def check_outputs(flags: dict[str, Any]) -> None:
+    """The files translate writes must not replace what it reads: the input, a model's
+    files, a checkpoint given as a file, the export (a one-line error before any work)."""
+    from ..modeldir import model_reads
+    from ..stagedir import check_output_files
+    check_output_files({"output": flags["output_path"], "--induced-trees file":
+                        flags["induced_trees"], "--induced-target-trees file":
+                        flags["induced_target_trees"]},
+                       [("input", flags["input_path"]), ("CTranslate2 export", flags["ct2_dir"]),
+                        *model_reads(flags["model_dirs"], flags["checkpoint"])])
 
 
 def translate_with_ct2(flags: dict[str, Any], search: dict[str, Any]) -> None:
