@@ -74,13 +74,16 @@ def worker_updates(examples: Sequence, batcher: TokenBatcher, epoch: int, update
 
 
 def quiet_worker(_: int) -> None:
-    """A worker computes features with one thread (the loader sets it), leaves SIGINT and
-    SIGHUP (a terminal's, sent to the whole process group) to the training process, which
-    stops the run and its workers, and holds none of its locks
-    (:func:`~depnmt.stagedir.forget_held_locks`: a killed run's model directory is free at
-    once, not when its workers notice)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    """A worker computes features with one thread (the loader sets it), leaves SIGINT, SIGHUP
+    and SIGTERM to the training process, which stops the run cleanly and then its workers
+    (a terminal sends the first two to the whole process group; `timeout`, `kill -TERM
+    -PGID`, batch schedulers and service managers send SIGTERM to every process of a job: a
+    worker killed by it would make the training fail instead of saving), and holds none of
+    its locks (:func:`~depnmt.stagedir.forget_held_locks`: a killed run's model directory is
+    free at once, not when its workers notice). A worker whose training process is gone
+    ends by itself (torch's loader watches its parent)."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     forget_held_locks()
 
 

@@ -62,11 +62,13 @@ def run_subprocess(args: list[str], **kwargs) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, **kwargs)
 
 
-def popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
-    """``python -m depnmt.cli ARGS`` started in the background (on the CPU: :func:`on_cpu`)."""
+def popen(args: list[str], env: dict | None = None, group: bool = False) -> subprocess.Popen:
+    """``python -m depnmt.cli ARGS`` started in the background (on the CPU: :func:`on_cpu`);
+    ``group``: in a process group of its own (whose id is its pid), for ``os.killpg``."""
     return subprocess.Popen([sys.executable, "-m", "depnmt.cli", *on_cpu(args)],
                             env={**os.environ, "DEPNMT_NO_PROGRESS": "1", **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=group)
 
 
 @pytest.fixture(scope="session")

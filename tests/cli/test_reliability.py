@@ -162,15 +162,34 @@ def test_sigkill_during_writes_then_resume_is_exact(straight, tiny_bpe, tmp_path
     assert not leftovers(model)
 
 
-def test_sigterm_saves_the_current_update_then_resume_is_exact(straight, tiny_bpe, tmp_path,
+def group_alive(pgid: int) -> bool:
+    """Whether a process of the process group ``pgid`` is still there."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("to", ["process", "process group"])
+def test_sigterm_saves_the_current_update_then_resume_is_exact(to, straight, tiny_bpe, tmp_path,
                                                                capsys):
+    """SIGTERM to the training process, or to its whole process group (`timeout`, `kill
+    -TERM -PGID`, a scheduler or service manager stopping every process of a job): its
+    data-loader worker leaves the signal to it, and it stops cleanly after the update."""
     model = tmp_path / "m"
-    proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, "--save-every", "0"])
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, "--save-every", "0",
+                  "--workers", "1"], group=True)
     wait_for(lambda: (model / "metrics.jsonl").exists()
              and any(m["event"] == "train" for m in metrics(model)))
-    proc.send_signal(signal.SIGTERM)
+    if to == "process":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    wait_for(lambda: not group_alive(proc.pid))        # its worker is gone too
     step = load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"]
     # the signal lands after the first logged update: with --save-every 1 that update's save
     # (fsynced) can still be running, so the run may stop after update 1 already
