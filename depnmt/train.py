@@ -144,8 +144,9 @@ class Trainer:
         self.amp = train_precision(self.device, opts.precision if opts.amp else "fp32")
         self.ckpt_dir = checkpoint_dir(self.setup.model_dir)
         self._log_records = 0
-        self.model = TransformerNMT(self.setup.model_cfg, self.setup.schemes or None
-                                    ).to(self.device)                   # alike on every rank
+        with self._out_of_memory_building():
+            self.model = TransformerNMT(self.setup.model_cfg, self.setup.schemes or None
+                                        ).to(self.device)               # alike on every rank
         if setup.init_from is not None and not setup.resume:
             warm_start(self.model, setup.init_from, setup.data_dir)
         if dist.is_main():         # rank 0 validates; training batches get theirs when collated
@@ -467,6 +468,22 @@ class Trainer:
         self.log(record)
         info("  ".join(f"{k}={v}" for k, v in record.items() if k != "event"))
         return improved
+
+    @contextmanager
+    def _out_of_memory_building(self) -> Iterator[None]:
+        """The device running out of memory while the model is built: a one-line error with
+        the sizes that made it so large."""
+        try:
+            yield
+        except (RuntimeError, MemoryError) as exc:
+            if not out_of_memory(exc):
+                raise
+            c = self.setup.model_cfg
+            raise DepnmtError(
+                f"out of memory on {self.device} building the model (d_model {c.d_model}, "
+                f"d_ff {c.d_ff}, {c.encoder_layers}+{c.decoder_layers} layers, vocabularies "
+                f"{c.src_vocab_size:,} and {c.tgt_vocab_size:,}): lower --d-model, --d-ff or "
+                f"--layers") from None
 
     @contextmanager
     def _out_of_memory(self, training: bool) -> Iterator[None]:

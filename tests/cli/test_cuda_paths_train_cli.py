@@ -69,6 +69,26 @@ def test_out_of_memory_is_one_line_naming_what_to_lower(tiny_bpe, tmp_path, monk
         assert "--max-tokens 400" in line and "--valid-beam" in line
 
 
+def test_a_model_too_large_to_build_is_one_line_naming_its_sizes(tiny_bpe, tmp_path,
+                                                                 monkeypatch, capsys):
+    """The CPU allocator's error while the model is built (as `--d-model 1000000` gives:
+    "can't allocate memory: you tried to allocate 4000000000000 bytes") is one line."""
+    def too_large(self, *args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+                           "can't allocate memory: you tried to allocate 4000000000000 bytes.")
+
+    monkeypatch.setattr(TransformerNMT, "__init__", too_large)
+    capsys.readouterr()
+    status = run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
+                      "--max-steps", "1", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: out of memory on cpu building the model (d_model 32, d_ff 64, "
+                           "1+1 layers, vocabularies ")
+    assert line.endswith("lower --d-model, --d-ff or --layers")
+
+
 # -- one update, piece by piece ----------------------------------------------------------------
 
 def make_trainer(tiny_bpe, model_dir, schemes=("abs",), trees=None, **opts):
