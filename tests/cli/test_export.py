@@ -144,11 +144,18 @@ def test_export_refuses_what_ctranslate2_cannot_run(scheme, why, tiny_model, tmp
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
 
 
-def test_export_keeps_an_existing_folder_unless_forced(tiny_model, tmp_path):
+def test_export_keeps_an_existing_folder_unless_forced(tiny_model, tmp_path, capsys):
+    """An existing folder is kept; --force replaces an empty one or an earlier export, never
+    a folder holding other files (which are named)."""
     out = tmp_path / "ct2"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert run_cli(["export", "-m", tiny_model, "-o", out]) == 2
-    assert (out / "keep.txt").exists()
-    assert run_cli(["export", "-m", tiny_model, "-o", out, "--force"]) == 0
-    assert not (out / "keep.txt").exists() and (out / "model.bin").exists()
+    for force in ([], ["--force"]):
+        assert run_cli(["export", "-m", tiny_model, "-o", out, *force]) == 2
+        assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert "ct2: holds files that are not `depnmt export` output (keep.txt)" in \
+        capsys.readouterr().err
+    (out / "keep.txt").unlink()
+    for _ in range(2):                                  # empty, then an earlier export
+        assert run_cli(["export", "-m", tiny_model, "-o", out, "--force"]) == 0
+        assert (out / "model.bin").exists()

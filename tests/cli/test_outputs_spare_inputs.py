@@ -2,8 +2,8 @@
 (translate, rescore, contrastive, plot, inspect, score, report, analyze) refuses, with one line
 naming the output and the input and before any work, an output that is one of its input files
 (or a symbolic link to one), a file of a model it reads or a file in that model's checkpoints
-folder; `export --force` replaces an earlier export, not a folder of other files. The input is
-left byte for byte as it was."""
+folder. The input is left byte for byte as it was. (`export --force`, which replaces a folder:
+tests/cli/test_export.py.)"""
 
 from __future__ import annotations
 
@@ -103,18 +103,3 @@ def test_check_output_files(tmp_path):
         check_output_files({"output": tmp_path / "ckpt" / "new.pt"}, reads)
     with pytest.raises(DepnmtError, match=r"given as the output and as the plot"):
         check_output_files({"output": tmp_path / "a", "plot": tmp_path / "a"}, reads)
-
-
-def test_export_force_replaces_an_export_not_other_files(tiny_model, tmp_path, capsys):
-    pytest.importorskip("ctranslate2")
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("precious\n")
-    assert run_cli(["export", "-m", tiny_model, "-o", mine, "--force"]) == 2
-    assert "mine: holds files that are not `depnmt export` output (notes.txt)" in \
-        capsys.readouterr().err
-    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
-    out = tmp_path / "export"
-    for _ in range(2):                           # an earlier export is replaced
-        assert run_cli(["export", "-m", tiny_model, "-o", out, "--force"]) == 0
-    assert (out / "model.bin").is_file()
