@@ -321,6 +321,26 @@ COMPARISONS += (
                                    "Do random trees add to relative positions?"))),
 )
 
+LEFT_CONTROL = f"{ARCHIVE}/small-enja-ja-en-50000-control-left-branching"
+LEFT = "abs+dep+rel on left-branching chains"
+COMPARISONS += (
+    # the second control: the same, on left-branching chains (each word's head the next word;
+    # `depnmt controls --kind left-branching`), beside the parsers' trees and random trees
+    Comparison("small-enja-ja-en-50000-control-left-branching", "small_parallel_enja/test.en",
+               "en", ("abs", "abs+rel", LEFT), (), ("--ref-from-tokens",),
+               systems=(*COMPARISONS[-1].systems,
+                        Runs(LEFT, "abs+dep+rel", tuple(
+                            f"{LEFT_CONTROL}/{d.replace('run-', 'run-control-left-branching-')}"
+                            for d in ENJA_SEEDS))),
+               questions=(Question("abs+dep+rel", LEFT,
+                                   "Do the parsers' trees beat left-branching chains?"),
+                          Question(RANDOM, LEFT,
+                                   "Do random trees beat left-branching chains?"),
+                          Question(LEFT, "abs", "Do left-branching chains beat abs?"),
+                          Question(LEFT, "abs+rel",
+                                   "Do left-branching chains add to relative positions?"))),
+)
+
 Report = tuple[str, list]           # OUT.md's text, OUT.json's records
 
 

@@ -37,7 +37,9 @@ def test_a_hand_edited_number_is_replaced_and_the_prose_kept():
             "<!-- /report:multi30k-en-de -->\nprose after\n"
             "<!-- report:small-enja-ja-en-50000 -->\n<!-- /report:small-enja-ja-en-50000 -->\n"
             "<!-- report:small-enja-ja-en-50000-control -->\n"
-            "<!-- /report:small-enja-ja-en-50000-control -->\n")
+            "<!-- /report:small-enja-ja-en-50000-control -->\n"
+            "<!-- report:small-enja-ja-en-50000-control-left-branching -->\n"
+            "<!-- /report:small-enja-ja-en-50000-control-left-branching -->\n")
     out = gen.generate(page, fake_report)
     assert "99.99" not in out
     assert out.startswith("intro\n<!-- report:multi30k-en-de -->\n```bash\ndepnmt report ")
