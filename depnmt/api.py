@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -87,10 +88,16 @@ class Translator:
         from .modeldir import named_checkpoint
         from .translate import Translator as ModelTranslator
         check_search_options(search)
-        dirs = ([Path(model_dir)] if isinstance(model_dir, (str, Path))
-                else [Path(d) for d in model_dir])
+        if isinstance(model_dir, (str, os.PathLike)):
+            dirs = [Path(model_dir)]
+        elif isinstance(model_dir, (list, tuple)) and all(
+                isinstance(d, (str, os.PathLike)) for d in model_dir):
+            dirs = [Path(d) for d in model_dir]
+        else:
+            dirs = []
         if not dirs:
-            raise TypeError("load() needs a model directory (or a list of them)")
+            raise TypeError(f"load() needs a model directory (or a list of them), not "
+                            f"{model_dir!r}")
         ckpts = [named_checkpoint(d, str(checkpoint)) if checkpoint is not None else None
                  for d in dirs]
         options = dict(max_tokens=max_tokens, batch_size=batch_size, quantize=quantize, **search)

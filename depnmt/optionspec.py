@@ -15,6 +15,7 @@ value of the right type but a wrong form (``--gps-layer 0``)."""
 from __future__ import annotations
 
 import math
+import os
 
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
@@ -155,6 +156,8 @@ def convert(param: Param, value: Any) -> Any:
     elif kind is bool:
         value = _boolean(value)
     elif isinstance(kind, Folder):
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"expected a folder's path, not {type(value).__name__} {value!r}.")
         value = Path(value)
         if value.is_file():
             raise ValueError(f"Directory {str(value)!r} is a file.")

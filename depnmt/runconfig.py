@@ -288,6 +288,9 @@ def load(config: Mapping[str, Any] | str | Path) -> RunConfig:
     """The run a ``train.yaml``-style mapping or YAML file describes (:func:`parse_values`)."""
     if isinstance(config, Mapping):
         values, source = config, "the train_model() config"
+    elif not isinstance(config, (str, os.PathLike)):
+        raise TypeError(f"train_model() takes a dict of train options or the path of a YAML "
+                        f"file, not {type(config).__name__}")
     else:
         values, source = read_yaml_config(str(config)), str(config)
     return from_params(*parse_values(values, source))
