@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DepnmtError, InputError
+from .log import warn
 from .stagedir import hold_lock
 from .textio import atomic_open, iter_lines, make_dir, read_json
 from .version import __version__
@@ -185,7 +186,6 @@ def check_subword_files(model_dir: Path, config: dict[str, Any]) -> None:
     ``config.json`` records (``files``) present with its sha256, else a :class:`DepnmtError`
     naming it; a folder of an earlier depnmt (no ``files``) loads with a warning."""
     from .datarecord import sha256
-    from .log import warn
     recorded = config.get("files")
     if not isinstance(recorded, dict):
         warn(f"{model_dir}/{CONFIG}: records no checksums of its vocabularies and codes "
@@ -237,22 +237,41 @@ def default_checkpoint(model_dir: Path) -> Path:
 
 def read_metrics(model_dir: Path) -> list[dict[str, Any]]:
     """The records of ``metrics.jsonl`` in order (a line that is not a JSON object is an
-    error naming the line)."""
+    error naming the line). An unfinished last line (no line break after it: a training is
+    appending it, or was killed while it did) is left out with a warning: ``runs``, ``plot``
+    and ``report`` read the logs of runs in progress and of killed ones (which ``train
+    --resume`` repairs)."""
     path = model_dir / "metrics.jsonl"
     if not path.exists():
         raise DepnmtError(f"{path}: missing; is {model_dir} a trained model directory?")
+    lines = list(iter_lines(path))
+    finished = ends_with_line_break(path)
     records = []
-    for lineno, line in enumerate(iter_lines(path), 1):
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
+            if lineno == len(lines) and not finished:
+                warn(f"{path}:{lineno}: an unfinished last record (being written, or its "
+                     f"training was killed while writing it) is left out")
+                break
             raise InputError(path, lineno, f"not valid JSON ({exc.msg})") from None
         if not isinstance(record, dict) or not isinstance(record.get("event"), str):
             raise InputError(path, lineno, "not a metrics record (a JSON object with \"event\")")
         records.append(record)
     return records
+
+
+def ends_with_line_break(path: Path) -> bool:
+    """Whether the file's last byte is a line break (an empty file: True)."""
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, 2)
+        return fh.read(1) == b"\n"
 
 
 RESERVED_CHECKPOINTS = ("last", "best")    # written by train; `average -o` must not take them

@@ -265,6 +265,30 @@ def test_malformed_metrics_line_is_one_error(tiny_model, tiny_bpe, tmp_path, cap
     assert_one_error(capsys.readouterr().err, rf"^error: {model}/metrics.jsonl:3: not valid JSON")
 
 
+@pytest.mark.parametrize("command", ["runs", "plot", "report"])
+def test_an_unfinished_last_metrics_record_is_left_out(command, tiny_model, tiny_bpe, tmp_path,
+                                                       capsys):
+    """A log whose last line has no line break yet (its training is writing it, or was killed
+    while writing) is read without that line, with a warning: these commands follow runs in
+    progress. The same text followed by a line break is a malformed line, an error."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    log = model / "metrics.jsonl"
+    lines = len(log.read_text().splitlines())
+    with open(log, "a") as fh:
+        fh.write('{"event": "train", "step": 99, "lo')
+    ref = tiny_bpe.parent / "prepare" / "test.raw.de"
+    argv = {"runs": ["runs", model], "plot": ["plot", "-m", model, "-o", tmp_path / "p.png"],
+            "report": ["report", "--ref", ref, "-s", "a", model, ref]}[command]
+    assert run_cli(argv) == 0
+    assert f"warning: {log}:{lines + 1}: an unfinished last record (being written, or its " \
+           f"training was killed while writing it) is left out" in capsys.readouterr().err
+    with open(log, "a") as fh:
+        fh.write("\n")
+    assert run_cli(argv) == 2
+    assert_one_error(capsys.readouterr().err, rf"^error: {log}:{lines + 1}: not valid JSON")
+
+
 def fail_with(monkeypatch, exc: BaseException, tmp_path: Path) -> list:
     """``depnmt prepare`` arguments whose run raises ``exc`` inside the stage."""
     import depnmt.commands.prepare as command
