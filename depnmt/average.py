@@ -15,7 +15,6 @@ file's, not the model directory's, so a model can be averaged while it trains.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,9 +23,10 @@ import torch
 
 from .checkpoint import save_checkpoint
 from .errors import DepnmtError
-from .modeldir import RESERVED_CHECKPOINTS, checkpoint_dir, load_model_checkpoint, read_config
+from .modeldir import (RESERVED_CHECKPOINTS, checkpoint_dir, load_model_checkpoint, read_config,
+                       read_metrics)
 from .stagedir import hold_lock
-from .textio import make_dir, read_lines
+from .textio import make_dir
 from .train import selection_metric, snapshots
 
 
@@ -74,10 +74,9 @@ def choose(model_dir: Path, last: int | None = None, best: int | None = None) ->
 
 def validation_scores(model_dir: Path, metric_name: str) -> dict[int, float]:
     """Step -> selection score (higher is better) of every validation in ``metrics.jsonl``."""
-    path = model_dir / "metrics.jsonl"
     scores = {}
-    for line in read_lines(path) if path.exists() else []:
-        record = json.loads(line) if line.strip() else {}
+    records = read_metrics(model_dir) if (model_dir / "metrics.jsonl").exists() else []
+    for record in records:
         if record.get("event") == "valid":
             key, sign = selection_metric(metric_name, record)
             if key in record:
