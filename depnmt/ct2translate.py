@@ -26,8 +26,8 @@ too), ``logprob`` = score · |Y|^α.
 
 from __future__ import annotations
 
-import json
 import math
+from dataclasses import fields
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -37,6 +37,7 @@ from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
 from .log import warn
 from .search import SearchConfig, check_at_limit, check_length_penalty, length_penalty
 from .subwords import merge_subwords
+from .textio import read_json
 from .translate import (CHUNK_LINES, EMPTY, MAX_TOKENS, Translation, check_batching,
                         length_batches, one_line)
 from .vocab import BOS, EOS, PAD, SPECIALS
@@ -59,13 +60,25 @@ def check_ct2_search(given: dict) -> None:
 def read_export(export_dir: Path) -> dict:
     """``depnmt-export.json`` of an export folder, with a clear error for other folders."""
     path = export_dir / EXPORT_CONFIG
-    if not path.exists():
-        raise DepnmtError(f"{export_dir}: not a CTranslate2 export of depnmt (no {EXPORT_CONFIG}); "
-                          f"write one with `depnmt export --format ctranslate2 -m MODEL -o DIR`")
-    record = json.loads(path.read_text(encoding="utf-8"))
+    record = read_json(path, f"{export_dir}: not a CTranslate2 export of depnmt (no "
+                             f"{EXPORT_CONFIG}); write one with `depnmt export --format "
+                             f"ctranslate2 -m MODEL -o DIR`")
     if record.get("export_format") != EXPORT_FORMAT:
         raise DepnmtError(f"{path}: export format {record.get('export_format')} is not readable "
                           f"by this depnmt (format {EXPORT_FORMAT})")
+    tokenizers, search = record.get("tokenizers"), record.get("search", {})
+    if not (isinstance(tokenizers, dict) and all(isinstance(tokenizers.get(side), dict)
+                                                 for side in ("src", "tgt"))):
+        raise DepnmtError(f"{path}: 'tokenizers' must be an object with the src and tgt "
+                          f"tokenizer settings; export the model again")
+    max_len = record.get("max_src_len")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise DepnmtError(f"{path}: 'max_src_len' must be a positive integer, not "
+                          f"{max_len!r}; export the model again")
+    known = {f.name for f in fields(SearchConfig)}
+    if not isinstance(search, dict) or not set(search) <= known:
+        raise DepnmtError(f"{path}: 'search' must be an object of search settings ("
+                          f"{', '.join(sorted(known))})")
     return record
 
 

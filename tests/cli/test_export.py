@@ -159,3 +159,37 @@ def test_export_keeps_an_existing_folder_unless_forced(tiny_model, tmp_path, cap
     for _ in range(2):                                  # empty, then an earlier export
         assert run_cli(["export", "-m", tiny_model, "-o", out, "--force"]) == 0
         assert (out / "model.bin").exists()
+
+
+DAMAGES = {   # what is done to depnmt-export.json: the error's text after "FILE"
+    "not JSON": (lambda r: "{", ":1: not valid JSON"),
+    "a list": (lambda r: "[1]", ": expected a JSON object, found list"),
+    "no tokenizers": (lambda r: {k: v for k, v in r.items() if k != "tokenizers"},
+                      ": 'tokenizers' must be an object"),
+    "no length limit": (lambda r: {**r, "max_src_len": None},
+                        ": 'max_src_len' must be a positive integer, not None"),
+    "unknown search setting": (lambda r: {**r, "search": {"bogus": 1}},
+                               ": 'search' must be an object of search settings"),
+}
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_model, tmp_path_factory) -> Path:
+    return export(tiny_model, tmp_path_factory.mktemp("ct2") / "e")
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_export_record_is_one_error(damage, exported, tmp_path, capsys):
+    """translate --ct2 reads depnmt-export.json strictly: a damaged one is one line naming it
+    (not JSON, a missing or mistyped field and an unknown search setting were tracebacks)."""
+    out = tmp_path / "e"
+    shutil.copytree(exported, out)
+    change, message = DAMAGES[damage]
+    record = change(json.loads((out / "depnmt-export.json").read_text()))
+    (out / "depnmt-export.json").write_text(record if isinstance(record, str)
+                                            else json.dumps(record))
+    (tmp_path / "in").write_text("a dog runs .\n")
+    assert run_cli(["translate", "--ct2", out, "-i", tmp_path / "in"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "rror" in line]
+    assert errors == [errors[0]] and errors[0].startswith(
+        f"error: {out}/depnmt-export.json{message}"), errors
