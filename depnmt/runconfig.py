@@ -307,9 +307,16 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None) 
         return dict(params)                 # the trainer reports the missing checkpoint
     saved = read_config(model_dir)          # (an old config.json upgraded to today's form)
     values = saved_scheme_values(saved["model"])   # today's scheme name and option names
+    where = {name: "model" for name in values}
     for prefix, section in SECTIONS.items():
         values.update({prefix + k: v for k, v in saved.get(section, {}).items()})
-    out = {name: values.get(name, value) if name not in given else value
+        where.update({prefix + k: f"{section}.{k}" for k in saved.get(section, {})})
+    # a hand-edited config.json: each value taken is checked as the option's flag would be
+    by_name = {param.name: param for param in train_params()}
+    out = {name: (_checked(by_name[name], values[name],
+                           f"{where[name]} in {model_dir / CONFIG}")
+                  if name in by_name and values[name] is not None else values[name])
+           if name in values and name not in given else value
            for name, value in params.items()}
     if "layers" in given:
         out["arch_encoder_layers"] = out["arch_decoder_layers"] = params["layers"]

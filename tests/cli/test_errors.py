@@ -20,6 +20,7 @@ import gzip
 import io
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -252,6 +253,26 @@ def test_wrong_type_in_config_json_is_one_error(tiny_model, tmp_path, capsys):
     assert run_cli(["translate", "-m", model]) == 2
     assert_one_error(capsys.readouterr().err,
                      r'config.json: "model.d_model" should be an integer, found "32"')
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("max_tokens", "zzz", "'--max-tokens' (training.max_tokens in {config}): 'zzz' is not a "
+                          "valid integer range."),
+    ("lr", -1, "'--lr' (training.lr in {config}): -1.0 is not in the range x>0."),
+    ("early_stop_metric", "zzz", "'--early-stop-metric' (training.early_stop_metric in "
+                                 "{config}): 'zzz' is not one of 'bleu', 'acc', 'loss'.")])
+def test_a_bad_saved_training_setting_is_one_error_on_resume(key, value, message, tiny_model,
+                                                             tiny_bpe, tmp_path, capsys):
+    """`train --resume` takes the settings not given from config.json, checked as the flags
+    are (a hand-edited value was a TypeError or ValueError traceback, or taken as it was)."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    config = json.loads((model / "config.json").read_text())
+    config["training"][key] = value
+    (model / "config.json").write_text(json.dumps(config))
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume", "--max-steps", "13"]) == 2
+    assert_one_error(capsys.readouterr().err, "^" + re.escape(
+        "error: Invalid value for " + message.format(config=model / "config.json")))
 
 
 def test_malformed_metrics_line_is_one_error(tiny_model, tiny_bpe, tmp_path, capsys):
