@@ -52,6 +52,23 @@ OLD_DBSA="dbsa-enc dbsa-dec dbsa-enc+dec lisa"
 SCHEME_PARTS="rel dep dep-bV dep-bK deplabel dbsa-enc dbsa-dec lisa gps gps-all pascal structural treedist factors factors-concat"
 WARNED_SYSTEMS=" "
 
+# whole_number NAME MIN [auto]: stop with one line (exit 2) unless the setting NAME, when set,
+# is a whole number of at least MIN (or "auto" when allowed); checked before any work, so a
+# typo is not a bash error halfway through a campaign.
+whole_number() {
+  local name=$1 min=$2 value
+  for value in ${!1:-}; do          # SEEDS holds several
+    [ "$value" = auto ] && [ "${3:-}" = auto ] && continue
+    if ! [[ $value =~ ^[0-9]+$ ]] || [ "$((10#$value))" -lt "$min" ]; then
+      echo "error: $name=${!1}: expected ${3:+auto or }a whole number, at least $min" >&2
+      exit 2
+    fi
+  done
+}
+for _n in JOBS STEPS MAX_EPOCHS EPOCHS BEAM SHARDS FIRST MAX_TOKENS; do whole_number $_n 1; done
+for _n in SEED SEEDS PATIENCE WARMUP AVERAGE VALID_EVERY; do whole_number $_n 0; done
+whole_number DATA_JOBS 1 auto
+
 done_stage() { [ -f "$1/manifest.json" ]; }
 
 # seeded DIR: DIR for SEED=1 (the default), DIR-seedN for SEED=N — so that runs with other

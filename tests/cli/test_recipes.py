@@ -185,6 +185,23 @@ def test_wmt_recipe_checks_its_settings_before_downloading(tmp_path):
         assert not (tmp_path / "w" / "download").exists()
 
 
+@pytest.mark.parametrize("recipe", ["multi30k-en-de/compare.sh", "small-enja-ja-en/run.sh",
+                                    "wmt-en-de/run.sh", "aspec-ja-en/run.sh"])
+def test_recipes_check_their_numbers_before_any_work(recipe, tmp_path):
+    """A numeric setting that is no whole number (or too small) is one line and exit 2 before
+    anything is made (it was a bash error halfway: `[: abc: integer expression expected`)."""
+    env = {**os.environ, "DEPNMT_WORK": str(tmp_path / "w")}
+    for name, value, least in (("JOBS", "abc", 1), ("SEEDS", "1 x", 0), ("STEPS", "0", 1),
+                               ("DATA_JOBS", "two", 1)):
+        result = subprocess.run(["bash", str(REPO / "recipes" / recipe), str(tmp_path / "a")],
+                                env={**env, name: value}, capture_output=True, text=True,
+                                check=False, timeout=60)
+        auto = "auto or " if name == "DATA_JOBS" else ""
+        assert (result.returncode, result.stderr) == (
+            2, f"error: {name}={value}: expected {auto}a whole number, at least {least}\n")
+        assert not (tmp_path / "w").exists()
+
+
 def fake_wmt_download(folder: Path, shared_data: Path) -> Path:
     """A WMT recipe download folder (train/dev/test.{en,de} and `done`) cut from Multi30k."""
     import gzip
