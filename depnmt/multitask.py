@@ -122,8 +122,11 @@ def write_multitask(prepare_dir: Path, parse_dir: Path, out_dir: Path,
     ``parse_fraction`` < 1 adds the parse pairs of that share of the training sentences only
     (chosen at random with ``seed``)."""
     from .bpe import prepared_inputs
+    from .manifest import load_manifest
     check_distinct(out_dir, {"prepare folder": prepare_dir, "parse folder": parse_dir})
     manifest, langs, splits = prepared_inputs(prepare_dir)
+    if (parse_dir / "manifest.json").is_file():      # a folder of CoNLL-U files may have none,
+        load_manifest(parse_dir, "parse", verify=False)  # but not another stage's
     owns = {f"{split}.{raw}{lang}" for split in SPLITS for raw in ("", "raw.")
             for lang in langs.values()}
     with stage_output(out_dir, "prepare", "multitask", owns=owns.__contains__) as tmp:

@@ -60,6 +60,8 @@ def make_metrics(names: Sequence[str] = METRICS, tokenize: str | None = None,
     order 6 and word order ``chrf_word_order`` (2 = chrF++); TER uses sacrebleu's defaults.
     """
     unknown = [name for name in names if name not in METRICS]
+    if not names:
+        raise DepnmtError(f"no metric given (choose from {', '.join(METRICS)})")
     if unknown:
         raise DepnmtError(f"unknown metric {unknown[0]!r} (choose from {', '.join(METRICS)})")
     if tokenize is not None and tokenize not in TOKENIZERS:

@@ -58,6 +58,10 @@ def test_multitask_needs_the_source_trees(tiny_bpe, tmp_path, capsys):
                     tmp_path / "o"]) == 2
     err = capsys.readouterr().err
     assert "train.en.conllu: missing" in err and "Traceback" not in err
+    # another stage's folder (the prepare folder given twice) is named as such
+    assert run_cli(["multitask", "-i", prepare, "-t", prepare, "-o", tmp_path / "o"]) == 2
+    assert f"{prepare}/manifest.json: written by stage 'prepare', expected 'parse' output " \
+        "here" in capsys.readouterr().err
     # trees of other sentences: the first mismatching tree is named with its line
     (tmp_path / "other").mkdir()
     from depnmt.parse import Sentence, write_conllu

@@ -240,3 +240,11 @@ def test_invalid_utf8_and_empty_lines_are_scored(small, capsys):
 def test_missing_japanese_tokenizer_is_a_user_error(small, capsys):
     code, _, err = run_cli(["score", "--ref", small["ref"], "--lang", "ja", small["good"]], capsys)
     assert code == 2 and err.startswith("error:") and "--tokenize" in err
+
+
+@pytest.mark.parametrize("names, message", [([], "no metric given"),
+                                            (["bleu", "bogus"], "unknown metric 'bogus'")])
+def test_metric_names_are_checked(names, message):
+    """`score --metrics ,` gave a table of no scores; an unknown name is named."""
+    with pytest.raises(DepnmtError, match=f"^{message} \\(choose from bleu, chrf, ter\\)"):
+        sc.make_metrics(names)
