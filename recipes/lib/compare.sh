@@ -56,8 +56,9 @@ WARNED_SYSTEMS=" "
 # is a whole number of at least MIN (or "auto" when allowed); checked before any work, so a
 # typo is not a bash error halfway through a campaign.
 whole_number() {
-  local name=$1 min=$2 value
-  for value in ${!1:-}; do          # SEEDS holds several
+  local name=$1 min=$2 value values
+  read -r -a values <<< "${!1:-}"   # SEEDS holds several (split, never globbed)
+  for value in ${values[@]+"${values[@]}"}; do
     [ "$value" = auto ] && [ "${3:-}" = auto ] && continue
     if ! [[ $value =~ ^[0-9]+$ ]] || [ "$((10#$value))" -lt "$min" ]; then
       echo "error: $name=${!1}: expected ${3:+auto or }a whole number, at least $min" >&2
