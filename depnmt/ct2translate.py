@@ -27,7 +27,6 @@ too), ``logprob`` = score · |Y|^α.
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -35,6 +34,7 @@ from .bpe import Segmenter
 from .errors import DepnmtError
 from .export import EXPORT_CONFIG, EXPORT_FORMAT, import_ctranslate2
 from .log import warn
+from .modeldir import SECTIONS, check_sections
 from .search import SearchConfig, check_at_limit, check_length_penalty, length_penalty
 from .subwords import merge_subwords
 from .textio import read_json
@@ -66,19 +66,12 @@ def read_export(export_dir: Path) -> dict:
     if record.get("export_format") != EXPORT_FORMAT:
         raise DepnmtError(f"{path}: export format {record.get('export_format')} is not readable "
                           f"by this depnmt (format {EXPORT_FORMAT})")
-    tokenizers, search = record.get("tokenizers"), record.get("search", {})
-    if not (isinstance(tokenizers, dict) and all(isinstance(tokenizers.get(side), dict)
-                                                 for side in ("src", "tgt"))):
-        raise DepnmtError(f"{path}: 'tokenizers' must be an object with the src and tgt "
-                          f"tokenizer settings; export the model again")
-    max_len = record.get("max_src_len")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-        raise DepnmtError(f"{path}: 'max_src_len' must be a positive integer, not "
-                          f"{max_len!r}; export the model again")
-    known = {f.name for f in fields(SearchConfig)}
-    if not isinstance(search, dict) or not set(search) <= known:
-        raise DepnmtError(f"{path}: 'search' must be an object of search settings ("
-                          f"{', '.join(sorted(known))})")
+    hint = f"(not a {EXPORT_CONFIG} written by `depnmt export`?)"
+    check_sections(path, record, {name: SECTIONS[name] for name in ("tokenizers", "search")},
+                   hint)
+    if not isinstance(record.get("max_src_len"), int) or record["max_src_len"] < 1:
+        raise DepnmtError(f"{path}: \"max_src_len\" should be a positive integer, found "
+                          f"{record.get('max_src_len')!r} {hint}")
     return record
 
 

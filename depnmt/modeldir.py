@@ -107,28 +107,36 @@ def upgrade_config(path: Path, config: dict[str, Any]) -> dict[str, Any]:
 def check_config(path: Path, config: dict[str, Any]) -> None:
     """Error naming ``path`` and the key when a part of :data:`SECTIONS` is missing or has the
     wrong JSON type (a hand-edited or foreign file), instead of a traceback later."""
-    for section, (fields, required) in SECTIONS.items():
-        value = config.get(section, _MISSING)
-        if value is _MISSING and not required:
-            continue
-        _check_type(path, section, value, dict)
-        for key, types in fields.items():
-            if required or key in value:
-                _check_type(path, f"{section}.{key}", value.get(key, _MISSING), types)
-    unknown = sorted(set(config.get("search", {})) - set(SEARCH_FIELDS))
-    if unknown:
-        raise DepnmtError(f"{path}: unknown search setting(s) {', '.join(unknown)}")
+    check_sections(path, config, SECTIONS, f"(not a {CONFIG} written by `depnmt train`?)")
     if not all(isinstance(s, dict) and isinstance(s.get("name"), str)
                and isinstance(s.get("options"), dict) for s in config["model"]["schemes"]):
         raise DepnmtError(f"{path}: \"model.schemes\" should be a list of "
                           f"{{\"name\": ..., \"options\": {{...}}}} objects")
 
 
+def check_sections(path: Path, record: dict[str, Any], sections: dict, hint: str) -> None:
+    """The :data:`SECTIONS`-style ``sections`` of a JSON ``record`` read from ``path`` (a
+    model's config.json, an export's record): each required one present, each field of the
+    JSON type it needs, no unknown search setting; else a DepnmtError naming the key, with
+    ``hint``."""
+    for section, (fields, required) in sections.items():
+        value = record.get(section, _MISSING)
+        if value is _MISSING and not required:
+            continue
+        _check_type(path, section, value, dict, hint)
+        for key, types in fields.items():
+            if required or key in value:
+                _check_type(path, f"{section}.{key}", value.get(key, _MISSING), types, hint)
+    unknown = sorted(set(record.get("search", {})) - set(SEARCH_FIELDS))
+    if unknown:
+        raise DepnmtError(f"{path}: unknown search setting(s) {', '.join(unknown)}")
+
+
 _MISSING = object()
 
 
-def _check_type(path: Path, key: str, value: Any, types: type | tuple[type, ...]) -> None:
-    hint = f"(not a {CONFIG} written by `depnmt train`?)"
+def _check_type(path: Path, key: str, value: Any, types: type | tuple[type, ...],
+                hint: str) -> None:
     if value is _MISSING:
         raise DepnmtError(f"{path}: no \"{key}\" {hint}")
     allowed = types if isinstance(types, tuple) else (types,)

@@ -165,11 +165,13 @@ DAMAGES = {   # what is done to depnmt-export.json: the error's text after "FILE
     "not JSON": (lambda r: "{", ":1: not valid JSON"),
     "a list": (lambda r: "[1]", ": expected a JSON object, found list"),
     "no tokenizers": (lambda r: {k: v for k, v in r.items() if k != "tokenizers"},
-                      ": 'tokenizers' must be an object"),
+                      ': no "tokenizers" (not a depnmt-export.json written by `depnmt export`?)'),
+    "a tokenizer not an object": (lambda r: {**r, "tokenizers": {**r["tokenizers"], "src": 1}},
+                                  ': "tokenizers.src" should be an object, found 1'),
     "no length limit": (lambda r: {**r, "max_src_len": None},
-                        ": 'max_src_len' must be a positive integer, not None"),
+                        ': "max_src_len" should be a positive integer, found None'),
     "unknown search setting": (lambda r: {**r, "search": {"bogus": 1}},
-                               ": 'search' must be an object of search settings"),
+                               ": unknown search setting(s) bogus"),
 }
 
 
