@@ -25,7 +25,13 @@ Sections (``--only``):
   gradient error ‖g_dev − g_cpu‖ / max(‖g_cpu‖, 1e-3 ‖G_cpu‖) over the parameters ≤ 1e-3
   (G: all gradients; the floor is for gradients that are zero but for rounding), and every
   parameter gets a gradient on the device (loss: label-smoothed NLL plus the schemes' auxiliary
-  losses, as ``depnmt train``).
+  losses, as ``depnmt train``). Then the attention path with extra head dimensions
+  (``depnmt.model.attention``; ``FUSED_SYSTEMS``: dep's depth terms, GPS's syntax logits, both),
+  on the device, its batch collated with the model's schemes as training does: the device
+  takes it by itself (CUDA; the CPU keeps its paths and is forced to it here), and against the
+  explicit path with the same weights, fp32: Δ logit ≤ 1e-4 and gradient error ≤ 1e-3; bf16
+  autocast: its logits' and mean gradient error against fp32 at most 2 × the explicit path's
+  + 0.01 (the two round differently).
 * ``train`` — ``depnmt train`` (the click command, in this process) for every scheme in fp32,
   bf16 and fp16 (fp16 needs CUDA: skipped on the CPU): 30 updates with finite losses; the same
   run stopped after 15 and resumed to 30 ends within 1e-3 of the uninterrupted run's logged
@@ -41,8 +47,10 @@ Sections (``--only``):
   CUDA, 8,000 on the CPU).
 * ``speed`` — Transformer-base (6+6 layers, d_model 512, 8 heads, d_ff 2048, vocabulary 32k,
   batches of 250 synthetic pairs of 100 + 100 tokens = 25k target tokens, halved until they fit)
-  in bf16, abs, rel, dep+rel, rel with key terms only, gps, pascal, structural and dbsa-enc
-  trained side by side on the same batches, interleaved (``bench/schemes.py``), 8 rounds:
+  in bf16, abs, rel, dep+rel, dep, rel with key terms only, gps, pascal, structural and
+  dbsa-enc trained side by side on the same batches, interleaved (``bench/schemes.py``), 8 rounds
+  (dep and gps attend through the extra head dimensions; ``EXPLICIT_RUNS``, the same systems
+  kept on the explicit path, are rows of their own: the A/B of the two paths):
   target tokens/s, model FLOP utilisation (MFU) and peak memory
   (``torch.cuda.max_memory_allocated``); goals on CUDA: abs MFU ≥ 25 % (≥ 20 % on an H100),
   every tree scheme ≥ 0.85 × abs tokens/s, and ≥ 0.9 × for those that add only key terms or
@@ -109,7 +117,14 @@ import torch  # noqa: E402
 
 DATA = REPO / "bench" / "gpu_check_data"
 SECTIONS = ("parity", "train", "ddp", "translate", "speed", "loader")
-SPEED_SYSTEMS = ("abs", "rel", "dep+rel", "rel-key", "gps", "pascal", "structural", "dbsa-enc")
+SPEED_SYSTEMS = ("abs", "rel", "dep+rel", "dep", "rel-key", "gps", "pascal", "structural",
+                 "dbsa-enc")
+# speed systems also trained on the explicit attention path (DEPNMT_ATTENTION=explicit), rows
+# "NAME/explicit": the A/B of the extra head dimensions (depnmt.model.attention)
+EXPLICIT_RUNS = ("dep", "gps")
+# systems whose attention terms have the extra-dimensions form, checked against the explicit
+# path in the parity section
+FUSED_SYSTEMS = ("abs+dep", "abs+gps", "abs+gps+dep")
 ABLATIONS = {"deplabel+rel-key": ["--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                                   "--deplabel-terms", "key"]}
 # dense bf16 tensor TFLOP/s by a part of torch.cuda.get_device_name (first match wins)
@@ -322,6 +337,99 @@ def check_parity(plan: Plan, data: Path) -> None:
                  + (f" (none: {', '.join(missing[:3])})" if missing else ""))
         plan.add("parity", f"{name} fp32 {plan.device} vs cpu", value,
                  dlogit <= LOGIT_TOL and worst <= GRAD_TOL and not missing)
+    for spec in FUSED_SYSTEMS:
+        try:
+            check_fused(plan, spec, examples, n_src, n_tgt)
+        except Exception as exc:  # noqa: BLE001
+            plan.add("parity", f"{spec}: extra head dimensions", failure(exc), False)
+
+
+@contextlib.contextmanager
+def attention_path(name: str):
+    """``DEPNMT_ATTENTION=name`` meanwhile (``auto``, ``fused`` or ``explicit``)."""
+    import depnmt.model.attention as attention
+    before, attention.attention_path = attention.attention_path, name
+    try:
+        yield
+    finally:
+        attention.attention_path = before
+
+
+def pinned_to(model, name: str):
+    """``model`` whose forward passes attend by path ``name`` (the backward pass follows the
+    forward's graph), whatever the switch says outside them."""
+    forward = model.forward
+
+    def pinned(*args, **kwargs):
+        with attention_path(name):
+            return forward(*args, **kwargs)
+    model.forward = pinned
+    return model
+
+
+def extended_calls(model, batch, dtype) -> tuple[tuple, int]:
+    """:func:`loss_and_grads` under ``dtype``'s autocast, and how many attention calls took
+    the extra head dimensions."""
+    from depnmt.device import autocast
+    from depnmt.model.attention import MultiHeadAttention
+    calls, method = [], MultiHeadAttention._attend_extended
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return method(self, *args, **kwargs)
+    MultiHeadAttention._attend_extended = counted
+    try:
+        with autocast(batch.src.device, dtype):
+            return loss_and_grads(model, batch), len(calls)
+    finally:
+        MultiHeadAttention._attend_extended = method
+
+
+def step_errors(got: tuple, ref: tuple) -> tuple[float, float, float]:
+    """(largest Δ logit relative to the largest |logit|, the largest and the mean gradient
+    error) of a step against a reference step (:func:`gradient_errors`)."""
+    errors = list(gradient_errors(ref[1], got[1]).values())
+    dlogit = float((got[0] - ref[0]).abs().max()) / max(float(ref[0].abs().max()), 1e-12)
+    return dlogit, max(errors, default=0.0), sum(errors) / max(len(errors), 1)
+
+
+def check_fused(plan: Plan, spec: str, examples, n_src: int, n_tgt: int) -> None:
+    """The extra-dimensions attention path of system ``spec`` on the device (the module
+    docstring's parity section): taken by itself on CUDA; fp32 and bf16 against the explicit
+    path with the same weights and batch."""
+    from depnmt.data import add_features, collate
+    from depnmt.model.schemes.names import resolve
+    from depnmt.model.schemes.registry import learn_options, scheme_entries
+    from depnmt.model.transformer import ModelConfig, TransformerNMT
+    entries = learn_options(scheme_entries(resolve(spec), {"gps_layer": "all"}), examples)
+    cfg = ModelConfig(n_src, n_tgt, d_model=plan.d_model, n_heads=plan.heads, d_ff=plan.d_ff,
+                      encoder_layers=plan.layers, decoder_layers=plan.layers, dropout=0.0,
+                      attention_dropout=0.0, schemes=entries)
+    torch.manual_seed(1)
+    model = TransformerNMT(cfg).to(plan.device)
+    for ex in examples:
+        ex.feats, ex.tgt_feats = {}, {}
+    add_features(examples, model.schemes.schemes)
+    batch = collate(examples, model.schemes.schemes).to(plan.device)
+    cuda = plan.device.type == "cuda"
+    with attention_path("explicit"):
+        ref, _ = extended_calls(model, batch, None)
+        ref_bf16, _ = extended_calls(model, batch, torch.bfloat16)
+    with attention_path("auto" if cuda else "fused"):
+        fused, calls = extended_calls(model, batch, None)
+        fused_bf16, _ = extended_calls(model, batch, torch.bfloat16)
+    plan.add("parity", f"{spec}: attention calls on the extra head dimensions ({plan.device})",
+             f"{calls} of {plan.layers} encoder layers" + ("" if cuda else " (forced: fused)"),
+             calls > 0)
+    dlogit, worst, _ = step_errors(fused, ref)
+    plan.add("parity", f"{spec} fp32: extra head dimensions vs explicit ({plan.device})",
+             f"Δ logit {dlogit:.1e} (relative), grad error {worst:.1e}",
+             dlogit <= LOGIT_TOL and worst <= GRAD_TOL)
+    ours, theirs = step_errors(fused_bf16, ref), step_errors(ref_bf16, ref)
+    plan.add("parity", f"{spec} bf16 vs fp32: extra head dimensions (explicit path) "
+             f"({plan.device})", f"Δ logit {ours[0]:.1e} ({theirs[0]:.1e}), mean grad error "
+             f"{ours[2]:.1e} ({theirs[2]:.1e}), largest {ours[1]:.1e} ({theirs[1]:.1e})",
+             ours[0] <= 2 * theirs[0] + 0.01 and ours[2] <= 2 * theirs[2] + 0.01)
 
 
 # -- train, resume -----------------------------------------------------------------------------
@@ -609,9 +717,12 @@ def speed_runs(plan: Plan, s: dict, batch_size: int) -> tuple:
                         s["vocab"], s["src_len"], s["tgt_len"], batch_size, s["n_batches"],
                         s["decode_len"])
     runs = {}
-    for name in SPEED_SYSTEMS:
+    for name in (*SPEED_SYSTEMS, *(f"{n}/explicit" for n in EXPLICIT_RUNS)):
         try:
-            run = bench.new_run(setup, name, "bf16")
+            system, _, path = name.partition("/")
+            run = bench.new_run(setup, system, "bf16")
+            if path:
+                pinned_to(run.model, path)
             bench.train_step(run.model, run.optimizer, run.batches[0], run.dtype)
             runs[name] = run
         except torch.cuda.OutOfMemoryError:
@@ -662,6 +773,12 @@ def check_speed(plan: Plan) -> None:
             goal = goal_mfu(plan.device)
             ok = (mfu >= goal) if cuda and mfu is not None else None
             plan.add("speed", f"abs ({size}); goal MFU ≥ {goal:.0%}", value, ok)
+        elif "/" in row["scheme"]:
+            system = row["scheme"].partition("/")[0]
+            fused = next((r["train_tok_s"] for r in rows if r["scheme"] == system), None)
+            ab = f"; {system} is {fused / tok_s:.2f}× this" if fused else ""
+            plan.add("speed", f"{row['scheme']} (A/B of the extra head dimensions)",
+                     value + ab, None)
         else:
             goal = GOAL_RATIO_KEY_OR_BIAS if row["scheme"] in KEY_OR_BIAS else GOAL_RATIO
             ok = row["train_ratio"] >= goal if cuda else None

@@ -146,17 +146,10 @@ def answer(comparison: dict, resolvable: float | None, runs: int) -> str:
     """A question's answer by the verdict rule of :func:`verdict`, without a paper's figure:
     **yes** when the difference is positive, its interval excludes 0 and p < 0.05; **likely**
     when only AR says so; **no, the other way** when significant below; else **not shown**,
-    with the difference that ``runs`` runs a side resolve."""
-    d, low, p = comparison["difference"], comparison["low"], comparison.get("p_ar_holm")
-    significant = p is not None and p < SIGNIFICANCE
-    if d > 0 and significant and low is not None and low > 0:
-        return "**yes**"
-    if d > 0 and significant:
-        return "**likely**, not established (the interval includes 0)"
-    if significant:
-        return "**no**: significantly the other way"
-    return "**not shown**" + (f" (only differences beyond ±{resolvable:.2f} are resolved by "
-                              f"{runs} runs a side)" if resolvable is not None else "")
+    with the difference that ``runs`` runs a side resolve (:func:`depnmt.report.answer`, which
+    the report's test-likelihood comparisons use too)."""
+    from depnmt.report import answer as rule
+    return rule(comparison, resolvable, runs)
 
 
 def questions_table(questions: tuple[Question, ...], records: list[dict], runs: int) -> str:
@@ -398,7 +391,7 @@ def _page_table(table: str, names: dict[str, str]) -> str:
         head[ratio] = "× " + names.get(head[ratio][2:], head[ratio][2:])
         keep = [[head.index(n) for n in SCORES],
                 [next(i for i, h in enumerate(head) if h.startswith(n)) for n in DETAILS]]
-    elif head[:2] == ["system", "vs"]:
+    elif head[:2] == ["system", "vs"] and "Δ BLEU [95 % CI]" in head:    # (not test NLL's)
         starts = [head.index(f"Δ {metric} [95 % CI]") for metric in ("BLEU", "chrF")]
         keep = [[0, 1, *range(start, start + 4)] for start in starts]
     else:

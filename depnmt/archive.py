@@ -10,18 +10,22 @@ those small files::
     OUT/<FOLDER's name>/models/NAME/manifest.json   versions, inputs, the finished run's progress
     OUT/<FOLDER's name>/models/NAME/metrics.jsonl   every logged update and validation
     OUT/<FOLDER's name>/hyps/NAME.LANG              the test hypotheses
+    OUT/<FOLDER's name>/hyps/NAME.LANG.ref-logprob  the test references' log-probability under
+                                                    the selected checkpoint, where the run has it
 
-so that ``depnmt report -f OUT/<FOLDER's name> ...`` (BLEU, chrF, dev loss, epochs, intervals,
-p-values) and ``depnmt plot`` (training curves) give the same table and curves on a machine that
-never had the models — e.g. from a repository, a paper's supplementary material, or after the
-machine that trained them is gone. Files are written atomically and flushed to disk; archiving
-again replaces them (a run finished since is added). Unfinished runs are skipped with a warning.
+so that ``depnmt report -f OUT/<FOLDER's name> ...`` (BLEU, chrF, test NLL, dev loss, epochs,
+intervals, p-values) and ``depnmt plot`` (training curves) give the same table and curves on a
+machine that never had the models — e.g. from a repository, a paper's supplementary material,
+or after the machine that trained them is gone. Files are written atomically and flushed to
+disk; archiving again replaces them (a run finished since is added). Unfinished runs are
+skipped with a warning.
 
 One writer: an archive holds ``PARENT/.OUT.lock`` (:func:`depnmt.stagedir.hold_lock`) while it
 writes ``OUT``; a second `depnmt archive` into the same ``OUT`` (campaign jobs archiving their
 seeds at once) waits for it and then runs, so the result is that of the two one after the other.
-A run's test hypotheses are copied after its model files: ``report -f`` sees a run once it is
-complete.
+A run's test hypotheses are copied after its model files and its test likelihood
+(:mod:`depnmt.likelihood`; computed by the comparison recipes while the checkpoints exist, it
+cannot be made from the archive): ``report -f`` sees a run once it is complete.
 
 ``OUT/data.json`` records the data the runs were trained on (:mod:`depnmt.datarecord`: every
 data stage's options, parser versions and the sha256 of each file it wrote), so that a
@@ -84,7 +88,10 @@ def archive_runs(runs: Sequence, out: Path) -> list[Path]:
         model = make_dir(out / archived_name(run.model_dir))
         for name in MODEL_FILES:
             copy_file(run.model_dir / name, model / name)
-        copy_file(run.hyp, make_dir(model.parent.parent / "hyps") / run.hyp.name)
+        hyps = make_dir(model.parent.parent / "hyps")
+        if run.likelihood.is_file():
+            copy_file(run.likelihood, hyps / run.likelihood.name)
+        copy_file(run.hyp, hyps / run.hyp.name)
         archived.append(model)
     return archived
 

@@ -10,13 +10,20 @@ also written to ``DIR`` at its update ``step``, with the record's own names:
 
 Other records (``start``, ``end``) and fields that are not numbers are not written. TensorBoard
 is an optional extra: ``pip install 'depnmt[tensorboard]'``; view with ``tensorboard --logdir DIR``.
+
+``DIR`` is made and checked when the log is set up (:class:`TensorBoardLog`, before the data is
+read or a model built): a path that is a file, a folder that cannot be made or written in is
+one error then, not after the training done up to the first record.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
-from .errors import DepnmtError
+from .errors import DepnmtError, reason
+from .textio import make_dir
 
 TRAIN_SKIP = {"event", "step", "epoch", "time"}
 
@@ -37,9 +44,25 @@ def scalars(record: dict) -> dict[str, float]:
     return {}
 
 
+def check_log_dir(log_dir: Path) -> None:
+    """Make the folder ``log_dir`` (and its parents) and check that a file can be written in
+    it (a probe file, removed at once); a :class:`DepnmtError` naming it otherwise."""
+    if log_dir.exists() and not log_dir.is_dir():
+        raise DepnmtError(f"--tensorboard {log_dir}: is a file; give a folder (TensorBoard "
+                          f"writes its event files into one)")
+    make_dir(log_dir)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".depnmt-probe-", dir=log_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise DepnmtError(f"--tensorboard {log_dir}: cannot write in it: {reason(exc)}") from None
+
+
 class TensorBoardLog:
-    """Writes records as scalars to an event file in ``log_dir`` (created on the first record,
-    so only the process that logs — rank 0 — writes one)."""
+    """Writes records as scalars to an event file in ``log_dir`` (the file is created on the
+    first record, so only the process that logs — rank 0 — writes one; the folder is made and
+    checked here: :func:`check_log_dir`)."""
 
     def __init__(self, log_dir: Path):
         try:
@@ -47,6 +70,7 @@ class TensorBoardLog:
         except ImportError:
             raise DepnmtError("--tensorboard needs the tensorboard package: pip install "
                               "'depnmt[tensorboard]' (or pip install tensorboard)") from None
+        check_log_dir(Path(log_dir))
         self._make = lambda: SummaryWriter(log_dir=str(log_dir))
         self.writer = None
 

@@ -35,6 +35,7 @@ COMMANDS = {
     "average": ("average", "Average the last or best checkpoints of a run (train --keep-last N)."),
     "translate": ("translate", "Translate raw text (stdin -> stdout) with a trained model directory."),
     "rescore": ("forced", "Score given translations (forced decoding): log p, raw and length-normalised."),
+    "minimal-pairs": ("minimalpairs", "A contrastive set from English references: agreement, negation, order."),
     "contrastive": ("contrastive", "Accuracy on a contrastive test set (LingEval97, ContraPro, TSV), per category."),
     "export": ("export", "Export a trained model to CTranslate2 (abs, noabs+rel, noabs schemes) for serving."),
     "score": ("score", "BLEU/chrF/TER with sacrebleu, paired bootstrap and length buckets."),

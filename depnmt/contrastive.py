@@ -12,9 +12,11 @@ category with a 95 % Wilson score interval; with several models (e.g. seeds), al
 
 Formats read (:func:`read_set`):
 
-- ``tsv``: ``source TAB reference TAB contrastive [TAB category]``, one variant a line, each
-  line an item (category ``all`` when the column is absent); an optional first line
-  ``source TAB reference TAB contrastive [TAB category]`` names the columns.
+- ``tsv``: ``source TAB reference TAB contrastive [TAB category [TAB linear_distance TAB
+  tree_distance]]``, one variant a line, each line an item (category ``all`` when the column
+  is absent); an optional first line of those column names is skipped. The distances (whole
+  numbers ≥ 1, as ``depnmt minimal-pairs`` writes them: :mod:`depnmt.minimalpairs`) add
+  tables per distance bucket (:mod:`depnmt.contrastivestats`, which builds on this module).
 - ``lingeval97``: LingEval97's ``lingeval97.json``, a list of ``{"source", "reference",
   "errors": [{"type", "contrastive", ...}]}``; each error is an item of category ``type``, as
   its ``evaluate.py`` counts them.
@@ -38,7 +40,8 @@ from .significance import mean_sd
 from .textio import iter_lines
 
 FORMATS = ("tsv", "lingeval97", "contrapro")
-TSV_HEADER = ("source", "reference", "contrastive", "category")
+TSV_HEADER = ("source", "reference", "contrastive", "category", "linear_distance",
+              "tree_distance")
 Z95 = 1.959963984540054
 
 
@@ -52,6 +55,8 @@ class Item:
     variants: list[str]
     category: str
     where: str = ""
+    linear: int | None = None       # tokens between the two words in conflict (tsv, optional)
+    tree: int | None = None         # dependency arcs between them
 
 
 def read_set(path: Path, fmt: str, src: Path | None = None, tgt: Path | None = None
@@ -75,12 +80,20 @@ def read_tsv(path: Path) -> list[Item]:
         cols = line.split("\t")
         if n == 1 and tuple(cols) == TSV_HEADER[:len(cols)] and len(cols) >= 3:
             continue
-        if len(cols) not in (3, 4) or not all(c.strip() for c in cols):
+        if len(cols) not in (3, 4, 6) or not all(c.strip() for c in cols):
             raise InputError(path, n, "expected source TAB reference TAB contrastive "
-                                      "[TAB category], none of them empty")
-        items.append(Item(cols[0], cols[1], [cols[2]], cols[3] if len(cols) == 4 else "all",
-                          f"{path}:{n}"))
+                                      "[TAB category [TAB linear_distance TAB tree_distance]], "
+                                      "none of them empty")
+        items.append(Item(cols[0], cols[1], [cols[2]], cols[3] if len(cols) >= 4 else "all",
+                          f"{path}:{n}", *(distance(path, n, c) for c in cols[4:])))
     return items
+
+
+def distance(path: Path, n: int, text: str) -> int:
+    """A distance column of line ``n``: a whole number ≥ 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise InputError(path, n, f"distance {text!r}: expected a whole number ≥ 1")
+    return int(text)
 
 
 def load_json_list(path: Path) -> list:
@@ -144,8 +157,7 @@ def read_contrapro(path: Path, src: Path, tgt: Path) -> list[Item]:
 def score_items(items: Sequence[Item], scorer, normalized: bool = False) -> list[bool]:
     """Whether ``scorer`` (a :class:`~depnmt.forced.ForcedScorer`) gives each item's reference
     a higher score than every variant; each (source, translation) pair is scored once."""
-    pairs = list(dict.fromkeys((it.source, t) for it in items
-                               for t in [it.reference, *it.variants]))
+    pairs = scored_pairs(items)
     empty = next((it for it in items if not it.source.strip()), None)
     if empty is not None:
         raise DepnmtError(f"{empty.where}: empty source: there is nothing to score against")
@@ -153,6 +165,12 @@ def score_items(items: Sequence[Item], scorer, normalized: bool = False) -> list
     value = {pair: (r.score if normalized else r.logprob) for pair, r in zip(pairs, results)}
     return [all(value[it.source, it.reference] > value[it.source, v] for v in it.variants)
             for it in items]
+
+
+def scored_pairs(items: Sequence[Item]) -> list[tuple[str, str]]:
+    """The distinct (source, translation) pairs of ``items``, in order: what a model scores."""
+    return list(dict.fromkeys((it.source, t) for it in items
+                              for t in [it.reference, *it.variants]))
 
 
 def wilson(correct: int, total: int, z: float = Z95) -> tuple[float, float]:

@@ -169,9 +169,12 @@ def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: V
     return examples, dropped
 
 
-def attach_trees(examples: list[Example], conllu_path: Path, side: str = "src") -> None:
+def attach_trees(examples: list[Example], conllu_path: Path, side: str = "src",
+                 text: Path | None = None) -> None:
     """Attach the word-level trees of ``conllu_path`` (one per line of the corpus) to examples
-    by line index, as ``src_tree`` or (``side="tgt"``) ``tgt_tree``."""
+    by line index, as ``src_tree`` or (``side="tgt"``) ``tgt_tree``. A tree over other words
+    than its line is an error naming both places: ``conllu_path``'s line and the line of
+    ``text``, the subword file the examples were read from (when given)."""
     from .subwords import merge_subwords
     from .parse.conllu import read_conllu_numbered
     numbered = list(read_conllu_numbered(conllu_path))
@@ -182,9 +185,10 @@ def attach_trees(examples: list[Example], conllu_path: Path, side: str = "src") 
         lineno, tree = numbered[ex.index]
         words = merge_subwords(ex.src_subwords if side == "src" else ex.tgt_subwords)
         if list(tree.words) != words:
+            where = f"{text}:{ex.index + 1}" if text is not None else f"text line {ex.index + 1}"
             raise InputError(conllu_path, lineno, f"tree {ex.index + 1} has words "
-                                                  f"{tree.words[:8]}… but text line "
-                                                  f"{ex.index + 1} has {words[:8]}…")
+                                                  f"{tree.words[:8]}… but {where} has "
+                                                  f"{words[:8]}…")
         setattr(ex, f"{side}_tree", tree)
 
 

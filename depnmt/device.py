@@ -5,16 +5,34 @@ matrix multiplies in 16 bits; parameters, optimizer states, the loss and its log
 the attention softmax stay in fp32); ``auto`` = bf16 on CUDA GPUs of compute capability 8.0 or
 later (Ampere on: bf16 tensor cores) and fp16 with loss scaling on older ones (V100, T4: there
 torch emulates bf16, slowly, though ``torch.cuda.is_bf16_supported()`` says yes), bf16 on CPUs
-that multiply bf16 matrices in hardware (AVX512-BF16 or AMX-BF16, read from ``/proc/cpuinfo``
-at run time), fp32 on every other CPU. An explicit ``bf16`` on a GPU before 8.0 trains with a
-warning that it is emulated (an error where torch cannot run bf16 there at all).
+that multiply bf16 matrices in hardware, fp32 on every other CPU (``train`` says so in one
+line: :func:`precision_note`). An explicit ``bf16`` on a GPU before 8.0 trains with a warning
+that it is emulated (an error where torch cannot run bf16 there at all); on a CPU without native
+bf16 it trains, emulated and slower than fp32.
+
+**Native bf16 on the CPU** (:func:`cpu_bf16_missing`; the flags are read once per process)
+needs all three:
+
+* the hardware: an ``avx512_bf16`` or ``amx_bf16`` flag in ``/proc/cpuinfo`` (none: not Linux,
+  or an AVX2 / plain AVX-512 CPU);
+* torch's CPU kernels at an AVX-512 level: ``torch.backends.cpu.get_cpu_capability()``, which
+  honours ``ATEN_CPU_CAPABILITY`` (``default``, ``avx2``: off);
+* oneDNN, which runs the bf16 matrix multiplies, not capped below AVX512_CORE_BF16 by
+  ``ONEDNN_MAX_CPU_ISA`` (or its older name ``DNNL_MAX_CPU_ISA``; ``AVX2``, ``AVX512_CORE``,
+  ...: off). Capped at AVX2, oneDNN has no bf16 LSTM at all, so GPS's path LSTM runs in fp32
+  there (:mod:`depnmt.model.schemes.gps`).
+
+``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` thus makes a CPU with AVX512-BF16 behave
+as an AVX2-only one (the tests run the bf16 paths that way).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
+from typing import Mapping
 
 import torch
 
@@ -24,6 +42,13 @@ from .log import warn
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+ONEDNN_ISA_VARS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")     # the first one set wins
+# oneDNN's ISAs below AVX512_CORE_BF16 (its partial order: SSE41 < AVX < AVX2 < AVX2_VNNI <
+# AVX2_VNNI_2; AVX2 < AVX512_CORE < AVX512_CORE_VNNI < AVX512_CORE_BF16 < AVX10_1_512 < ...):
+# capped at one of them, oneDNN multiplies no bf16 in hardware. Any other value (DEFAULT, ALL,
+# an AMX level, one oneDNN does not know and ignores) leaves the hardware's ISA.
+ONEDNN_ISAS_WITHOUT_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2",
+                                      "AVX512_CORE", "AVX512_CORE_VNNI"})
 ONEDNN_CACHE_VAR = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 ONEDNN_CACHE_CAPACITY = 64      # primitives; oneDNN's default is 1,024
 
@@ -58,10 +83,43 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
             for flag in line.partition(":")[2].split()}
 
 
-def cpu_has_native_bf16(flags: set[str] | None = None) -> bool:
-    """Whether the CPU multiplies bf16 matrices in hardware (there oneDNN's bf16 GEMM is ~2×
-    faster than fp32; on AVX2/plain AVX-512 CPUs bf16 is emulated and slower than fp32)."""
-    return bool(NATIVE_BF16_FLAGS & (cpu_flags() if flags is None else flags))
+@functools.lru_cache(maxsize=1)
+def this_cpu_flags() -> frozenset[str]:
+    """:func:`cpu_flags` of this machine, read once (the path LSTM asks at every batch)."""
+    return frozenset(cpu_flags())
+
+
+def onednn_max_isa(environ: Mapping[str, str] = os.environ) -> str:
+    """The ISA that ``ONEDNN_MAX_CPU_ISA`` (else ``DNNL_MAX_CPU_ISA``) caps oneDNN at, upper
+    case as oneDNN compares it; ``""`` when neither is set."""
+    return next((environ[var] for var in ONEDNN_ISA_VARS if environ.get(var)), "").upper()
+
+
+def cpu_bf16_missing(flags: set[str] | frozenset[str] | None = None,
+                     capability: str | None = None, onednn_isa: str | None = None) -> str | None:
+    """Why torch cannot multiply bf16 matrices in hardware on this CPU (a clause for a
+    message), None when it can (see the module docstring). ``flags`` (:func:`cpu_flags`),
+    ``capability`` (``torch.backends.cpu.get_cpu_capability()``) and ``onednn_isa``
+    (:func:`onednn_max_isa`) default to this process's."""
+    flags = this_cpu_flags() if flags is None else flags
+    if not NATIVE_BF16_FLAGS & flags:
+        return "this CPU has no AVX512-BF16 or AMX-BF16 (no avx512_bf16 or amx_bf16 flag)"
+    capability = torch.backends.cpu.get_cpu_capability() if capability is None else capability
+    if not capability.upper().startswith("AVX512"):
+        return (f"torch runs its CPU kernels at level {capability} (ATEN_CPU_CAPABILITY), "
+                f"without AVX-512")
+    isa = onednn_max_isa() if onednn_isa is None else onednn_isa.upper()
+    if isa in ONEDNN_ISAS_WITHOUT_BF16:
+        return f"oneDNN is capped at {isa} (ONEDNN_MAX_CPU_ISA), below AVX512_CORE_BF16"
+    return None
+
+
+def cpu_has_native_bf16(flags: set[str] | frozenset[str] | None = None,
+                        capability: str | None = None, onednn_isa: str | None = None) -> bool:
+    """Whether torch multiplies bf16 matrices in hardware on this CPU (there oneDNN's bf16 GEMM
+    is ~2× faster than fp32; on AVX2/plain AVX-512 CPUs bf16 is emulated and slower than fp32):
+    :func:`cpu_bf16_missing` finds no reason against it."""
+    return cpu_bf16_missing(flags, capability, onednn_isa) is None
 
 
 def train_precision(device: torch.device, name: str = "auto",
@@ -80,6 +138,18 @@ def train_precision(device: torch.device, name: str = "auto",
         native = cpu_has_native_bf16() if native_bf16 is None else native_bf16
         return torch.bfloat16 if native else None
     return torch.bfloat16
+
+
+def precision_note(device: torch.device, name: str) -> str | None:
+    """The line ``train`` prints when ``--precision name`` on ``device`` trains in fp32 because
+    the CPU has no native bf16 (``auto``; see :func:`cpu_bf16_missing`), None otherwise."""
+    if name != "auto" or device.type != "cpu":
+        return None
+    reason = cpu_bf16_missing()
+    if reason is None:
+        return None
+    return (f"--precision auto: {reason}, so training runs in fp32 (slower than bf16 on a CPU "
+            f"with AVX512-BF16 or AMX)")
 
 
 def _gpu_precision(device: torch.device, name: str) -> torch.dtype:

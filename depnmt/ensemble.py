@@ -8,7 +8,10 @@ log-probabilities, normalised again,
 
 a product of experts (OpenNMT-py and Marian average the log-probabilities too; fairseq averages
 the probabilities). Greedy and beam search, n-best lists and their scores work on it as on one
-model's distribution.
+model's distribution. Forced scoring (``depnmt rescore -m A -m B``, :mod:`depnmt.forced`)
+scores a given translation under the same distribution, by one teacher-forced pass of each
+member (:meth:`Ensemble.teacher_forced`), so the score of a hypothesis the ensemble's beam found
+is the score its search gave it.
 
 Each member keeps its own scheme: its own source features (its trees under the control it was
 trained on, its learned label tables) and its own decoder state. The members must produce and
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -71,12 +74,26 @@ class Ensemble:
     def decode(self, tgt_in: Tensor, state: EnsembleState, incremental: bool = False) -> Tensor:
         """The mean of the members' log-probabilities ``[B, T, V]`` (float32) for ``tgt_in
         [B, T]``; the search normalises it."""
-        total = None
-        for model, member_state in zip(self.models, state.states):
-            logits = model.decode(tgt_in, member_state, incremental=incremental)
-            lprobs = torch.log_softmax(logits.float(), dim=-1)
-            total = lprobs if total is None else total + lprobs
-        return total / len(self.models)
+        return mean_log_probs(model.decode(tgt_in, member_state, incremental=incremental)
+                              for model, member_state in zip(self.models, state.states))
+
+    def teacher_forced(self, src: Tensor, src_feats: list[dict[str, Tensor]],
+                       tgt_in: Tensor) -> Tensor:
+        """The mean of the members' log-probabilities ``[B, T, V]`` (float32) of one
+        teacher-forced pass over ``tgt_in [B, T]`` (each member with its own features), what
+        :meth:`decode` gives step by step; its log-softmax is the ensemble's distribution."""
+        return mean_log_probs(model(src, tgt_in, feats)[0]
+                              for model, feats in zip(self.models, src_feats))
+
+
+def mean_log_probs(member_logits: Iterable[Tensor]) -> Tensor:
+    """``(1/M) Σ_m log_softmax(logits_m)`` in float32, of the members' logits ``[B, T, V]``."""
+    total, count = None, 0
+    for logits in member_logits:
+        lprobs = torch.log_softmax(logits.float(), dim=-1)
+        total = lprobs if total is None else total + lprobs
+        count += 1
+    return total / count
 
 
 @dataclass
@@ -85,6 +102,16 @@ class EnsembleExample:
 
     src: list[int]
     members: list[Example]
+
+    @property
+    def tgt(self) -> list[int]:
+        """The target ids (forced scoring), the same in every member's example."""
+        return self.members[0].tgt
+
+    @tgt.setter
+    def tgt(self, ids: Sequence[int]) -> None:
+        for member in self.members:
+            member.tgt = list(ids)
 
 
 class EnsembleTranslator(Translator):

@@ -15,19 +15,27 @@ beam found is the score the search gave it (:class:`depnmt.search.Hypothesis`), 
 hypothesis that ended with the end-of-sentence token (all but those ``--at-limit cut`` cut at
 the length limit, which the search scores without it). Pairs are scored in batches of similar
 length (:func:`depnmt.translate.length_batches`, source plus target subwords).
+
+Several model folders (:meth:`ForcedScorer.from_model_dirs`, ``rescore -m A -m B``) score as
+their ensemble (:mod:`depnmt.ensemble`): at each position the log-softmax of the mean of the
+members' log-probabilities, the distribution the ensemble's search decodes with, so the forced
+score of a hypothesis ``translate -m A -m B`` found is the score that search gave it. The
+members must share what an ensemble shares, and their target BPE.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 from torch import Tensor
 
 from .bpe import Segmenter
-from .data import Example, collate
+from .data import Example
 from .device import autocast, search_attention
+from .ensemble import Ensemble
 from .errors import DepnmtError
 from .model.transformer import TransformerNMT
 from .search import length_penalty
@@ -47,7 +55,11 @@ class ForcedScore(NamedTuple):
 
 
 class ForcedScorer:
-    """A :class:`~depnmt.translate.Translator` and the model's target-side preprocessing."""
+    """A :class:`~depnmt.translate.Translator` and the model's target-side preprocessing.
+    ``progress``: called with the number of pairs scored after each batch, when set (the
+    progress bars of ``rescore`` and ``contrastive`` on a terminal)."""
+
+    progress: Callable[[int], None] | None = None
 
     def __init__(self, translator: Translator, tgt_segmenter: Segmenter | None):
         from .tokenize import make_tokenizer
@@ -59,9 +71,33 @@ class ForcedScorer:
     def from_model_dir(cls, model_dir: str | Path, **kwargs) -> "ForcedScorer":
         """``kwargs``: those of :meth:`Translator.from_model_dir` (checkpoint, device,
         precision, max_tokens, batch_size; ``alpha`` and ``length_penalty`` for the score)."""
+        if not isinstance(model_dir, (str, os.PathLike)):
+            raise TypeError(f"from_model_dir() takes one model directory, not {model_dir!r}; "
+                            f"several score as an ensemble with from_model_dirs()")
         model_dir = Path(model_dir)
         return cls(Translator.from_model_dir(model_dir, **kwargs),
                    Segmenter.from_dir(model_dir, "tgt"))
+
+    @classmethod
+    def from_model_dirs(cls, model_dirs: Sequence[str | Path],
+                        checkpoints: Sequence[Path | None] | None = None,
+                        **kwargs) -> "ForcedScorer":
+        """One model folder as :meth:`from_model_dir`; several as their ensemble
+        (:class:`~depnmt.ensemble.EnsembleTranslator`, each folder with its checkpoint, None:
+        its default), which must share their target BPE too. ``kwargs``: device, precision,
+        max_tokens, batch_size, ``alpha`` and ``length_penalty`` (the first model's unless
+        given)."""
+        dirs = [Path(d) for d in model_dirs]
+        ckpts = list(checkpoints) if checkpoints is not None else [None] * len(dirs)
+        if not dirs or len(ckpts) != len(dirs):
+            raise DepnmtError(f"{len(dirs)} model directories and {len(ckpts)} checkpoints: "
+                              f"give one or more directories, a checkpoint (or None) each")
+        if len(dirs) == 1:
+            return cls.from_model_dir(dirs[0], checkpoint=ckpts[0], **kwargs)
+        from .ensemble import EnsembleTranslator
+        segmenters = [Segmenter.from_dir(d, "tgt") for d in dirs]
+        check_target_bpe(segmenters, dirs)
+        return cls(EnsembleTranslator.from_model_dirs(dirs, ckpts, **kwargs), segmenters[0])
 
     def target_ids(self, line: str) -> list[int]:
         """A raw translation as target ids (no BOS/EOS), as training saw its targets."""
@@ -100,7 +136,7 @@ class ForcedScorer:
         out: list[ForcedScore | None] = [None] * len(examples)
         lengths = [len(ex.src) + len(ex.tgt) + 1 for ex in examples]
         for rows in length_batches(lengths, 1, t.max_tokens, t.batch_size):
-            batch = collate([examples[i] for i in rows], t.schemes).to(t.device)
+            batch = t.collate([examples[i] for i in rows])
             with autocast(t.device, t.amp), search_attention(t.device):
                 picked = token_logprobs(t.model, batch.src, batch.src_feats, batch.tgt_in,
                                         batch.tgt_out).cpu()      # one copy a batch, not a row
@@ -110,18 +146,38 @@ class ForcedScorer:
                 logprob = float(values.sum())
                 out[i] = ForcedScore(logprob / length_penalty(n, cfg.alpha, cfg.length_penalty),
                                      logprob, n, values.tolist() if per_token else None)
+            if self.progress is not None:
+                self.progress(len(rows))
         return out  # type: ignore[return-value]
 
 
-def token_logprobs(model: TransformerNMT, src: Tensor, src_feats: dict[str, Tensor],
+def token_logprobs(model: TransformerNMT | Ensemble, src: Tensor,
+                   src_feats: dict[str, Tensor] | list[dict[str, Tensor]],
                    tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
     """``log p(tgt_out[b, t] | tgt_in[b, :t + 1], src[b])`` ``[B, T]`` float64 by one
     teacher-forced pass (``tgt_in`` = BOS + target, ``tgt_out`` = target + EOS, PAD-padded;
-    0 at PAD), the softmax over the whole vocabulary as in the search."""
-    logits, _ = model(src, tgt_in, src_feats)
-    lprobs = torch.log_softmax(logits.float(), -1)
+    0 at PAD), the softmax over the whole vocabulary as in the search: of the model's logits,
+    or of an :class:`~depnmt.ensemble.Ensemble`'s mean log-probabilities (``src_feats``: each
+    member's features)."""
+    if isinstance(model, Ensemble):
+        scores = model.teacher_forced(src, src_feats, tgt_in)    # type: ignore[arg-type]
+    else:
+        scores, _ = model(src, tgt_in, src_feats)
+    lprobs = torch.log_softmax(scores.float(), -1)
     picked = lprobs.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)
     return picked.masked_fill(tgt_out == PAD, 0.0).double()
+
+
+def check_target_bpe(segmenters: Sequence[Segmenter | None], names: Sequence[Path]) -> None:
+    """A :class:`DepnmtError` naming the first model whose target BPE is not the first's:
+    an ensemble scores a translation split into the same subwords for every member."""
+    def codes(segmenter: Segmenter | None):
+        return None if segmenter is None else segmenter.__reduce__()[1]
+    for segmenter, name in zip(segmenters[1:], names[1:]):
+        if codes(segmenter) != codes(segmenters[0]):
+            raise DepnmtError(f"{name}: its target BPE differs from {names[0]}'s; the models "
+                              f"of an ensemble must share their vocabularies, BPE and "
+                              f"tokenizers (train them on the same bpe folder)")
 
 
 def check_pairs(sources: Sequence, translations: Sequence) -> None:

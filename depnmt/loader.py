@@ -11,9 +11,10 @@ curve, are the same with any number of workers, resumed or not.
 
 A worker's :class:`~depnmt.errors.DepnmtError` (a tree that does not fit its sentence)
 comes back as a value and is raised in the training process as it was raised, one line,
-not as the loader's wrapped traceback. :class:`WaitClock` measures the time the loop spends
-waiting for its next update: each training record logs it (``batch_wait_s``,
-``batch_wait_share``).
+not as the loader's wrapped traceback; so is a system refusing to start the workers
+(:func:`started`). ``--workers`` is at most 64 (:mod:`depnmt.runconfig`).
+:class:`WaitClock` measures the time the loop spends waiting for its next update: each
+training record logs it (``batch_wait_s``, ``batch_wait_share``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from .data import Batch, TokenBatcher, collate, shard_updates
-from .errors import DepnmtError
+from .errors import DepnmtError, reason
 from .stagedir import forget_held_locks
 from .workers import available_cores
 
@@ -64,13 +65,25 @@ def worker_updates(examples: Sequence, batcher: TokenBatcher, epoch: int, update
         BatchSource(examples, order, schemes), batch_size=None, sampler=numbers,
         num_workers=workers, pin_memory=pin, prefetch_factor=PREFETCH,
         worker_init_fn=quiet_worker, generator=torch.Generator())   # not the global RNG
-    batches = iter(loader)
+    batches = started(loader, workers)
     for done, batch_numbers in plan:
         update = [next(batches) for _ in batch_numbers]
         for item in update:
             if isinstance(item, DepnmtError):
                 raise item
         yield done, update
+
+
+def started(loader: torch.utils.data.DataLoader, workers: int) -> Iterator[Any]:
+    """The loader's iterator, its ``workers`` processes started; a system that refuses them
+    (a process or memory limit: ``fork`` fails) is one :class:`DepnmtError` saying so, before
+    any batch of the epoch is trained on."""
+    try:
+        return iter(loader)
+    except OSError as exc:
+        raise DepnmtError(f"--workers {workers}: the system refused to start {workers} "
+                          f"data-loader processes ({reason(exc)}); give fewer, or --workers 0 "
+                          f"to make the batches in the training process") from None
 
 
 def quiet_worker(_: int) -> None:

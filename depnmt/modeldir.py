@@ -31,7 +31,7 @@ from typing import Any
 from .errors import DepnmtError, InputError
 from .log import warn
 from .stagedir import hold_lock
-from .textio import atomic_open, iter_lines, make_dir, read_json
+from .textio import atomic_open, make_dir, naming, read_json
 from .version import __version__
 from .vocab import Vocab
 
@@ -243,17 +243,39 @@ def default_checkpoint(model_dir: Path) -> Path:
     raise DepnmtError(f"{model_dir}: no checkpoint in {ckpt} (training has not saved one yet)")
 
 
+def metrics_lines(path: Path) -> list[str]:
+    """The lines of a ``metrics.jsonl``, each with its line break (the last one may have
+    none). ``train`` writes the log as ASCII JSON, so bytes that are not UTF-8 mean a damaged
+    file: an :class:`InputError` naming the first such line, never a guess."""
+    with naming(path, "read"):
+        data = path.read_bytes()
+    raw = data.split(b"\n")
+    lines = [line + b"\n" for line in raw[:-1]] + ([raw[-1]] if raw[-1] else [])
+    out = []
+    for lineno, line in enumerate(lines, 1):
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InputError(path, lineno, "not valid UTF-8 (train writes this log as ASCII "
+                                           "JSON, so the line was damaged: restore the file "
+                                           "from a copy, or delete the line)") from None
+    return out
+
+
 def read_metrics(model_dir: Path) -> list[dict[str, Any]]:
-    """The records of ``metrics.jsonl`` in order (a line that is not a JSON object is an
-    error naming the line). An unfinished last line (no line break after it: a training is
-    appending it, or was killed while it did) is left out with a warning: ``runs``, ``plot``
-    and ``report`` read the logs of runs in progress and of killed ones (which ``train
-    --resume`` repairs)."""
+    """The records of ``metrics.jsonl`` in order (a line that is not UTF-8, not a JSON
+    object or one without an integer ``step`` is an error naming the line). An unfinished
+    last line (no line break after it: a training is appending it, or was killed while it
+    did) is left out with a warning:
+    ``runs``, ``plot`` and ``report`` read the logs of runs in progress and of killed ones
+    (which ``train --resume`` repairs). Every record has an ``event``; readers take the
+    events they know (``train``, ``valid``, ...) and pass over the others (``data_changed``:
+    :mod:`depnmt.provenance`)."""
     path = model_dir / "metrics.jsonl"
     if not path.exists():
         raise DepnmtError(f"{path}: missing; is {model_dir} a trained model directory?")
-    lines = list(iter_lines(path))
-    finished = ends_with_line_break(path)
+    lines = metrics_lines(path)
+    finished = not lines or lines[-1].endswith("\n")
     records = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -268,18 +290,14 @@ def read_metrics(model_dir: Path) -> list[dict[str, Any]]:
             raise InputError(path, lineno, f"not valid JSON ({exc.msg})") from None
         if not isinstance(record, dict) or not isinstance(record.get("event"), str):
             raise InputError(path, lineno, "not a metrics record (a JSON object with \"event\")")
+        step = record.get("step")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise InputError(path, lineno, f"a {json.dumps(record['event'])} record "
+                             + ("without \"step\"" if "step" not in record else
+                                f"whose \"step\" is {json.dumps(step)}")
+                             + " (every record has the update count, an integer >= 0)")
         records.append(record)
     return records
-
-
-def ends_with_line_break(path: Path) -> bool:
-    """Whether the file's last byte is a line break (an empty file: True)."""
-    with open(path, "rb") as fh:
-        fh.seek(0, 2)
-        if fh.tell() == 0:
-            return True
-        fh.seek(-1, 2)
-        return fh.read(1) == b"\n"
 
 
 RESERVED_CHECKPOINTS = ("last", "best")    # written by train; `average -o` must not take them
@@ -312,13 +330,22 @@ def checkpoint_file(name: str) -> bool:
 @contextmanager
 def lock_for_writing(model_dir: Path) -> Iterator[None]:
     """Hold ``MODEL_DIR/.lock`` for the block (created with the folder if needed) and remove
-    the temporary files an interrupted writer left; an error when another process holds it."""
+    the temporary files an interrupted writer left; an error when another process holds it.
+    A folder it created that holds nothing but the lock when the block fails (a run refused
+    before it wrote anything) is removed."""
+    created = not model_dir.exists()
     make_dir(model_dir)
     with hold_lock(model_dir / LOCK, model_dir, "another training writes this model directory"):
         for folder in (model_dir, checkpoint_dir(model_dir)):
             for leftover in folder.glob(".*.tmp") if folder.is_dir() else ():
                 leftover.unlink(missing_ok=True)
-        yield
+        try:
+            yield
+        except BaseException:
+            if created and [p.name for p in model_dir.iterdir()] == [LOCK]:
+                (model_dir / LOCK).unlink()
+                model_dir.rmdir()
+            raise
 
 
 def load_model_checkpoint(path: Path, expected_model: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import random
 from contextlib import ExitStack
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import DepnmtError, InputError
@@ -87,9 +87,10 @@ def linearize(words: list[str], heads: list[int], deprels: list[str]) -> list[st
 
 
 def _trees(parse_dir: Path, split: str, lang: str,
-           lines: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
-    """``(line, its linearized tree)`` for every line of ``PREPARE/{split}.{lang}`` (``lines``),
-    streamed; the tree file must have exactly one tree per line, over the line's tokens."""
+           text_path: Path) -> Iterator[tuple[str, list[str]]]:
+    """``(line, its linearized tree)`` for every line of ``text_path``
+    (``PREPARE/{split}.{lang}``), streamed; the tree file must have exactly one tree per line,
+    over the line's tokens."""
     from .parse.conllu import read_conllu_numbered
     path = parse_dir / f"{split}.{lang}.conllu"
     if not path.is_file():
@@ -97,13 +98,13 @@ def _trees(parse_dir: Path, split: str, lang: str,
                           f"--side src` first")
     numbered = read_conllu_numbered(path)
     index = 0
-    for index, line in enumerate(lines, start=1):
+    for index, line in enumerate(iter_lines(text_path), start=1):
         lineno, tree = next(numbered, (None, None))
         if tree is None:
             raise InputError(path, None, f"has {index - 1} trees but the text has more lines")
         if tree.text != line:
             raise InputError(path, lineno, f"tree {index} has words {tree.words[:8]}… but "
-                                           f"text line {index} has {line.split()[:8]}…")
+                                           f"{text_path}:{index} has {line.split()[:8]}…")
         try:
             linear = linearize(tree.words, tree.heads, tree.deprels)
         except ValueError as exc:
@@ -160,7 +161,7 @@ def write_mixed(prepare_dir: Path, parse_dir: Path, out_dir: Path,
                     rng = random.Random(seed)
                     chosen = set(rng.sample(range(n_translate), round(parse_fraction * n_translate)))
                 tag = TAGS["parse"] + " "
-                trees = _trees(parse_dir, split, src, iter_lines(inputs[0]))
+                trees = _trees(parse_dir, split, src, inputs[0])
                 for i, ((s, linear), rs) in enumerate(zip(trees, iter_lines(inputs[2]))):
                     if chosen is not None and i not in chosen:
                         continue

@@ -12,6 +12,16 @@ with Welch's 95 % interval, the p-value of approximate randomization stratified 
 run, exactly ``depnmt score``'s test), the AR p-values Holm-adjusted over the systems compared
 with the same baseline; below the tables, the run-to-run noise pooled over the systems and the
 difference the run count can resolve. Written as Markdown, JSON and a PNG by ``depnmt report``.
+
+Test likelihood (:mod:`depnmt.likelihood`): runs whose hypotheses have a ``HYP.ref-logprob``
+beside them (the log-probability of every test reference under the run's selected checkpoint,
+written by the comparison recipes) are also compared on their test NLL per word (and per
+subword, between systems with the same segmentation), as on BLEU: mean ± sd over runs, Welch's
+interval, approximate randomization stratified over runs on the additive sentence statistics
+(−log p, words), Holm, the paired bootstrap and the results page's answer rule
+(:func:`answer`). A system with a run without one is shown as such, never left out. The power
+table (:func:`power_table`) gives, for every measure, the pooled run-to-run sd, the difference
+the present runs resolve and the runs a side a difference asked for (``--delta``) would need.
 """
 
 from __future__ import annotations
@@ -25,8 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import likelihood as lk
 from . import score as sc
 from . import significance as sig
+from .datarecord import sha256
 from .errors import DepnmtError
 from .log import warn
 from .modeldir import read_config
@@ -34,6 +46,10 @@ from .runs import System, mean_of, training_summary
 from .textio import atomic_open, read_lines
 
 METRICS = ("bleu", "chrf")
+MEASURES = (*METRICS, "nll")        # nll: test NLL per word (depnmt.likelihood)
+POWER = 0.8                         # of the runs a --delta needs (significance.runs_to_resolve)
+SIGNIFICANCE = 0.05                 # of the answer rule (answer)
+NO_LIKELIHOOD = "no test likelihood archived"
 # DBSA's parse heads against the dev set's trees (train's metrics; depnmt.model.schemes.dbsa):
 # the source words, all target words, the target words whose head is not in the future
 UAS = {"dev_uas_enc": "dev UAS enc", "dev_uas_dec": "dev UAS dec",
@@ -72,10 +88,29 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
     for run in runs:
         groups.setdefault(run.name, []).append(run)
     for name, members in groups.items():
-        hyps = [str(m.hyp) for m in members]
-        if len(set(hyps)) != len(hyps):
-            raise DepnmtError(f"system {name!r} lists the same hypothesis file twice")
+        check_distinct_hypotheses(name, members)
     return groups
+
+
+def check_distinct_hypotheses(name: str, members: Sequence[System]) -> None:
+    """Refuse two runs of system ``name`` whose hypotheses are the same file (the same path
+    after resolving links) or the same bytes (a copy): one run counted twice would shrink the
+    sd and every interval. The error names both paths."""
+    seen: dict[Path, Path] = {}
+    for run in members:
+        where = Path(run.hyp).resolve()
+        if where in seen:
+            raise DepnmtError(f"system {name!r} lists the same hypothesis file twice: "
+                              f"{seen[where]} and {run.hyp}")
+        seen[where] = run.hyp
+    by_content: dict[str, Path] = {}
+    for run in members:
+        digest = sha256(Path(run.hyp))
+        if digest in by_content:
+            raise DepnmtError(f"system {name!r}: {by_content[digest]} and {run.hyp} hold the "
+                              f"same hypotheses byte for byte (one run copied?); each run "
+                              f"needs its own translation")
+        by_content[digest] = run.hyp
 
 
 def system_record(name: str, runs: Sequence[dict]) -> dict:
@@ -91,6 +126,11 @@ def system_record(name: str, runs: Sequence[dict]) -> dict:
     for key in ("selected_dev_nll", "selected_step", "selected_epoch", "train_seconds",
                 "tgt_tokens_per_s", "load"):
         record[f"{key}_mean"] = mean_of([r[key] for r in runs])
+    record["likelihood_runs"] = sum(r.get("nll") is not None for r in runs)
+    for key in ("nll", "nll_subword"):  # test likelihood: where every run has it
+        record[f"{key}_mean"], record[f"{key}_sd"] = (
+            sig.mean_sd([r[key] for r in runs]) if record["likelihood_runs"] == len(runs)
+            else (None, None))
     for key in UAS:                     # DBSA: where every run logged it
         if all(key in r for r in runs):
             record[f"{key}_mean"], record[f"{key}_sd"] = sig.mean_sd([r[key] for r in runs])
@@ -116,18 +156,87 @@ def comparison(metric, key: str, base: dict, other: dict, stats: dict, p_ar: flo
     return out
 
 
+def run_likelihood(run: System, sentences: int) -> np.ndarray | None:
+    """The sentence statistics of ``run``'s test likelihood file (``[sentences, 3]``,
+    :func:`depnmt.likelihood.read_likelihood`), None when the run has none."""
+    return lk.read_likelihood(run.likelihood, sentences) if run.likelihood.is_file() else None
+
+
+def likelihood_fields(run: System, stats: np.ndarray | None) -> dict:
+    """A run record's test likelihood: its file and test NLL per word and per subword (None
+    each without one)."""
+    if stats is None:
+        return {"test_likelihood": None, "nll": None, "nll_subword": None}
+    return {"test_likelihood": str(run.likelihood), **lk.run_nll(stats)}
+
+
+def likelihood_comparison(metric, base: dict, other: dict, stats: dict, p_ar: float | None,
+                          n_samples: int, seed: int) -> dict | None:
+    """:func:`comparison` of ``other`` against ``base`` on the test NLL per word, with
+    ``subword``: the difference of the mean NLL per subword and its Welch interval where the two
+    systems' segmentations are the same (the same tokens on every sentence of every run; else
+    None). The p-values hold for both units: with the same tokens and words on each sentence,
+    one is the other scaled. None unless both systems have a test likelihood for every run."""
+    a, b = (stats[r["system"]].get("nll") for r in (base, other))
+    if a is None or b is None:
+        return None
+    out = comparison(metric, "nll", base, other, stats, p_ar, n_samples, seed)
+    same = all(np.array_equal(run[:, lk.TOKENS], a[0, :, lk.TOKENS]) for run in (*a, *b))
+    out["subword"] = asdict(sig.mean_difference([r["nll_subword"] for r in base["runs"]],
+                                                [r["nll_subword"] for r in other["runs"]])
+                            ) if same else None
+    return out
+
+
 def ar_pvalues(metrics: dict, pairs: Sequence[tuple[str, str]], stats: dict, shuffles: int,
                seed: int) -> dict[tuple[str, str, str], float]:
     """Stratified approximate randomization of every ``(base, other)`` system pair of the same
-    number of runs, on every metric, keyed ``(base, other, metric key)``; run together, so
+    number of runs, on every metric of ``metrics`` both have statistics of (test NLL: where
+    each has a likelihood for every run), keyed ``(base, other, metric key)``; run together, so
     that each shuffle is drawn once (:func:`~depnmt.significance.approximate_randomization_tests`).
     """
     if shuffles <= 0:
         return {}
-    keys = [(base, other, key) for base, other in pairs for key in METRICS
-            if stats[base][key].shape == stats[other][key].shape]
+    keys = [(base, other, key) for base, other in pairs for key in metrics
+            if key in stats[base] and key in stats[other]
+            and stats[base][key].shape == stats[other][key].shape]
     tests = [(metrics[key], stats[base][key], stats[other][key]) for base, other, key in keys]
     return dict(zip(keys, sig.approximate_randomization_tests(tests, shuffles, seed)))
+
+
+def scored_system(name: str, members: Sequence[System], metrics: dict,
+                  refs: Sequence[Sequence[str]], ref_names: Sequence[str]
+                  ) -> tuple[dict, dict[str, np.ndarray], list]:
+    """One system's record (:func:`system_record`), its sentence statistics per measure
+    (``[runs, sentences, …]``; ``nll`` only when every run has a test likelihood) and its
+    runs' ``(likelihood file, statistics)`` read."""
+    run_records, per_metric, likelihoods = [], {key: [] for key in METRICS}, []
+    for run in members:
+        hyps = read_lines(run.hyp)
+        sc.check_parallel(hyps, refs, str(run.hyp), list(ref_names))
+        current = sc.system_stats(metrics, hyps, refs)
+        for key in METRICS:
+            per_metric[key].append(current.stats[key])
+        likelihoods.append(run_likelihood(run, len(hyps)))
+        run_records.append({"model_dir": str(run.model_dir), "hyp": str(run.hyp),
+                            **training_summary(run.model_dir), **current.scores,
+                            **likelihood_fields(run, likelihoods[-1])})
+    stats = {key: np.asarray(v, dtype=np.float64) for key, v in per_metric.items()}
+    if all(x is not None for x in likelihoods):
+        stats["nll"] = np.stack(likelihoods)
+    read = [(run.likelihood, x) for run, x in zip(members, likelihoods) if x is not None]
+    return system_record(name, run_records), stats, read
+
+
+def holm_over_families(records: list[dict], baselines: Sequence[str]) -> None:
+    """``p_ar_holm`` of every comparison: Holm's adjustment over the family of all systems
+    compared with one baseline, per measure."""
+    for base in baselines:
+        family = [r["vs"][base] for r in records if base in r["vs"]]
+        for key in MEASURES:
+            tested = [c[key] for c in family if c[key] is not None]
+            for c, adjusted in zip(tested, sig.holm([c["p_ar"] for c in tested])):
+                c["p_ar_holm"] = adjusted
 
 
 def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Sequence[str],
@@ -135,29 +244,26 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
             n_samples: int = sc.DEFAULT_SAMPLES, seed: int = sc.DEFAULT_SEED,
             shuffles: int = sig.DEFAULT_SHUFFLES) -> list[dict]:
     """One record per system (:func:`system_record`), with ``vs[<baseline>][<metric>]`` for every
-    baseline other than itself (:func:`comparison`) and ``tok_s_ratio`` to the first baseline."""
+    baseline other than itself (:func:`comparison`; ``vs[<baseline>]["nll"]``: the test NLL's,
+    :func:`likelihood_comparison`, None unless both systems have a test likelihood for every
+    run) and ``tok_s_ratio`` to the first baseline. Every run's record has its test NLL per
+    word and per subword (``nll``, ``nll_subword``; None without a likelihood file)."""
     groups = group_runs(runs)
     missing = [b for b in baselines if b not in groups]
     if missing:
         raise DepnmtError(f"baseline {missing[0]!r} is not one of the systems ({', '.join(groups)})")
     metrics = sc.make_metrics(list(METRICS), tokenize=tokenize, lang=lang)
+    measures = {**metrics, "nll": lk.PerUnitNLL()}
     stats: dict[str, dict[str, np.ndarray]] = {}
-    records = []
+    records, read = [], []
     for name, members in groups.items():
-        run_records, per_metric = [], {key: [] for key in METRICS}
-        for run in members:
-            hyps = read_lines(run.hyp)
-            sc.check_parallel(hyps, refs, str(run.hyp), list(ref_names))
-            current = sc.system_stats(metrics, hyps, refs)
-            for key in METRICS:
-                per_metric[key].append(current.stats[key])
-            run_records.append({"model_dir": str(run.model_dir), "hyp": str(run.hyp),
-                                **training_summary(run.model_dir), **current.scores})
-        stats[name] = {key: np.asarray(v, dtype=np.float64) for key, v in per_metric.items()}
-        records.append(system_record(name, run_records))
+        record, stats[name], found = scored_system(name, members, metrics, refs, ref_names)
+        records.append(record)
+        read += found
+    lk.check_same_words(read)
     by_name = {r["system"]: r for r in records}
     pairs = [(base, r["system"]) for r in records for base in baselines if base != r["system"]]
-    p_ar = ar_pvalues(metrics, pairs, stats, shuffles, seed)
+    p_ar = ar_pvalues(measures, pairs, stats, shuffles, seed)
     for record in records:
         record["vs"] = {}
         for base in baselines:
@@ -171,11 +277,10 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
                 key: comparison(metrics[key], key, by_name[base], record, stats,
                                 p_ar.get((base, record["system"], key)), n_samples, seed)
                 for key in METRICS}
-    for base in baselines:                      # every system against one baseline: a family
-        family = [r["vs"][base] for r in records if base in r["vs"]]
-        for key in METRICS:
-            for c, adjusted in zip(family, sig.holm([c[key]["p_ar"] for c in family])):
-                c[key]["p_ar_holm"] = adjusted
+            record["vs"][base]["nll"] = likelihood_comparison(
+                measures["nll"], by_name[base], record, stats,
+                p_ar.get((base, record["system"], "nll")), n_samples, seed)
+    holm_over_families(records, baselines)
     base_speed = by_name[baselines[0]]["tgt_tokens_per_s_mean"] if baselines else None
     signatures = {key: sc.signature(metric) for key, metric in metrics.items()}
     for record in records:
@@ -185,21 +290,36 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
     return records
 
 
-def noise(records: Sequence[dict], target: float = 0.5) -> dict | None:
-    """Run-to-run noise over the systems with ≥ 2 runs, per metric: the pooled sd and its
-    degrees of freedom, ``runs`` (the most common run count), the difference that many runs a
-    side can resolve at 95 % and the runs a side ``target`` points would need
-    (:mod:`depnmt.significance`). None when no system has two runs."""
+def noise(records: Sequence[dict], target: float = 0.5,
+          deltas: dict[str, float] | None = None) -> dict | None:
+    """Run-to-run noise over the systems with ≥ 2 runs, per measure of :data:`MEASURES`: the
+    pooled sd, its degrees of freedom and the systems pooled, ``runs`` (the most common run
+    count), the difference that many runs a side can resolve at 95 % and, for BLEU and chrF,
+    the runs a side an observed ``target`` points would need to be significant; for a measure
+    of ``deltas`` (``{measure: difference}``) the runs a side that difference needs at power
+    :data:`POWER` (:func:`depnmt.significance.runs_to_resolve`). The test NLL pools the
+    systems with a likelihood for every run (None for it when there is none). None when no
+    system has two runs."""
     replicated = [r for r in records if r["n_runs"] > 1]
     if not replicated:
         return None
     counts = [r["n_runs"] for r in replicated]
     runs = max(set(counts), key=lambda n: (counts.count(n), n))
     out: dict = {"systems": len(replicated), "runs": runs, "target": target}
-    for key in METRICS:
-        sd, df = sig.pooled_sd([[run[key] for run in r["runs"]] for r in replicated])
-        out[key] = {"sd": sd, "df": df, "resolvable": sig.resolvable_difference(sd, runs),
-                    "runs_for_target": sig.runs_to_resolve(sd, target)}
+    for key in MEASURES:
+        groups = [[run[key] for run in r["runs"]] for r in replicated
+                  if all(run.get(key) is not None for run in r["runs"])]
+        sd, df = sig.pooled_sd(groups)
+        if sd is None:
+            out[key] = None
+            continue
+        out[key] = {"sd": sd, "df": df, "systems": len(groups),
+                    "resolvable": sig.resolvable_difference(sd, runs)}
+        if key in METRICS:
+            out[key]["runs_for_target"] = sig.runs_to_resolve(sd, target)
+        if deltas and key in deltas:
+            out[key]["delta"] = deltas[key]
+            out[key]["runs_for_delta"] = sig.runs_to_resolve(sd, deltas[key], power=POWER)
     return out
 
 
@@ -215,13 +335,130 @@ def noise_sentence(n: dict) -> str:
             + (f"{need} runs a side." if need else "more than 1,000 runs a side."))
 
 
+MEASURE_NAMES = {"bleu": "BLEU", "chrf": "chrF", "nll": "test NLL/word"}
+DIGITS = {"bleu": 2, "chrf": 2, "nll": 4}       # decimals shown (NLL's sd is ~0.01 nats/word)
+
+
+def power_table(n: dict | None, deltas: dict[str, float]) -> list[str]:
+    """:func:`noise` (computed with ``deltas``) per measure, as Markdown lines after a blank
+    one: the pooled sd, its df and systems, the difference the present runs resolve, and for
+    each measure of ``deltas`` the runs a side it needs at power :data:`POWER`."""
+    if n is None:
+        return ["", "Power: no system has two runs, so the run-to-run sd (and the runs a "
+                    "difference needs) is unknown."]
+    head = ["measure", "pooled sd", "df", "systems", f"± resolved by {n['runs']} runs a side"]
+    if deltas:
+        head += ["Δ asked", f"runs a side for Δ (power {POWER:g})"]
+    rows = []
+    for key in MEASURES:
+        m, d = n[key], DIGITS[key]
+        cells = ([f"{m['sd']:.{d}f}", str(m["df"]), str(m["systems"]), f"±{m['resolvable']:.{d}f}"]
+                 if m else [NO_LIKELIHOOD + " for a system with ≥ 2 runs", "-", "-", "-"])
+        if deltas:
+            need = m.get("runs_for_delta") if m else None
+            cells += ["-", "-"] if key not in deltas else [
+                f"{deltas[key]:g}", "-" if not m else str(need) if need else "> 1,000"]
+        rows.append([MEASURE_NAMES[key], *cells])
+    return ["", *_table(head, rows, 1), "",
+            "Power: the run-to-run sd pooled over the systems with ≥ 2 runs (test NLL: those "
+            "with a test likelihood for every run); ± resolved: the half-width of the 95 % "
+            "interval of a difference with that many runs a side, t(0.975, 2N − 2) · sd · "
+            "√(2/N); runs a side for Δ (`--delta MEASURE=VALUE`): the fewest n with "
+            f"(t(0.975, 2n − 2) + t({POWER:g}, 2n − 2)) · sd · √(2/n) ≤ Δ, the two-sample "
+            "sample-size formula with t quantiles (Cohen 1988): a true difference Δ is then "
+            f"found at two-sided α {SIGNIFICANCE:g} with probability {POWER:g}."]
+
+
+def answer(comparison: dict, resolvable: float | None, runs: int | None,
+           lower_is_better: bool = False, digits: int = 2) -> str:
+    """Whether a system beats its baseline, by the results page's rule, from a comparison
+    (``difference``, Welch's ``low``/``high``, Holm-adjusted AR ``p_ar_holm``): **yes** when the
+    difference goes the better way (up; down for ``lower_is_better``, e.g. NLL), its interval
+    excludes 0 and p < :data:`SIGNIFICANCE`; **likely** when only AR says so; **no** when
+    significant the other way; else **not shown**, with the difference that ``runs`` runs a
+    side resolve (``resolvable``, shown with ``digits`` decimals)."""
+    sign = -1 if lower_is_better else 1
+    gain, p = sign * comparison["difference"], comparison.get("p_ar_holm")
+    bound = comparison["high" if lower_is_better else "low"]
+    significant = p is not None and p < SIGNIFICANCE
+    if gain > 0 and significant and bound is not None and sign * bound > 0:
+        return "**yes**"
+    if gain > 0 and significant:
+        return "**likely**, not established (the interval includes 0)"
+    if significant:
+        return "**no**: significantly the other way"
+    return "**not shown**" + (f" (only differences beyond ±{resolvable:.{digits}f} are resolved "
+                              f"by {runs} runs a side)" if resolvable is not None else "")
+
+
+def likelihood_tables(records: Sequence[dict], spread: dict | None) -> list[str]:
+    """The systems' test NLL (mean ± sd over runs, each run's) and every system against every
+    baseline on it (Δ with Welch's interval, p-values, :func:`answer`), as Markdown lines after
+    a blank one; a system or comparison without a likelihood for every run says so. None when
+    no run has a test likelihood. ``spread``: :func:`noise`, for the answers' resolution."""
+    if not any(r["likelihood_runs"] for r in records):
+        return []
+    rows = [[r["system"], str(r["n_runs"]), *_likelihood_cells(r)] for r in records]
+    lines = ["", *_table(["system", "runs", "test NLL/word", "test NLL/subword",
+                          "NLL/word of each run"], rows, 2), "",
+             "Test NLL: −log p(reference | source) under each run's selected checkpoint (forced "
+             "decoding, `depnmt rescore`; the file HYP.ref-logprob beside the run's hypotheses), "
+             "summed over the test set and divided by the references' words (comparable across "
+             "segmentations) or by their target subwords and end-of-sentence tokens (only "
+             "comparable between systems with the same segmentation); mean ± sd over runs; "
+             "lower is better."]
+    by_name = {r["system"]: r for r in records}
+    nll = spread.get("nll") if spread else None
+    rows = []
+    for r in records:
+        for base, by_metric in r["vs"].items():
+            c = by_metric["nll"]
+            if c is None:
+                lacking = [name for name in (r["system"], base)
+                           if by_name[name]["likelihood_runs"] < by_name[name]["n_runs"]]
+                rows.append([r["system"], base, f"{NO_LIKELIHOOD} ({', '.join(lacking)})",
+                             *["-"] * 5])
+                continue
+            rows.append([r["system"], base, _difference(c, 4), _num(c["p_ar"], ".4f"),
+                         _num(c.get("p_ar_holm"), ".4f"), _num(c["p_bootstrap"], ".4f"),
+                         _difference(c["subword"], 4) if c["subword"] else "segmentations differ",
+                         answer(c, nll and nll["resolvable"], spread and spread["runs"],
+                                lower_is_better=True, digits=4)])
+    if rows:
+        lines += ["", *_table(["system", "vs", "Δ NLL/word [95 % CI]", "p AR", "Holm", "p boot",
+                               "Δ NLL/subword [95 % CI]", "lower NLL?"], rows, 2), "",
+                  "Δ: the system's mean test NLL minus the baseline's (negative: the system gives "
+                  "the references a higher probability), Welch's 95 % interval over runs; p AR, "
+                  "Holm and p boot as for BLEU, on every sentence's (−log p, words) summed over "
+                  "the runs (the same p-values hold per subword); lower NLL?: **yes** — negative, "
+                  f"the interval excludes 0 and the Holm-adjusted AR p < {SIGNIFICANCE:g}; "
+                  "**likely** — AR alone; **no** — significantly higher; otherwise **not shown**."]
+    return lines
+
+
+def _likelihood_cells(record: dict) -> list[str]:
+    """A system's cells of the test NLL table: mean ± sd per word and per subword and each run's
+    per word, or that some of its runs have no test likelihood."""
+    have, runs = record["likelihood_runs"], record["n_runs"]
+    if have < runs:
+        return [NO_LIKELIHOOD + (f" for {runs - have} of {runs} runs" if have else ""), "-", "-"]
+    return [_mean_sd(record, "nll", ".4f"), _mean_sd(record, "nll_subword", ".4f"),
+            ", ".join(f"{run['nll']:.4f}" for run in record["runs"])]
+
+
+def _difference(c: dict, digits: int = 2) -> str:
+    """A difference of means and its 95 % interval when there is one: ``+1.20 [+0.10, +2.30]``."""
+    ci = f" [{c['low']:+.{digits}f}, {c['high']:+.{digits}f}]" if c["low"] is not None else ""
+    return f"{c['difference']:+.{digits}f}{ci}"
+
+
 def _num(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _mean_sd(record: dict, key: str) -> str:
+def _mean_sd(record: dict, key: str, fmt: str = ".2f") -> str:
     mean, sd = record[f"{key}_mean"], record[f"{key}_sd"]
-    return f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
+    return f"{mean:{fmt}}" + (f" ± {sd:{fmt}}" if sd is not None else "")
 
 
 def _table(head: list[str], rows: list[list[str]], text_columns: int) -> list[str]:
@@ -251,10 +488,27 @@ def uas_table(records: Sequence[dict]) -> list[str]:
             "head is not in the future."]
 
 
-def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
+def data_change_notes(records: Sequence[dict]) -> list[str]:
+    """A note for each run resumed on other data on purpose (``train
+    --resume-on-changed-data``: its log's ``data_changed`` records), as Markdown lines after a
+    blank one; none when every run trained on one set of data."""
+    notes = [f"- {r['system']}, {run['model_dir']}: at update {change['step']}: "
+             + "; ".join(change["changed"])
+             for r in records for run in r["runs"] for change in run.get("data_changed", [])]
+    if not notes:
+        return []
+    return ["", "Runs whose training data changed while they trained (resumed with "
+            "`--resume-on-changed-data`):", *notes]
+
+
+def markdown(records: Sequence[dict], baselines: Sequence[str],
+             deltas: dict[str, float] | None = None) -> str:
     """Two tables: the systems (mean ± sd over runs, every run's BLEU, the selected
     checkpoints), then every system against every baseline (Δ mean [95 % interval], p-values);
-    below them the noise and, for DBSA systems, the dev UAS (:func:`uas_table`)."""
+    below them the noise, the test likelihood's tables where a run has one
+    (:func:`likelihood_tables`), the power table (:func:`power_table`; where a run has a test
+    likelihood or ``deltas`` (``{measure: difference}``) are asked) and, for DBSA systems, the
+    dev UAS (:func:`uas_table`)."""
     head = ["system", "scheme", "runs", "params (M)", "updates*", "epochs*", "dev loss*",
             "train min", "load", "tgt tok/s", f"× {baselines[0]}" if baselines else "× base",
             "BLEU", "chrF", "BLEU of each run"]
@@ -282,8 +536,7 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
             cells = [r["system"], base]
             for key in METRICS:
                 c = by_metric[key]
-                ci = f" [{c['low']:+.2f}, {c['high']:+.2f}]" if c["low"] is not None else ""
-                cells += [f"{c['difference']:+.2f}{ci}", _num(c["p_ar"], ".4f"),
+                cells += [_difference(c), _num(c["p_ar"], ".4f"),
                           _num(c.get("p_ar_holm"), ".4f"), _num(c["p_bootstrap"], ".4f")]
             rows.append(cells)
     if rows:
@@ -293,10 +546,14 @@ def markdown(records: Sequence[dict], baselines: Sequence[str]) -> str:
                   "two-sided); Holm: p AR adjusted for testing every system against the same "
                   "baseline (Holm 1979); p boot: paired bootstrap on the pooled runs (Koehn "
                   "2004; one-sided)."]
-    spread = noise(records)
+    spread = noise(records, deltas=deltas)
     if spread:
         lines += ["", noise_sentence(spread)]
+    lines += likelihood_tables(records, spread)
+    if deltas or any(r["likelihood_runs"] for r in records):
+        lines += power_table(spread, deltas or {})
     lines += uas_table(records)
+    lines += data_change_notes(records)
     if records and records[0].get("signatures"):
         names = {"bleu": "BLEU", "chrf": "chrF"}
         lines += ["", "sacreBLEU signatures: " + "; ".join(

@@ -82,6 +82,11 @@ class TrainOptions:
     max_len: int = option(250, "skip training pairs longer than this (subwords); also the "
                           "source length limit of translate", POSITIVE)
     seed: int = option(1, "random seed (initialisation, data order)", SEED)
+    init_partial: bool = option(False, (
+        "with --init-from: copy only the weights whose name and role match (the same layer, "
+        "embeddings tied alike, a scheme with the same options) and name the others, where "
+        "a model of another architecture is refused by default; other dimensions (d_model, "
+        "heads, d_ff) are refused either way"))
     device: str = option("auto", "auto (CUDA when available), cpu, cuda or cuda:N (under "
                          "torchrun: cuda = cuda:LOCAL_RANK)", str)
     precision: str = option("auto", (
@@ -96,8 +101,9 @@ class TrainOptions:
         "data-loader processes that read, collate and compute the tree features of the "
         "batches ahead of the training step (per process under torchrun; 0 = in the training "
         "process). -1: up to 4 on a GPU, leaving a core to each training process; 1 on a CPU "
-        "of 2 cores or more. Batches and results are the same for any number"),
-        IntRange(min=-1))
+        "of 2 cores or more; at most 64 (more is never faster, and each is a process with "
+        "its own memory). Batches and results are the same for any number"),
+        IntRange(min=-1, max=64))
 
 
 # the fields of the model config that are options: name -> (flag, values, help)
@@ -114,31 +120,40 @@ ARCH: dict[str, tuple[str, Any, str]] = {
     "share_all_embeddings": ("--share-all-embeddings", bool,
                              "also share the source embedding (needs `depnmt bpe --joint`)"),
 }
+# what one invocation asks for, not a setting of the run: train.yaml does not record these
+ONE_OFF = ("resume", "resume_on_changed_data")
 # section prefix of a run's parameters -> the config.json section --resume reads it from
 SECTIONS = {"arch_": "model", "train_": "training", "search_": "search"}
 SCHEME_HELP = ("positional scheme: abs (keep the absolute PE) or noabs (drop it) and parts "
                "joined by '+', e.g. abs+dep+rel, abs+dbsa-enc, abs+gps-all, noabs+dep (the "
                "parts: see above)")
 INPUTS = [
-    Param("data_dir", ("-i", "--input"), None, "folder written by `depnmt bpe`", Folder(),
-          required=True, metavar="BPE_DIR"),
+    Param("data_dir", ("-i", "--input"), None, "folder written by `depnmt bpe` (required; "
+          "--resume: the folder the model was trained on when not given)", Folder(),
+          metavar="BPE_DIR"),
     Param("model_dir", ("-o", "--output"), None, "where the model directory (config, "
           "vocabularies, checkpoints, metrics) goes", Folder(), required=True,
           metavar="MODEL_DIR"),
     Param("trees_dir", ("-t", "--trees"), None, "folder written by `depnmt parse` (needed by "
-          "tree-based schemes)", Folder()),
+          "tree-based schemes); --resume: the folder the model was trained on when not given",
+          Folder()),
     Param("scheme", ("--scheme",), "abs", SCHEME_HELP),
 ]
 LAYERS = Param("layers", ("--layers",), None, "shortcut: encoder and decoder layers", POSITIVE)
 OUTPUTS = [
     Param("resume", ("--resume",), False, "continue from MODEL_DIR/checkpoints/last.pt "
           "(optimizer, schedule, RNG and data order included); flags not given take the values "
-          "the model was trained with", bool),
+          "the model was trained with (-t too); refused when the data differs from what the "
+          "model was trained on", bool),
+    Param("resume_on_changed_data", ("--resume-on-changed-data",), False, "with --resume: "
+          "continue even though the training data (-i's text, -t's trees) differs from what "
+          "the model was trained on, e.g. to fine-tune mid-run; metrics.jsonl records the "
+          "change (a data_changed record) and config.json the new data", bool),
     Param("init_from", ("--init-from",), None, "start from the weights of this trained model "
-          "(its folder: best.pt, else last.pt; or one of its checkpoints): every parameter "
-          "of the same name and shape is copied, the others (a new scheme's) start as in a "
-          "fresh run, with a fresh optimizer and schedule; its vocabularies and codes must be "
-          "the data's", metavar="MODEL"),
+          "(its folder: best.pt, else last.pt; or one of its checkpoints), with a fresh "
+          "optimizer and schedule: its architecture must be this run's but for the schemes "
+          "added (their weights start as in a fresh run) or removed (see --init-partial); "
+          "its vocabularies and codes must be the data's", metavar="MODEL"),
     Param("tensorboard", ("--tensorboard",), None, "also write training loss, learning rate, "
           "tokens/s and the dev metrics as TensorBoard scalars to this folder (needs `pip "
           "install 'depnmt[tensorboard]'`)", Folder()),
@@ -161,6 +176,7 @@ class RunConfig:
     tensorboard: Path | None = None
     settings: dict[str, Any] | None = None
     init_from: Path | None = None
+    resume_on_changed_data: bool = False
 
 
 def model_params() -> list[Param]:
@@ -254,6 +270,12 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
     today's terms (a 0.1.0 scheme name or option warns, :func:`today_terms`) and checked: a
     :class:`~depnmt.errors.UsageError` for options that do not go together."""
     params = inherit_saved(params, given) if params["resume"] else dict(params)
+    if params["data_dir"] is None:
+        raise UsageError("Missing option '-i' / '--input' (the folder written by `depnmt bpe`; "
+                         "--resume takes the model's own when its config.json records it)")
+    if params["resume"] and "data_dir" not in given and not Path(params["data_dir"]).is_dir():
+        raise DepnmtError(f"{params['model_dir']}: was trained on the bpe folder "
+                          f"{params['data_dir']}, which is gone; pass -i BPE_DIR")
     if not params["resume"] and "train_max_tokens" not in given:      # the device's default
         params["train_max_tokens"] = train_max_tokens(params["train_device"])
     layers = params.pop("layers")
@@ -276,12 +298,16 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
     if params["resume"] and params.get("init_from") and "init_from" in given:
         raise UsageError("--init-from starts a new run from a trained model and --resume "
                          "continues this one: give one of them")
+    if params.get("resume_on_changed_data") and not params["resume"]:
+        raise UsageError("--resume-on-changed-data goes with --resume (a new run records the "
+                         "data it is given)")
     return RunConfig(params["data_dir"], params["model_dir"], model,
                      TrainOptions(**sections["train_"]), SearchConfig(**sections["search_"]),
                      params["trees_dir"], params["resume"], params["tensorboard"],
                      saved_settings(params, name.components),
                      None if params["resume"] or not params.get("init_from")
-                     else Path(params["init_from"]))
+                     else Path(params["init_from"]),
+                     bool(params.get("resume_on_changed_data")))
 
 
 def load(config: Mapping[str, Any] | str | Path) -> RunConfig:
@@ -298,9 +324,9 @@ def load(config: Mapping[str, Any] | str | Path) -> RunConfig:
 
 def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None) -> dict:
     """``--resume``: every option not given takes the value the model was trained with (its
-    ``config.json``: architecture, scheme and its options, training and search settings), so
-    `depnmt train -i D -o M --resume` continues the run as it was configured; options that are
-    given (e.g. a larger ``--max-steps``) override it."""
+    ``config.json``: architecture, scheme and its options, training and search settings, the
+    trees folder ``-t``), so `depnmt train -i D -o M --resume` continues the run as it was
+    configured; options that are given (e.g. a larger ``--max-steps``) override it."""
     from .modeldir import CONFIG, read_config
     model_dir = Path(model_dir if model_dir is not None else params["model_dir"])
     if not (model_dir / CONFIG).exists():
@@ -320,6 +346,10 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None) 
            for name, value in params.items()}
     if "layers" in given:
         out["arch_encoder_layers"] = out["arch_decoder_layers"] = params["layers"]
+    data = saved.get("data") if isinstance(saved.get("data"), dict) else {}
+    for name, key in (("data_dir", "bpe_dir"), ("trees_dir", "trees_dir")):
+        if name not in given and isinstance(data.get(key), str):
+            out[name] = Path(data[key])     # trees gone: prepare_run says so if it reads them
     return out
 
 
@@ -372,10 +402,10 @@ def saved_settings(params: dict[str, Any], components: list[str] | None = None
                    ) -> dict[str, Any]:
     """What ``train.yaml`` records: the run's settings as a ``--config`` file (key: the
     option's first long flag without dashes, in ``depnmt train``'s order; only the options of
-    the schemes the run uses, its ``components``; no ``resume``; paths absolute; None values
-    left out)."""
+    the schemes the run uses, its ``components``; paths absolute; None values left out; not
+    the one-off :data:`ONE_OFF`)."""
     used = set(resolve(params["scheme"]) if components is None else components)
     unused = {name for name, users in declared_options().items() if not used & set(users)}
     return {p.keys[0]: plain_value(params[p.name]) for p in train_params()
-            if p.name not in unused and p.name != "resume" and p.keys
+            if p.name not in unused and p.name not in ONE_OFF and p.keys
             and params.get(p.name) is not None}

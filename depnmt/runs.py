@@ -13,6 +13,9 @@ them). Its state:
   (or re-running a recipe) continues it;
 * ``not saved`` — no checkpoint yet.
 
+A run resumed on other data on purpose (``train --resume-on-changed-data``) says so after its
+state: ``data changed at update N`` (the JSON lists what changed, ``data_changed``).
+
 In the comparison recipes' layout (``FOLDER/models/NAME`` beside ``FOLDER/hyps/NAME.LANG``) it
 also says whether the run's test hypotheses are written.
 """
@@ -28,6 +31,7 @@ from .errors import DepnmtError
 from .log import warn
 from .manifest import load_manifest
 from .modeldir import checkpoint_dir, read_config, read_metrics
+from .provenance import EVENT
 from .schemename import scheme_name
 
 RESERVED = {"last", "best"}
@@ -41,11 +45,18 @@ class System:
     model_dir: Path
     hyp: Path
 
+    @property
+    def likelihood(self) -> Path:
+        """Its test likelihood file, beside the hypotheses (:mod:`depnmt.likelihood`)."""
+        from .likelihood import likelihood_file
+        return likelihood_file(Path(self.hyp))
+
 
 def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict:
     """What ``depnmt train`` logged: scheme, seed, parameters, updates, seconds, mean target
-    tokens/s and 1-minute load average over the logged windows, best dev BLEU, the selected validation (updates, epoch and
-    dev loss of the last one marked best) and the last dev UAS values (DBSA). ``records``: the
+    tokens/s and 1-minute load average over the logged windows, best dev BLEU, the selected
+    validation (updates, epoch and dev loss of the last one marked best), the last dev UAS
+    values (DBSA) and the resumes on changed data (:func:`data_changes`). ``records``: the
     run's ``metrics.jsonl`` when the caller has read it already."""
     config = read_config(model_dir)
     records = read_metrics(model_dir) if records is None else records
@@ -53,6 +64,7 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
     train = [r for r in records if r["event"] == "train"]
     valid = [r for r in records if r["event"] == "valid"]
     ends = [r for r in records if r["event"] == "end"]
+    timed = [r for r in records if r["event"] != EVENT]     # its time is the clock's
     selected = next((r for r in reversed(valid) if r.get("best")), None)
     summary = {
         "scheme": scheme_name(config["model"]["schemes"]),       # e.g. abs+dbsa-enc
@@ -60,7 +72,7 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
         "parameters": start.get("parameters"),
         "updates": max((r["step"] for r in records), default=0),
         "train_seconds": sum(r["elapsed"] for r in ends) if ends else
-        (records[-1]["time"] if records else None),
+        (timed[-1]["time"] if timed else None),
         "tgt_tokens_per_s": (sum(r["tgt_tokens_per_s"] for r in train) / len(train)
                              if train else None),
         "load": mean_of([r["load"] for r in train if "load" in r]),
@@ -69,10 +81,24 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
         "selected_epoch": selected and selected["epoch"],
         "selected_dev_nll": selected and selected.get("dev_nll"),
         "finished": bool(ends),
+        "data_changed": data_changes(records),
     }
     if valid:
         summary.update({k: v for k, v in valid[-1].items() if k.startswith("dev_uas")})
     return summary
+
+
+def data_changes(records: Sequence[dict]) -> list[dict]:
+    """The resumes on other data (``train --resume-on-changed-data``) the log records: ``step``
+    (the update the run continued from) and ``changed`` (what differed) of each."""
+    return [{"step": r.get("step"), "changed": r.get("changed") or []}
+            for r in records if r["event"] == EVENT]
+
+
+def changes_note(changes: Sequence[dict]) -> str:
+    """``data changed at update 10`` (``..., 40``), or "" when the data never changed."""
+    steps = ", ".join(str(c["step"]) for c in changes)
+    return f"data changed at update {steps}" if changes else ""
 
 
 def mean_of(values: Sequence) -> float | None:
@@ -202,8 +228,8 @@ def run_state(model_dir: Path) -> dict[str, Any]:
     ``epoch`` and ``updates`` reached, wall minutes per epoch lately, at most how many
     minutes are left to the epoch cap at that pace (:func:`minutes_left`), the selection metric's
     ``best`` value and the update it came from, the last validation's metric, the averaged
-    checkpoints and whether the recipe's hypothesis file is written (None outside the recipes'
-    layout)."""
+    checkpoints, whether the recipe's hypothesis file is written (None outside the recipes'
+    layout) and the resumes on changed data (``data_changed``: :func:`data_changes`)."""
     config = read_config(model_dir)
     training = config.get("training", {})
     records = read_metrics(model_dir)
@@ -251,6 +277,7 @@ def run_state(model_dir: Path) -> dict[str, Any]:
                            if p.stem not in RESERVED and not p.stem.startswith("step"))
         if ckpt.is_dir() else [],
         "hypothesis": written,
+        "data_changed": summary["data_changed"],
     }
 
 
@@ -275,7 +302,8 @@ def markdown(states: Sequence[dict[str, Any]], root: Path | None = None) -> str:
         run = Path(s["run"])
         if root is not None and run.is_relative_to(root):
             run = run.relative_to(root)
-        cells = [str(run), s["scheme"], s["seed"], s["state"], s["epoch"], s["updates"],
+        state = "; ".join(filter(None, [s["state"], changes_note(s.get("data_changed", []))]))
+        cells = [str(run), s["scheme"], s["seed"], state, s["epoch"], s["updates"],
                  None if s["min_per_epoch"] is None else round(s["min_per_epoch"], 1),
                  None if s["max_min_left"] is None else round(s["max_min_left"]),
                  s["metric"], s["best"], s["best_step"], s["last"], s["averages"],

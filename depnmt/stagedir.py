@@ -77,7 +77,20 @@ def forget_held_locks() -> None:
 
 def sibling(out_dir: Path, kind: str) -> Path:
     """``PARENT/.OUT.KIND`` (the lock, a temporary or an old folder of ``out_dir``)."""
+    out_dir = named(out_dir)
     return out_dir.parent / f".{out_dir.name}.{kind}"
+
+
+def named(out_dir: Path) -> Path:
+    """``out_dir``, absolute where it ends in no name of its own (``-o .``, ``-o ''``,
+    ``-o ..``): its lock, temporary folder and the renames that put it in place need the
+    folder's name and parent. The root folder, which has neither, is a DepnmtError."""
+    if out_dir.name not in ("", ".."):
+        return out_dir
+    absolute = Path(os.path.abspath(out_dir))
+    if not absolute.name:
+        raise DepnmtError(f"{out_dir}: the root folder cannot be an output folder")
+    return absolute
 
 
 def remove_leftovers(out_dir: Path) -> None:
@@ -220,7 +233,7 @@ def stage_output(out_dir: str | Path, stage: str, command: str | None = None,
     is the stage's to replace (default: none is); ``None``: the whole folder is (``--force``).
     An error inside the block leaves ``out_dir`` as it was and no temporary folder; errors
     naming a temporary file name the file in ``out_dir`` instead."""
-    out_dir = Path(out_dir)
+    out_dir = named(Path(out_dir))
     if out_dir.is_symlink():
         out_dir = Path(os.path.realpath(out_dir))
     command = command or stage

@@ -23,12 +23,14 @@ Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
 ``bench/kill_resume.py`` check):
 
 * A run never trains past ``--max-steps``: the budget is checked before the first update too,
-  so resuming a finished run trains nothing.
+  and resuming a finished run (a limit reached, or early stopping) trains, saves and logs
+  nothing.
 * ``metrics.jsonl`` holds each record once after any number of kills and resumes: every
   checkpoint records how many records the log held when it was saved (``log_records``), and
-  ``--resume`` rewrites the log (atomically) to that many; the steps after the checkpoint are
+  ``--resume`` rewrites the log (atomically) to that many, plus the ``data_changed`` records
+  of a resume on other data (:mod:`depnmt.provenance`); the steps after the checkpoint are
   re-run and logged again. A fresh start clears what a run killed before its first ``last.pt``
-  left (log, ``best.pt``).
+  left (log, ``best.pt``). A log line that is not UTF-8 is an error naming it.
 * ``best.pt`` is written before ``last.pt``, and ``last.pt`` records the best step: a kill
   between the two leaves ``best.pt`` a step *ahead* of ``last.pt``, and the resumed run
   re-reaches that step and rewrites it; the log and ``last.pt`` always agree (both rewind to the
@@ -59,11 +61,13 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (TokenBatcher, add_features, example_lengths, iterate_batches,
                    iterate_updates, pinned, prefetch)
 from .loader import WaitClock, default_workers, worker_updates
-from .device import autocast, grad_scaler, out_of_memory, precision_name, train_precision
+from .device import (autocast, grad_scaler, out_of_memory, precision_name, precision_note,
+                     train_precision)
 from .errors import DepnmtError
 from .log import info, progress_bar, warn
 from .model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from .modeldir import checkpoint_dir, load_model_checkpoint, read_config
+from .modeldir import checkpoint_dir, load_model_checkpoint, metrics_lines, read_config
+from .provenance import EVENT
 from .search import SearchConfig
 from .stopsignals import StopSignals, Stopped
 from .runconfig import TrainOptions
@@ -212,7 +216,8 @@ class Trainer:
         self._restore_scaler(state["scaler"])
         self.progress = Progress(**state["progress"])
         if dist.is_main():
-            self._rewind_log(path)
+            if self.finished() is None:     # a finished run's log stays as it is
+                self._rewind_log(path)
             self._check_best(path)
         # each rank takes the RNG states its rank saved; a rank the saved run did not have (now
         # more processes) keeps the stream seed_rank gave it
@@ -234,26 +239,32 @@ class Trainer:
 
     def _rewind_log(self, path: Path) -> None:
         """Keep the metrics.jsonl records written before the checkpoint we resume from (those
-        after it are logged again when their steps are re-run); rewritten atomically."""
+        after it are logged again when their steps are re-run) and the ``data_changed`` ones
+        (they record the data, logged before the run re-reaches any step); rewritten
+        atomically. A line that is not UTF-8 is an error naming it."""
         log = self.setup.model_dir / METRICS
-        lines = log.read_text(encoding="utf-8").splitlines(keepends=True) if log.exists() else []
+        lines = metrics_lines(log) if log.exists() else []
         keep = self.progress.log_records
         if keep is None:                    # a checkpoint of an earlier depnmt: by step
             keep = 0
             for line in lines:
                 try:
-                    if json.loads(line).get("step", 0) > self.progress.step:
+                    record = json.loads(line)
+                    if record.get("step", 0) > self.progress.step or \
+                            record.get("event") in ("end", "stopped"):     # logged after it
                         break
-                except ValueError:
+                except (ValueError, AttributeError):
                     break
                 keep += 1
-        if keep < len(lines):
+        kept = lines[:keep] + [line for line in lines[keep:] if _event(line) == EVENT]
+        if len(kept) < len(lines):
             with atomic_open(log) as fh:
-                fh.writelines(lines[:keep])
-            if any(_event(line) not in ("end", "stopped") for line in lines[keep:]):  # redone
-                info(f"{log}: dropped {len(lines) - keep} record(s) written after {path.name} "
+                fh.writelines(kept)
+            dropped = [line for line in lines[keep:] if _event(line) != EVENT]
+            if any(_event(line) not in ("end", "stopped") for line in dropped):    # redone
+                info(f"{log}: dropped {len(dropped)} record(s) written after {path.name} "
                      f"was saved (step {self.progress.step}); their steps are run again")
-        self._log_records = min(keep, len(lines))
+        self._log_records = len(kept)
 
     def _check_best(self, path: Path) -> None:
         """Warn when best.pt is not the checkpoint ``path`` names as best (only a run killed
@@ -518,10 +529,30 @@ class Trainer:
             return False
         return True
 
+    def finished(self) -> str | None:
+        """What ended the run already (``--max-steps 10``, ...: a finished run resumed with the
+        same limits), or None when it has updates left to train."""
+        o, p = self.opts, self.progress
+        if o.max_steps and p.step >= o.max_steps:
+            return f"--max-steps {o.max_steps}"
+        if o.max_epochs and p.epoch > o.max_epochs:
+            return f"--max-epochs {o.max_epochs}"
+        if o.max_minutes and p.elapsed >= o.max_minutes * 60:
+            return f"--max-minutes {o.max_minutes:g}"
+        if o.patience and p.bad_validations >= o.patience:
+            return f"--patience {o.patience}"
+        return None
+
     def run(self, signals: StopSignals) -> Progress:
         """Train until a budget (epochs, steps, minutes) or early stopping ends the run; after
-        each update, stop (:class:`Stopped`) when ``signals`` received SIGTERM/SIGINT/SIGHUP."""
+        each update, stop (:class:`Stopped`) when ``signals`` received SIGTERM/SIGINT/SIGHUP.
+        A finished run resumed trains, saves and logs nothing."""
         o, p = self.opts, self.progress
+        done = self.finished() if self.setup.resume else None
+        if done is not None:
+            info(f"{self.setup.model_dir}: the run finished at update {p.step} ({done}); "
+                 f"nothing to train (give a larger {done.split()[0]} to continue it)")
+            return p
         started, base = time.monotonic(), p.elapsed
         self._announce()
         window = {"tokens": 0, "src_tokens": 0, "loss": 0.0, "t": time.monotonic()}
@@ -601,6 +632,8 @@ class Trainer:
         info(f"training {'+'.join(self.setup.model_cfg.scheme_names)} on {where} in "
              f"{precision_name(self.amp)} ({n_params:,} parameters, {len(self.setup.train_data):,} "
              f"pairs, {n_batches} batches/epoch)")
+        if note := precision_note(self.device, o.precision if o.amp else "fp32"):
+            info(note)
         info(model_summary(self.setup.model_cfg, n_params))
         info(budget_summary(o, bool(self.setup.dev_refs)))
         if not has_limit(o):

@@ -15,7 +15,7 @@ from . import distributed as dist
 from .manifest import write_manifest
 from .runconfig import RunConfig
 from .train import Trainer
-from .trainrun import METRICS, prepare_run
+from .trainrun import METRICS, check_not_foreign, prepare_run
 
 
 def run(config: RunConfig) -> None:
@@ -23,13 +23,14 @@ def run(config: RunConfig) -> None:
     from .board import TensorBoardLog
     from .device import bound_onednn_cache
     from .stopsignals import StopSignals, Stopped
+    check_not_foreign(config.model_dir, config.resume, config.data_dir)   # before any write
     bound_onednn_cache()          # before the first bf16 matrix multiply of this process
     board = TensorBoardLog(config.tensorboard) if config.tensorboard else None   # fails early
     with dist.process_group(config.training.device):
         with lock_if_main(config.model_dir):
             setup = prepare_run(config.data_dir, config.model_dir, config.model, config.training,
                                 config.trees_dir, config.resume, config.search, config.settings,
-                                config.init_from)
+                                config.init_from, config.resume_on_changed_data)
             trainer = Trainer(setup, board)
             try:
                 with StopSignals() as signals:

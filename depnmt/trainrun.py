@@ -7,30 +7,37 @@ step); JoeyNMT's ``training.py`` likewise keeps data and config loading outside 
 :func:`depnmt.training.run` joins them with what surrounds a run (process group, the model
 directory's lock, SIGTERM/SIGINT/SIGHUP, TensorBoard, the manifest):
 
-1. the model directory: a fresh run must not overwrite a trained model, ``--resume`` needs one;
-   a fresh run clears what a run killed before its first ``last.pt`` left;
+1. the model directory: a fresh run must not overwrite a trained model nor write into a
+   folder of other files, ``--resume`` needs one; a fresh run clears what a run killed before
+   its first ``last.pt`` left;
 2. the data folder's manifests and vocabularies; the model config completed with the
    vocabulary sizes (``--resume``: the saved config's learned options kept), every scheme's
    options checked against the model (:func:`~depnmt.model.schemes.registry.check_schemes`);
-3. the parsers whose trees the schemes read; the training pairs with their trees as a
+3. the parsers whose trees the schemes read; the identity of the data
+   (:mod:`depnmt.provenance`), which ``--resume`` compares with the model's before any work;
+   the training pairs with their trees as a
    :class:`~depnmt.datacache.TrainCorpus` over the data folder's cache (built on first use,
    on every core), the dev examples in memory;
 4. **the learn step**: options the schemes learn from the training examples (GPS's label
    vocabulary, :func:`~depnmt.model.schemes.registry.learn_options`) go into the model config,
    before any model exists;
-5. ``config.json``, the vocabularies and the segmenter written into the model directory, and
-   ``train.yaml``: the run's settings as a ``depnmt train --config`` file.
+5. ``config.json`` (with the data's provenance), the vocabularies and the segmenter written
+   into the model directory, and ``train.yaml``: the run's settings as a ``depnmt train
+   --config`` file; a ``--resume-on-changed-data`` on other data first logs a
+   ``data_changed`` record to ``metrics.jsonl``.
 
 Tree features are computed later, by the model's own scheme stack (``Trainer``).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import distributed as dist
+from . import provenance
 from .data import Example, attach_trees, load_parallel
 from .datacache import TrainCorpus, open_corpus
 from .errors import DepnmtError
@@ -39,12 +46,14 @@ from .manifest import load_manifest
 from .model.schemes.base import Scheme
 from .model.schemes.registry import SCHEMES, check_schemes, learn_options, with_learned
 from .model.transformer import ModelConfig
-from .modeldir import (check_same_subwords, checkpoint_dir, load_vocabs, read_config,
-                       save_vocabs, subword_digests, write_config)
+from .modeldir import (CONFIG, LOCK, MODEL_FILES, check_same_subwords, checkpoint_dir,
+                       load_vocabs, metrics_lines, read_config, save_vocabs, subword_digests,
+                       subword_files, write_config)
 from .runconfig import TrainOptions
 from .search import SearchConfig
-from .textio import read_lines
+from .textio import append_line, read_json, read_lines
 from .vocab import Vocab
+from .warmstart import check_warm_start
 
 METRICS = "metrics.jsonl"
 SETTINGS = "train.yaml"      # the run's `depnmt train` options, read back by `train --config`
@@ -71,6 +80,10 @@ class TrainingRun:
     settings: dict[str, Any] | None = None          # what train.yaml records (None: no file)
     schemes: list[Scheme] = field(default_factory=list)   # built once: checked, learned
     init_from: Path | None = None                   # a trained model to start from (warmstart)
+    accept_changed_data: bool = False               # --resume-on-changed-data
+    provenance: dict[str, Any] = field(default_factory=dict)  # what it trains on (provenance)
+    data_changed: list[str] = field(default_factory=list)     # resumed on other data: what
+    digests: dict[Path, str] = field(default_factory=dict)    # sha256 of the files read
 
     @property
     def parser_settings(self) -> dict | None:
@@ -84,22 +97,29 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
                 trees_dir: Path | None = None, resume: bool = False,
                 search: SearchConfig | None = None,
                 settings: dict[str, Any] | None = None,
-                init_from: Path | None = None) -> TrainingRun:
+                init_from: Path | None = None,
+                accept_changed_data: bool = False) -> TrainingRun:
     """Steps 1–5 of the module docstring; rank 0 writes the model directory. ``settings``:
     the options of ``depnmt train`` that :data:`SETTINGS` records (None: no file);
-    ``init_from``: a trained model the new run starts from (:mod:`depnmt.warmstart`)."""
-    check_model_dir(model_dir, resume)
+    ``init_from``: a trained model the new run starts from (:mod:`depnmt.warmstart`);
+    ``accept_changed_data``: ``--resume`` continues on data other than the model's
+    (``--resume-on-changed-data``) instead of refusing it."""
+    check_model_dir(model_dir, resume, data_dir)
     if dist.is_main() and not resume:   # what a run killed before its first last.pt left
         for leftover in (model_dir / METRICS, checkpoint_dir(model_dir) / "best.pt"):
             leftover.unlink(missing_ok=True)
     bpe = load_manifest(data_dir, "bpe")
+    saved = read_config(model_dir) if resume else None
     if resume:
         check_same_subwords(data_dir, model_dir)
     src_vocab, tgt_vocab = load_vocabs(data_dir)
     cfg, schemes = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
+    check_warm_start(init_from, data_dir, cfg, schemes, opts.init_partial)   # before any write
     run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
-                      cfg, src_vocab, tgt_vocab, settings=settings, init_from=init_from)
-    run.tree_parsers = tree_parsers(cfg, trees_dir)
+                      cfg, src_vocab, tgt_vocab, settings=settings, init_from=init_from,
+                      accept_changed_data=accept_changed_data)
+    run.tree_parsers = tree_parsers(cfg, trees_dir, saved)
+    run.provenance = check_data(run, bpe, saved)      # --resume: before any work
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
     cfg.schemes = learn_options(cfg.schemes, run.train_data, schemes)     # the learn step
@@ -108,18 +128,112 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
     run.dev_refs = read_lines(ref) if ref.exists() and run.dev_data else []
     if dist.is_main():
+        if run.data_changed:
+            log_data_changed(run)
         write_model_dir(run, bpe, load_manifest(prepare_dir, "prepare", verify=False))
     dist.barrier()
     return run
 
 
-def check_model_dir(model_dir: Path, resume: bool) -> None:
+def check_model_dir(model_dir: Path, resume: bool, data_dir: Path | None = None) -> None:
+    """``--resume`` needs a ``last.pt`` and a log whose every line is UTF-8
+    (:func:`~depnmt.modeldir.metrics_lines`); a fresh run refuses a trained model and a folder
+    holding files that are not a model's (:func:`foreign_files`; ``data_dir``: the bpe
+    folder, whose codes the model folder gets)."""
     last = checkpoint_dir(model_dir) / "last.pt"
     if resume and not last.exists():
         raise DepnmtError(f"{model_dir}: --resume given but there is no {last}")
-    if not resume and last.exists():
+    if resume:
+        if (model_dir / METRICS).is_file():
+            metrics_lines(model_dir / METRICS)          # its rewind reads every line
+        return
+    if last.exists():
         raise DepnmtError(f"{model_dir}: already holds a trained model; pass --resume to "
                           f"continue it or choose another -o folder")
+    check_not_foreign(model_dir, resume, data_dir)
+
+
+def check_not_foreign(model_dir: Path, resume: bool, data_dir: Path | None = None) -> None:
+    """What is checked before the folder's lock is taken, so that not even the lock file lands
+    among a user's files: ``--resume`` needs a ``last.pt``; a fresh run's ``model_dir`` holds no
+    files that are not a model's (:func:`foreign_files`). (A second training of a model being
+    trained is then told that the folder is in use, under the lock.)"""
+    last = checkpoint_dir(model_dir) / "last.pt"
+    if resume and not last.exists():
+        raise DepnmtError(f"{model_dir}: --resume given but there is no {last}")
+    foreign = [] if resume else foreign_files(model_dir, data_dir)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise DepnmtError(f"{model_dir}: holds files that are not a depnmt model's ({shown}), "
+                          f"and train writes config.json, vocabularies and checkpoints there: "
+                          f"choose a new or empty -o folder")
+
+
+def foreign_files(model_dir: Path, data_dir: Path | None) -> list[str]:
+    """The entries of an existing ``model_dir`` that are not a model folder's: none when its
+    ``config.json`` is one ``depnmt train`` wrote (a run killed before its first ``last.pt``,
+    whose files the new run replaces; others stay untouched); else every entry but those
+    ``train`` writes (what a run killed before ``config.json`` leaves: the lock, the
+    vocabularies and codes, logs, checkpoints, temporary files)."""
+    if not model_dir.is_dir():
+        return []
+    if written_by_train(model_dir / CONFIG):
+        return []
+    owned = {*MODEL_FILES, LOCK, checkpoint_dir(Path()).name,
+             *(subword_files(data_dir) if data_dir is not None else ())} - {CONFIG}
+    return [f"{name} (not written by `depnmt train`)" if name == CONFIG else name
+            for name in sorted(p.name for p in model_dir.iterdir())
+            if name not in owned and not name.endswith(".tmp")]
+
+
+def written_by_train(config: Path) -> bool:
+    """Whether ``config`` is a model's ``config.json`` (a JSON object with ``train``'s
+    stamps and model), not a file of the same name of someone else's."""
+    if not config.is_file():
+        return False
+    try:
+        return {"config_format", "depnmt_version", "model"} <= set(read_json(config, ""))
+    except DepnmtError:
+        return False
+
+
+def check_data(run: TrainingRun, bpe: dict, saved: dict[str, Any] | None) -> dict[str, Any]:
+    """The provenance of the data ``run`` reads (:func:`depnmt.provenance.record`; the
+    sha256 it read kept in ``run.digests`` for the cache, which would read them again); on
+    ``--resume`` (``saved``: the model's config) compared with the model's: other data is a
+    DepnmtError naming what changed, unless ``run.accept_changed_data`` (then
+    ``run.data_changed`` says what). A model folder of an earlier depnmt, which recorded no
+    provenance, resumes with a warning."""
+    recorded = (saved or {}).get(provenance.KEY)
+    now = provenance.record(run, bpe, recorded if isinstance(recorded, dict) else None)
+    run.digests = {run.data_dir / name: digest for name, digest in now["text"]["files"].items()}
+    if now["trees"] is not None:
+        run.digests.update({run.trees_dir / name: digest
+                            for name, digest in now["trees"]["files"].items()})
+    if saved is None:
+        return now
+    if not isinstance(recorded, dict):
+        warn(f"{run.model_dir / CONFIG}: records no provenance of the data it was trained on "
+             f"(written by an earlier depnmt), so the data given cannot be checked against it; "
+             f"it is recorded from now on")
+        return now
+    changes = provenance.compare(recorded, now)
+    if changes and not run.accept_changed_data:
+        raise provenance.mismatch_error(run.model_dir, changes)
+    run.data_changed = changes
+    return now
+
+
+def log_data_changed(run: TrainingRun) -> None:
+    """Append the ``data_changed`` record of ``run.data_changed`` to ``metrics.jsonl``, at the
+    update ``last.pt`` holds (the resumed run's rewind keeps it), and say so."""
+    from .checkpoint import load_checkpoint
+    last = checkpoint_dir(run.model_dir) / "last.pt"
+    step = load_checkpoint(last)["progress"]["step"]
+    append_line(run.model_dir / METRICS,
+                json.dumps(provenance.changed_record(step, run.data_changed)))
+    warn(f"{run.model_dir}: continuing from update {step} on changed data "
+         f"({'; '.join(run.data_changed)}); recorded in {METRICS}")
 
 
 def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resume: bool,
@@ -139,9 +253,12 @@ def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resum
     return cfg, check_schemes(cfg.schemes, cfg.dims)
 
 
-def tree_parsers(cfg: ModelConfig, trees_dir: Path | None) -> dict[str, dict]:
+def tree_parsers(cfg: ModelConfig, trees_dir: Path | None, saved: dict[str, Any] | None = None
+                 ) -> dict[str, dict]:
     """Parser settings of each side whose trees training reads: ``src`` when a scheme reads
-    or learns from source trees, ``tgt`` when one learns from target trees."""
+    or learns from source trees, ``tgt`` when one learns from target trees. ``saved``: the
+    config of the model resumed, whose trees folder ``--resume`` takes when none is given
+    (an error when it no longer exists)."""
     classes = [SCHEMES[n] for n in cfg.scheme_names]
     needed = {"src": any(c.needs_source_trees or c.trains_on_source_trees for c in classes),
               "tgt": any(c.needs_target_trees for c in classes)}
@@ -153,6 +270,11 @@ def tree_parsers(cfg: ModelConfig, trees_dir: Path | None) -> dict[str, dict]:
                           f"{' and '.join(SIDE_NAMES[s] for s in sides)} trees: pass --trees "
                           f"PARSE_DIR (made by `depnmt parse --side "
                           f"{sides[0] if len(sides) == 1 else 'both'}`)")
+    data = (saved or {}).get("data")
+    recorded = data.get("trees_dir") if isinstance(data, dict) else None
+    if recorded == str(trees_dir) and not trees_dir.exists():
+        raise DepnmtError(f"{trees_dir}: no longer exists, and the model was trained on its "
+                          f"trees ({CONFIG} data.trees_dir): pass -t PARSE_DIR with those trees")
     parsed = load_manifest(trees_dir, "parse", verify=False)
     out = {}
     for side in sides:
@@ -181,9 +303,11 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> Seque
         for path in (tgt, *trees.values()):
             if not path.is_file():
                 raise DepnmtError(f"{path}: missing (needed to train)")
+        read = {path: run.digests[path] for path in (src, tgt, *trees.values())
+                if path in run.digests}         # hashed for the provenance: not read again
         corpus, dropped = open_corpus(run.data_dir, split, langs, {"src": run.src_vocab,
                                                                    "tgt": run.tgt_vocab},
-                                      trees, max_len)
+                                      trees, max_len, known=read)
         if dropped:
             warn(f"{src}: {dropped} training pairs longer than --max-len {max_len} subwords "
                  f"skipped")
@@ -213,6 +337,7 @@ def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
         "data": {"bpe_dir": str(run.data_dir.resolve()),
                  "trees_dir": str(run.trees_dir.resolve()) if run.trees_dir else None},
         "files": subword_digests(run.model_dir),
+        provenance.KEY: run.provenance,
     })
     if run.settings is not None:
         write_settings(run.model_dir / SETTINGS, run.settings)

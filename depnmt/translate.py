@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import torch
 
@@ -64,7 +64,11 @@ EMPTY = Translation("", 0.0, 0.0)    # an empty input line: nothing decoded, log
 
 
 class Translator:
-    """A loaded model with everything needed to go from raw text to raw text."""
+    """A loaded model with everything needed to go from raw text to raw text. ``progress``:
+    called with the number of input lines (sentences) done, after each batch decoded and for
+    the empty lines, when set (``translate``'s progress bar on a terminal)."""
+
+    progress: Callable[[int], None] | None = None
 
     def __init__(self, model: TransformerNMT, config: dict, src_vocab: Vocab, tgt_vocab: Vocab,
                  segmenter: Segmenter | None, device: torch.device, search_cfg: SearchConfig,
@@ -207,6 +211,7 @@ class Translator:
                 hyps, texts = self._search(batch, extras, nbest)
             for i, result in zip(rows, texts):
                 results[i] = result
+            self.advance(len(rows))
             if target_trees_out is not None:
                 for i, tree in zip(rows, self.target_trees(batch, hyps)):
                     targets[i] = tree
@@ -223,6 +228,11 @@ class Translator:
         if target_trees_out is not None:
             target_trees_out.extend(targets)
         return results
+
+    def advance(self, lines: int) -> None:
+        """Report ``lines`` more done to :attr:`progress`, if set."""
+        if self.progress is not None and lines:
+            self.progress(lines)
 
     def collate(self, examples: Sequence[Example]) -> Batch:
         """A batch of ``examples`` on the device, with the model's features."""
@@ -303,6 +313,7 @@ class Translator:
         decoding."""
         keep = [i for i, w in enumerate(words) if w]
         out: list = [[EMPTY] if nbest else ""] * len(words)
+        self.advance(len(words) - len(keep))
         induced: list | None = [] if trees_out is not None else None
         targets: list | None = [] if target_trees_out is not None else None
         if keep:

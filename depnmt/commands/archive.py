@@ -23,8 +23,10 @@ from .options import deprecated_aliases
                    "made from against OUT/data.json first (nothing to check without one)")
 def command(folders: tuple[Path, ...], out: Path, check: tuple[Path, ...]) -> None:
     """Copy what the results table of finished runs is computed from — each run's
-    config.json, manifest.json and metrics.jsonl and its test hypotheses, no checkpoints
-    (a few hundred KB a run instead of ~200 MB) — out of the comparison recipes' results
+    config.json, manifest.json and metrics.jsonl, its test hypotheses and, where the recipes
+    wrote it, its test likelihood (hyps/NAME.LANG.ref-logprob: the log-probability of every test
+    reference under the selected checkpoint, which needs the checkpoint to compute), no
+    checkpoints (a few hundred KB a run instead of ~200 MB) — out of the comparison recipes' results
     FOLDERS (models/NAME, hyps/NAME.LANG; one folder per seed) into OUT/<FOLDER's name>/.
     `depnmt report -f` and `depnmt plot` then give the same table and curves from the archive,
     on a machine that never had the models. Archiving again adds the runs finished since;

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
 from .options import POSITIVE
-from .translate import DEFAULT_MODEL_DIR, hardware_options
+from .translate import hardware_options, models_option
 
 HELP = """Contrastive evaluation: how often a model prefers a correct translation to a minimally
 wrong one.
@@ -17,7 +16,8 @@ wrong one.
 Reads  SET: source, reference and contrastive variants (--format)
 Prints a table of accuracy (%) with its 95 % Wilson interval, per category and for all items,
        one column per model (-m given more than once: e.g. seeds), their mean ± sd, and an
-       exact McNemar test of each model's decisions against the first's
+       exact McNemar test of each model's decisions against the first's; with --ensemble,
+       one column: the models scoring as one ensemble (as `depnmt rescore -m A -m B`)
 
 Every translation is scored by forced decoding (as `depnmt rescore`: log p(translation |
 source)); an item is decided correctly when its reference scores strictly higher than every
@@ -25,17 +25,24 @@ one of its variants. Formats: tsv (`source TAB reference TAB contrastive [TAB ca
 item a line), lingeval97 (LingEval97's lingeval97.json: an item per error, category its
 type), contrapro (ContraPro's contrapro.json with --src/--tgt, the text its
 json2text_and_context.pl extracts: an item per entry, category `src pronoun:ref pronoun`).
+A tsv set with distance columns (`depnmt minimal-pairs` writes them) adds a table per linear
+and tree distance: accuracy per category and distance bucket (1, 2–3, 4–6, 7+).
+
+--compare A.json --compare B.json (result files of -o, each a system with its runs, on SET)
+scores nothing: it compares each system with the first, their accuracies pooled over runs,
+overall, per category and per linear-distance bucket, by approximate randomization over items
+stratified over runs, with Holm's adjustment over all the tests.
 """
 
 
 @click.command("contrastive", help=HELP,
                context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("set_path", metavar="SET", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("-m", "--model", "model_dirs", type=click.Path(path_type=Path, file_okay=False),
-              multiple=True, default=lambda: [os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR)],
-              show_default="$DEPNMT_MODEL or ./model",
-              help="model directory written by `depnmt train`; give it more than once to "
-                   "compare models (each evaluated alone)")
+@models_option("give it more than once to compare models (each evaluated alone) or, with "
+               "--ensemble, to evaluate their ensemble")
+@click.option("--ensemble", is_flag=True,
+              help="score with the -m models as one ensemble (as translate -m A -m B decodes: "
+                   "they must share vocabularies, BPE and tokenizers) instead of each alone")
 @click.option("-c", "--checkpoint", metavar="NAME",
               help="checkpoint name in each MODEL/checkpoints  [default: best, else last]")
 @click.option("--format", "fmt", type=click.Choice(["auto", "tsv", "lingeval97", "contrapro"]),
@@ -55,44 +62,97 @@ json2text_and_context.pl extracts: an item per entry, category `src pronoun:ref 
               help="pairs of similar length are scored together in batches of at most this "
                    "many source and target subwords (padding included)",
               show_default="8000 on the CPU, 32000 on a GPU")
+@click.option("--compare", "compare_paths", metavar="RESULT", multiple=True,
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="compare systems instead of scoring: two or more result files of -o on SET "
+                   "(each a system, its models the system's runs), the first the baseline")
 @hardware_options("pairs", "arithmetic of the matrix multiplies, as translate --precision")
-def command(set_path: Path, model_dirs: tuple[Path, ...], checkpoint: str | None, fmt: str,
-            src_path: Path | None, tgt_path: Path | None, normalized: bool,
+def command(set_path: Path, model_dirs: tuple[Path, ...], ensemble: bool, checkpoint: str | None,
+            fmt: str, src_path: Path | None, tgt_path: Path | None, normalized: bool,
             output_path: Path | None, max_tokens: int | None, batch_size: int, device: str,
-            precision: str) -> None:
+            precision: str, compare_paths: tuple[Path, ...]) -> None:
     import json
 
-    from ..contrastive import evaluate, read_set
+    from ..contrastive import evaluate, read_set, scored_pairs
+    from ..contrastivestats import evaluation_dict, evaluation_markdown, set_digest
     from ..errors import DepnmtError
     from ..forced import ForcedScorer
     from ..modeldir import model_reads, named_checkpoint
     from ..stagedir import check_output_files
     from ..textio import atomic_open, write_stdout
+    from .translate import input_progress
     check_output_files({"output": output_path}, [("set", set_path), ("--src file", src_path),
                                                  ("--tgt file", tgt_path),
-                                                 *model_reads(model_dirs)])
+                                                 *model_reads(model_dirs),
+                                                 *(("--compare file", p) for p in compare_paths)])
     if fmt == "auto":
         fmt = "tsv" if set_path.suffix != ".json" else (
             "contrapro" if src_path or tgt_path else "lingeval97")
     if (src_path or tgt_path) and fmt != "contrapro":
         raise DepnmtError("--src and --tgt are for --format contrapro")
     items = read_set(set_path, fmt, src_path, tgt_path)
+    if compare_paths:
+        return compare_systems(set_path, items, compare_paths, output_path)
     if checkpoint and "/" in checkpoint:
         raise DepnmtError(f"--checkpoint {checkpoint}: give a checkpoint name that each model "
                           f"folder has (best, last, stepN, an average's name)")
     names = [str(d) for d in model_dirs]
     if len(set(names)) < len(names):
         raise DepnmtError("a model is given twice (-m)")
+    if ensemble and len(model_dirs) < 2:
+        raise DepnmtError("--ensemble scores with several models as one: give -m two or more "
+                          "times")
+    groups = [list(model_dirs)] if ensemble else [[d] for d in model_dirs]
 
-    def scorers():
-        for model_dir in model_dirs:
-            ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
-            yield str(model_dir), ForcedScorer.from_model_dir(
-                model_dir, checkpoint=ckpt, device=device, precision=precision,
-                max_tokens=max_tokens, batch_size=batch_size)
-    result = evaluate(items, scorers(), normalized)
+    def scorers(advance):
+        for group in groups:
+            ckpts = [named_checkpoint(d, checkpoint) if checkpoint else None for d in group]
+            scorer = ForcedScorer.from_model_dirs(group, ckpts, device=device,
+                                                  precision=precision, max_tokens=max_tokens,
+                                                  batch_size=batch_size)
+            scorer.progress = advance
+            yield " + ".join(str(d) for d in group), scorer
+    with input_progress("scoring", lambda: len(scored_pairs(items)) * len(groups),
+                        streams_stdout=False) as advance:
+        result = evaluate(items, scorers(advance), normalized)
     if output_path is not None:
         with atomic_open(output_path) as fh:
             fh.write(json.dumps({"set": str(set_path), "format": fmt, "normalized": normalized,
-                                 **result.to_dict()}, indent=1) + "\n")
-    write_stdout(result.markdown(), flush=True)
+                                 "set_sha256": set_digest(set_path), **evaluation_dict(result)},
+                                indent=1) + "\n")
+    write_stdout(evaluation_markdown(result), flush=True)
+
+
+SCORING_OPTIONS = {"model_dirs": "-m", "ensemble": "--ensemble", "checkpoint": "--checkpoint",
+                   "normalized": "--normalized"}
+
+
+def compare_systems(set_path: Path, items: list, result_paths: tuple[Path, ...],
+                    output_path: Path | None) -> None:
+    """``--compare``: the systems of ``result_paths`` compared on ``items``
+    (:func:`depnmt.contrastivestats.compare`); the table on stdout, and with ``-o`` as JSON."""
+    import json
+
+    from click.core import ParameterSource
+
+    from ..contrastivestats import comparison_markdown, compare, read_system, set_digest
+    from ..errors import DepnmtError
+    from ..textio import atomic_open, write_stdout
+    ctx = click.get_current_context()
+    given = [flag for name, flag in SCORING_OPTIONS.items()
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if given:
+        raise DepnmtError(f"--compare compares result files and scores nothing: leave out "
+                          f"{', '.join(given)}")
+    if len(result_paths) < 2 or len(set(map(str, result_paths))) < len(result_paths):
+        raise DepnmtError("--compare: give two or more different result files (a baseline "
+                          "first, then the systems to compare with it)")
+    digest = set_digest(set_path)
+    systems = [read_system(p, len(items), digest) for p in result_paths]
+    rows = compare(items, systems)
+    if output_path is not None:
+        with atomic_open(output_path) as fh:
+            fh.write(json.dumps({"set": str(set_path), "set_sha256": digest,
+                                 "baseline": systems[0].name, "runs": len(systems[0].runs),
+                                 "comparisons": rows}, indent=1) + "\n")
+    write_stdout(comparison_markdown(rows, systems[0].name, len(systems[0].runs)), flush=True)

@@ -51,8 +51,9 @@ on the folder records the control, and `depnmt translate` applies it to the tree
               help="Seed of the random kinds (every kind records it).")
 @click.option("--labels", type=click.Choice(["keep", "shuffle", "constant"]), default="keep",
               show_default=True,
-              help="DEPRELs: each word keeps its own, the sentence's are shuffled among its "
-                   "words, or `root` on the root and `dep` on every other word.")
+              help="DEPRELs besides `root`, which is always on the root word and only there: "
+                   "each word keeps its own (the old root's word gets `dep`), the parser's "
+                   "other labels are shuffled among the other words, or `dep` on every one.")
 @click.option("--noise", type=FiniteFloatRange(0, 1, min_open=True), default=None, metavar="P",
               help="For --kind noise: the fraction of non-root words whose head is re-drawn.")
 @click.option("--side", type=click.Choice(["src", "tgt", "both"]), default=None,

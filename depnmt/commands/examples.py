@@ -63,6 +63,11 @@ EXAMPLES: dict[str, list[str]] = {
         "# log p of each translation under the model (score: length-normalised, as the beam ranks)",
         "depnmt rescore -m work/model --src work/prepare/test.raw.en --tgt test.de -o test.scores",
     ],
+    "minimal-pairs": [
+        "# a contrastive set from English references (the test set read German→English)",
+        "depnmt minimal-pairs --src work/prepare/test.raw.de --ref work/prepare/test.raw.en "
+        "-o pairs.tsv",
+    ],
     "contrastive": [
         "# accuracy on a contrastive set: lines `source TAB reference TAB contrastive TAB "
         "category`",
@@ -99,8 +104,8 @@ EXAMPLES: dict[str, list[str]] = {
 
 # the order in which the examples run as one session (each needs what the earlier ones wrote)
 PIPELINE = ["prepare", "parse", "controls", "models download", "multitask", "bpe", "train",
-            "average", "translate", "rescore", "contrastive", "export", "score", "report", "runs",
-            "archive", "plot", "inspect", "analyze awsl", "analyze uas"]
+            "average", "translate", "rescore", "minimal-pairs", "contrastive", "export", "score",
+            "report", "runs", "archive", "plot", "inspect", "analyze awsl", "analyze uas"]
 
 WIDTH = 92                      # a command longer than this is continued on the next line
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from itertools import islice, zip_longest
 from pathlib import Path
 from typing import Iterator
@@ -10,7 +9,7 @@ from typing import Iterator
 import click
 
 from .options import AMOUNT, POSITIVE
-from .translate import DEFAULT_MODEL_DIR, hardware_options
+from .translate import hardware_options, models_option
 
 CHUNK_PAIRS = 2000          # pairs read, scored and written at a time
 
@@ -26,6 +25,9 @@ and scored in one teacher-forced pass: logprob = log p(translation | source), su
 subwords and the end-of-sentence token (tokens = how many), score = logprob / lp(tokens), the
 length penalty of --alpha and --length-penalty (the model's unless given), as beam search
 ranks its hypotheses. The score of a translation the model's own beam found is the score its
+search gave it. -m given more than once scores with the models' ensemble, as
+`depnmt translate -m A -m B` decodes with it (at each subword, the log-softmax of the mean of
+the models' log-probabilities): the score of the ensemble's own translation is the score its
 search gave it. Sources are prepared as `depnmt translate` prepares them (the model's parser
 and tree control for tree schemes). Use it to rank translations, or to test whether a model
 prefers a correct translation to a minimally wrong one.
@@ -34,12 +36,11 @@ prefers a correct translation to a minimally wrong one.
 
 @click.command("rescore", help=HELP,
                context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("-m", "--model", "model_dir", type=click.Path(path_type=Path, file_okay=False),
-              default=lambda: os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR),
-              help="model directory written by `depnmt train` (default: $DEPNMT_MODEL or ./model)")
+@models_option("given more than once, the models score as an ensemble (as translate's: "
+               "they must share vocabularies, BPE and tokenizers)")
 @click.option("-c", "--checkpoint", metavar="NAME|FILE",
-              help="checkpoint: a name in MODEL/checkpoints or a .pt file  [default: best, "
-                   "else last]")
+              help="checkpoint: a name in MODEL/checkpoints (in each, for an ensemble) or a .pt "
+                   "file  [default: best, else last]")
 @click.option("--src", "src_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="the source sentences, one per line")
 @click.option("--src-format", type=click.Choice(["text", "conllu"]), default="text",
@@ -64,23 +65,25 @@ prefers a correct translation to a minimally wrong one.
               show_default="8000 on the CPU, 32000 on a GPU")
 @hardware_options("pairs", "arithmetic of the matrix multiplies, as translate --precision "
                            "(fp32 gives the scores of an fp32 search)")
-def command(model_dir: Path, checkpoint: str | None, src_path: Path, src_format: str,
-            tgt_path: Path, output_path: Path | None, per_token: bool, alpha: float | None,
-            length_penalty: str | None, max_tokens: int | None, batch_size: int, device: str,
-            precision: str) -> None:
+def command(model_dirs: tuple[Path, ...], checkpoint: str | None, src_path: Path,
+            src_format: str, tgt_path: Path, output_path: Path | None, per_token: bool,
+            alpha: float | None, length_penalty: str | None, max_tokens: int | None,
+            batch_size: int, device: str, precision: str) -> None:
     from ..forced import ForcedScorer, format_score
-    from ..modeldir import model_reads, named_checkpoint
+    from ..modeldir import model_reads
     from ..stagedir import check_output_files
     check_output_files({"output": output_path}, [("--src file", src_path),
                                                  ("--tgt file", tgt_path),
-                                                 *model_reads([model_dir], checkpoint)])
-    from .translate import output_writer
-    ckpt = named_checkpoint(model_dir, checkpoint) if checkpoint else None
-    scorer = ForcedScorer.from_model_dir(model_dir, checkpoint=ckpt, device=device,
-                                         precision=precision, max_tokens=max_tokens,
-                                         batch_size=batch_size, alpha=alpha,
-                                         length_penalty=length_penalty)
-    with output_writer(output_path) as write:
+                                                 *model_reads(model_dirs, checkpoint)])
+    from .translate import input_progress, input_size, model_checkpoints, output_writer
+    scorer = ForcedScorer.from_model_dirs(model_dirs, model_checkpoints(model_dirs, checkpoint),
+                                          device=device, precision=precision,
+                                          max_tokens=max_tokens, batch_size=batch_size,
+                                          alpha=alpha, length_penalty=length_penalty)
+    with output_writer(output_path) as write, \
+            input_progress("scoring", lambda: input_size(tgt_path),
+                           output_path is None) as advance:
+        scorer.progress = advance
         for words, trees, translations in chunks(scorer, src_path, src_format, tgt_path):
             ids = [scorer.target_ids(line) for line in translations]
             for result in scorer.score_words(words, ids, trees, per_token=per_token):

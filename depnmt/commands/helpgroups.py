@@ -50,7 +50,8 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     ],
     "train": [
         ("Data and model folder", ["config_file", "data_dir", "model_dir", "trees_dir",
-                                   "resume", "init_from"]),
+                                   "resume", "resume_on_changed_data", "init_from",
+                                   "train_init_partial"]),
         ("Model size", ["scheme", "layers", "arch_encoder_layers", "arch_decoder_layers",
                         "arch_d_model", "arch_n_heads", "arch_d_ff", "arch_tie_decoder_embeddings",
                         "arch_share_all_embeddings"]),
@@ -76,15 +77,16 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
                                         "dbsa_gold_arcs"]),
     ],
     "rescore": [
-        ("Model", ["model_dir", "checkpoint"]),
+        ("Model", ["model_dirs", "checkpoint"]),
         ("Input and output", ["src_path", "src_format", "tgt_path", "output_path", "per_token"]),
         ("Score", ["alpha", "length_penalty"]),
         ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision"]),
     ],
+    "minimal-pairs": [("Input and output", ["src_path", "ref_path", "lang", "output_path"])],
     "contrastive": [
-        ("Models", ["model_dirs", "checkpoint"]),
+        ("Models", ["model_dirs", "ensemble", "checkpoint"]),
         ("Contrastive set", ["set_path", "fmt", "src_path", "tgt_path", "normalized",
-                             "output_path"]),
+                             "output_path", "compare_paths"]),
         ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision"]),
     ],
     "score": [
@@ -97,7 +99,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     "report": [
         ("Systems", ["refs", "systems", "folders", "baselines", "prefix"]),
         ("BLEU and chrF", ["tokenize", "lang"]),
-        ("Significance", ["n_samples", "shuffles", "seed"]),
+        ("Significance", ["n_samples", "shuffles", "seed", "deltas"]),
     ],
 }
 
@@ -222,14 +224,57 @@ class HelpContext(RichContext):
     formatter_class = HelpFormatter
 
 
-class HelpCommand(ShownAsWritten, RichCommand):
-    """A command's help page as depnmt shows it."""
+class OneValueEach:
+    """A command whose options that take one value are given at most once each: click would
+    keep the last of ``-m A -m B`` silently; here it is a usage error naming the option (exit
+    status 2). Options given several times on purpose (``multiple=True``) and counts
+    (``-vv``) are not checked, nor ``--help`` and ``--version``."""
+
+    def make_parser(self, ctx: click.Context):
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]):
+            opts, largs, order = parse(args)      # order: a parameter per occurrence
+            if not ctx.resilient_parsing:
+                check_given_once(ctx, order)
+            return opts, largs, order
+        parser.parse_args = parse_args
+        return parser
+
+
+def check_given_once(ctx: click.Context, order: list[click.Parameter]) -> None:
+    """A :class:`click.UsageError` naming the first option of ``order`` (the parameters in the
+    order the command line gave them, one entry per occurrence) given again though it takes
+    one value."""
+    seen: set[int] = set()
+    for param in order:
+        if not takes_one_value(param):
+            continue
+        if id(param) in seen:
+            names = "/".join([*param.opts, *param.secondary_opts])
+            why = "a flag: give it once" if param.is_flag else "it takes one value"
+            raise click.UsageError(f"option {names} given twice ({why})", ctx=ctx)
+        seen.add(id(param))
+
+
+def takes_one_value(param: click.Parameter) -> bool:
+    """Whether ``param`` is an option whose repetition would silently drop a value: not
+    ``multiple``, not a count, not an eager flag that acts when seen (``--help``,
+    ``--version``)."""
+    if not isinstance(param, click.Option) or param.multiple or param.count:
+        return False
+    return not (param.is_flag and param.is_eager and not param.expose_value)
+
+
+class HelpCommand(OneValueEach, ShownAsWritten, RichCommand):
+    """A command's help page as depnmt shows it (and its options given once each)."""
 
     context_class = HelpContext
 
 
-class HelpGroup(ShownAsWritten, RichGroup):
-    """A group's help page as depnmt shows it."""
+class HelpGroup(OneValueEach, ShownAsWritten, RichGroup):
+    """A group's help page as depnmt shows it (and its options given once each)."""
 
     context_class = HelpContext
 

@@ -26,7 +26,9 @@ def command(folders: tuple[Path, ...], as_json: bool) -> None:
       pace (--max-epochs; early stopping can end a run sooner); the selection metric
       (--early-stop-metric), its best value and the update it came from, its last value;
       the averaged checkpoints (`depnmt average`); in the comparison recipes' layout
-      (models/NAME beside hyps/NAME.LANG) whether the test hypotheses are written.
+      (models/NAME beside hyps/NAME.LANG) whether the test hypotheses are written; after
+      the state, "data changed at update N" for a run resumed on other data on purpose
+      (`train --resume-on-changed-data`; --json lists what changed).
     """
     from ..errors import DepnmtError
     from ..runs import markdown, model_dirs, run_state

@@ -60,6 +60,8 @@ def command(refs: tuple[str, ...], tokenize: str | None, lang: str | None, metri
     bounds = sc.parse_buckets(buckets)
     metrics = sc.make_metrics([name.strip() for name in metric_names.split(",") if name.strip()],
                               tokenize=tokenize, lang=lang, chrf_word_order=chrf_word_order)
+    if bucket_plot == "":                   # e.g. an unset shell variable: not "no plot"
+        raise click.BadParameter("an empty file name", param_hint="'--bucket-plot'")
     if bucket_plot and (not src or len(hyps) < 2 or "bleu" not in metrics):
         raise DepnmtError("--bucket-plot needs --src, BLEU and at least two HYP files (Δ-BLEU "
                           "vs the first)")

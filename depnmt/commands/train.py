@@ -44,8 +44,10 @@ def command(ctx: click.Context, **params) -> None:
     gradients overflow is skipped and not counted (the loss scale drops). SIGTERM or Ctrl-C
     finishes the current update, saves MODEL_DIR/checkpoints/last.pt and exits 143/130 (a
     second one stops at once); a kill leaves last.pt intact. `--resume` continues exactly
-    where it stopped (flags you leave out take the model's saved values; give e.g.
-    --max-steps to extend).
+    where it stopped (flags you leave out take the model's saved values, -t included; give
+    e.g. --max-steps to extend) on the data the model was trained on: other text or trees
+    are refused, unless --resume-on-changed-data. A new run's MODEL_DIR is a new or empty
+    folder (or a killed run's model folder).
     One training at a time per MODEL_DIR (a lock; a second one is an error).
     Runs unchanged under torchrun (`torchrun --nproc_per_node N -m depnmt.cli train ...`: one
     process per GPU, or gloo processes with --device cpu): --max-tokens and --update-freq are

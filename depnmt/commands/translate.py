@@ -6,7 +6,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
 
@@ -15,6 +15,16 @@ from .fields import click_type
 from .options import COUNT, POSITIVE, deprecated_aliases
 
 DEFAULT_MODEL_DIR = "model"
+
+
+def models_option(several: str):
+    """``-m/--model MODEL_DIR``, repeatable, default ``$DEPNMT_MODEL`` or ``./model``;
+    ``several``: what the command does with more than one (the end of the help)."""
+    return click.option(
+        "-m", "--model", "model_dirs", type=click.Path(path_type=Path, file_okay=False),
+        multiple=True, default=lambda: [os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR)],
+        show_default="$DEPNMT_MODEL or ./model",
+        help=f"model directory written by `depnmt train`; {several}")
 DEVICE = click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
 PRECISIONS = ["auto", "fp32", "bf16", "fp16"]
 
@@ -37,12 +47,9 @@ def hardware_options(items: str, precision_help: str):
 
 @deprecated_aliases("translate")
 @click.command("translate", context_settings={"show_default": True})
-@click.option("-m", "--model", "model_dirs", type=click.Path(path_type=Path, file_okay=False),
-              multiple=True, default=lambda: [os.environ.get("DEPNMT_MODEL", DEFAULT_MODEL_DIR)],
-              show_default="$DEPNMT_MODEL or ./model",
-              help="model directory written by `depnmt train`; given more than once, the models "
-                   "translate as an ensemble (their log-probabilities averaged at each step; "
-                   "they must share vocabularies, BPE and tokenizers)")
+@models_option("given more than once, the models translate as an ensemble (their "
+               "log-probabilities averaged at each step; they must share vocabularies, BPE and "
+               "tokenizers)")
 @click.option("-c", "--checkpoint", metavar="NAME|FILE",
               help="checkpoint: a name in MODEL/checkpoints (best, last, stepN of "
                    "train --keep-last, or the -o NAME of `depnmt average`) or a .pt file "
@@ -187,20 +194,19 @@ def translate_with_ct2(flags: dict[str, Any], search: dict[str, Any]) -> None:
     nbest = flags["nbest"]
     check_nbest_flag(nbest, ct2.search_cfg.beam, flags["beam"])
     lines = iter_lines(flags["input_path"]) if flags["input_path"] else stdin_lines()
-    with output_writer(flags["output_path"]) as write:
-        write_results(write, ct2.translate_lines(lines, nbest=nbest or 0), nbest)
+    with output_writer(flags["output_path"]) as write, input_progress(
+            "translating", lambda: input_size(flags["input_path"]),
+            flags["output_path"] is None) as advance:
+        write_results(write, counted(ct2.translate_lines(lines, nbest=nbest or 0), advance),
+                      nbest)
 
 
 def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
     """``-m MODEL_DIR``: raw text or CoNLL-U through the model, and the trees it induces."""
     from ..errors import DepnmtError
     from ..heap import startup_objects
-    from ..modeldir import named_checkpoint
-    checkpoint, nbest, model_dirs = flags["checkpoint"], flags["nbest"], flags["model_dirs"]
-    if checkpoint and len(model_dirs) > 1 and "/" in checkpoint:
-        raise DepnmtError(f"--checkpoint {checkpoint}: an ensemble takes a checkpoint name "
-                          f"(best, last, stepN, an average's name) that each model folder has")
-    ckpts = [named_checkpoint(d, checkpoint) if checkpoint else None for d in model_dirs]
+    nbest, model_dirs = flags["nbest"], flags["model_dirs"]
+    ckpts = model_checkpoints(model_dirs, flags["checkpoint"])
     hardware = dict(max_tokens=flags["max_tokens"], batch_size=flags["batch_size"],
                     quantize=flags["quantize"], **search)
     with startup_objects():
@@ -220,8 +226,12 @@ def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
         translator.use_gold_arcs()
     induced: list | None = [] if flags["induced_trees"] is not None else None
     targets: list | None = [] if flags["induced_target_trees"] is not None else None
-    with output_writer(flags["output_path"]) as write:
-        write_results(write, model_results(translator, flags, induced, targets), nbest)
+    trees = read_trees(flags)
+    with output_writer(flags["output_path"]) as write, input_progress(
+            "translating", lambda: input_size(flags["input_path"], trees),
+            flags["output_path"] is None) as advance:
+        translator.progress = advance
+        write_results(write, model_results(translator, flags, trees, induced, targets), nbest)
     from ..parse import write_conllu
     for path, collected in ((flags["induced_trees"], induced),
                             (flags["induced_target_trees"], targets)):
@@ -229,20 +239,72 @@ def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
             write_conllu(path, collected)
 
 
-def model_results(translator: Any, flags: dict[str, Any], induced: list | None,
-                  targets: list | None) -> Iterator:
-    """The translations of the input (``--input-format``: raw lines or CoNLL-U trees)."""
+def model_checkpoints(model_dirs: Sequence[Path], checkpoint: str | None) -> list[Path | None]:
+    """Each model folder's checkpoint ``--checkpoint`` names (None: its default); an ensemble
+    (several folders) takes a name each folder has, not a file (a one-line error)."""
+    from ..errors import DepnmtError
+    from ..modeldir import named_checkpoint
+    if checkpoint and len(model_dirs) > 1 and "/" in checkpoint:
+        raise DepnmtError(f"--checkpoint {checkpoint}: an ensemble takes a checkpoint name "
+                          f"(best, last, stepN, an average's name) that each model folder has")
+    return [named_checkpoint(d, checkpoint) if checkpoint else None for d in model_dirs]
+
+
+def read_trees(flags: dict[str, Any]) -> list | None:
+    """The input's trees with ``--input-format conllu`` (None for raw text, read as it is
+    translated)."""
+    if flags["input_format"] != "conllu":
+        return None
+    from ..parse.conllu import read_conllu_input
+    return read_conllu_input(flags["input_path"])
+
+
+def model_results(translator: Any, flags: dict[str, Any], trees: list | None,
+                  induced: list | None, targets: list | None) -> Iterator:
+    """The translations of the input: ``trees`` (:func:`read_trees`) or raw lines."""
     from ..textio import iter_lines, stdin_lines
     input_path, nbest = flags["input_path"], flags["nbest"] or 0
-    if flags["input_format"] == "conllu":
-        from ..parse.conllu import read_conllu_input
-        trees = read_conllu_input(input_path)
+    if trees is not None:
         return translator.translate_words([list(t.words) for t in trees], trees,
                                           trees_out=induced, target_trees_out=targets,
                                           nbest=nbest)
     lines = iter_lines(input_path) if input_path else stdin_lines()
     return translator.translate_lines(lines, trees_out=induced, target_trees_out=targets,
                                       nbest=nbest)
+
+
+@contextmanager
+def input_progress(description: str, size: Callable[[], int | None], streams_stdout: bool
+                   ) -> Iterator[Callable[[int], None]]:
+    """``advance(n)`` of a progress bar of the input lines done, drawn only on a terminal
+    (:func:`~depnmt.log.terminal_progress`), whose total ``size()`` gives (called only there);
+    elsewhere ``advance`` does nothing and stderr is what it is without it. No bar either when
+    the command writes its output to standard output as it goes (``streams_stdout``) and that
+    is a terminal: the lines appearing there are the progress, and a bar would cut through
+    them."""
+    from ..log import on_terminal, terminal_progress
+    if not on_terminal() or (streams_stdout and sys.stdout.isatty()):
+        yield lambda n: None
+        return
+    with terminal_progress(description, size()) as advance:
+        yield advance
+
+
+def input_size(path: Path | None, items: list | None = None) -> int | None:
+    """How many input lines a command reads, for its progress bar: ``items`` (read already),
+    else the lines of ``path`` when it is a regular file (one quick pass); None (unknown) for
+    standard input, a pipe or a device."""
+    from ..textio import count_lines
+    if items is not None:
+        return len(items)
+    return count_lines(path) if path is not None and path.is_file() else None
+
+
+def counted(results: Iterable, advance: Callable[[int], None]) -> Iterator:
+    """``results``, calling ``advance(1)`` after each."""
+    for result in results:
+        yield result
+        advance(1)
 
 
 def check_nbest_flag(nbest: int | None, beam: int, beam_flag: int | None) -> None:

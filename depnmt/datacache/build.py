@@ -203,5 +203,5 @@ def word_mismatch(conllu: Path, source: Path, index: int, lineno: int) -> InputE
     line = next(islice(iter_lines(source), index, None), "")
     words = merge_subwords(line.split())
     tree = next(t for n, t in read_conllu_numbered(conllu) if n == lineno)
-    return InputError(conllu, lineno, f"tree {index + 1} has words {tree.words[:8]}… but text "
-                                      f"line {index + 1} has {words[:8]}…")
+    return InputError(conllu, lineno, f"tree {index + 1} has words {tree.words[:8]}… but "
+                                      f"{source}:{index + 1} has {words[:8]}…")

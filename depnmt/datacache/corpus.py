@@ -84,10 +84,15 @@ class Side:
 
 class TrainCorpus:
     """The kept pairs of a cached training split as a sequence of examples (module
-    docstring). ``keep``: ``[pairs]`` line indices of the kept pairs."""
+    docstring). ``keep``: ``[pairs]`` line indices of the kept pairs. ``source_digests``:
+    ``{file name: sha256}`` of the files the cache was checked against at this start (the
+    split's two texts, the vocabularies, the CoNLL-U files of the sides with trees): the
+    exact bytes the examples come from, e.g. for a record of a model's training data."""
 
-    def __init__(self, src: Side, tgt: Side, keep: np.ndarray):
+    def __init__(self, src: Side, tgt: Side, keep: np.ndarray,
+                 source_digests: dict[str, str] | None = None):
         self.src, self.tgt, self.keep = src, tgt, keep
+        self.source_digests = dict(source_digests or {})
 
     def __len__(self) -> int:
         return len(self.keep)

@@ -6,7 +6,8 @@ read-only data folder, a faster disk). Each entry is a folder of it, written by
 :func:`ensure_entry` holding ``cache/.lock`` (``flock``; other processes, e.g. the other
 ranks of a ``torchrun``, wait and then use what it built) into a temporary folder that is
 renamed into place when complete (:func:`depnmt.stagedir.commit`): an entry is whole or
-absent, and one that no longer matches the files it was made from is rebuilt, never used.
+absent, and one that no longer matches the bytes of the files it was made from (their sha256,
+read at every start) is rebuilt, never used.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from typing import Any, Callable
 from ..errors import DepnmtError
 from ..log import info
 from ..stagedir import commit, hold_lock, remove_leftovers, sibling
-from .arrays import (check_arrays, read_meta, same_source, source_identity, with_times,
-                     write_meta)
+from .arrays import check_arrays, file_digests, read_meta, source_identity, write_meta
 
 CACHE = "cache"
 CACHE_ENV = "DEPNMT_CACHE_DIR"
@@ -42,42 +42,50 @@ def cache_root(data_dir: Path) -> Path:
     return Path(base) / f"{data_dir.resolve().name}-{path_digest(data_dir, 16)}"
 
 
-def matches(meta: dict[str, Any], sources: dict[str, Path]) -> bool:
-    """Whether an entry's meta was made from exactly ``sources`` as they are now."""
+def matches(meta: dict[str, Any], digests: dict[str, str]) -> bool:
+    """Whether an entry's meta was made from exactly the files whose sha256 are ``digests``
+    (``{name: sha256}``)."""
     recorded = meta.get("sources", {})
-    return set(recorded) == set(sources) and all(
-        same_source(path, recorded[name]) for name, path in sources.items())
+    return set(recorded) == set(digests) and all(
+        recorded[name].get("sha256") == digest for name, digest in digests.items())
 
 
 def ensure_entry(root: Path, name: str, sources: dict[str, Path],
-                 build: Callable[[Path], dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+                 build: Callable[[Path], dict[str, Any]], known: dict[Path, str]
+                 ) -> tuple[Path, dict[str, Any]]:
     """The entry ``root/name`` made from ``sources`` (``{name: file}``), built by
-    ``build(folder)`` (which returns the meta) when absent or made from other files; its
-    arrays checked (:func:`~depnmt.datacache.arrays.check_arrays`)."""
+    ``build(folder)`` (which returns the meta) when absent or made from other bytes; its
+    arrays checked (:func:`~depnmt.datacache.arrays.check_arrays`). ``known``: the sha256 of
+    files already read (path -> sha256), to which those of ``sources`` are added."""
+    known.update(file_digests(sources.values(), known))
+    digests = {name: known[path] for name, path in sources.items()}
     entry = root / name
     meta = read_meta(entry)
-    if meta is None or not matches(meta, sources):
+    if meta is None or not matches(meta, digests):
         make_root(root)
         with hold_lock(root / ".lock", root, "another depnmt train builds this cache",
                        wait=True):
             meta = read_meta(entry)
-            if meta is None or not matches(meta, sources):
-                meta = rebuild(entry, sources, build, changed=meta is not None)
+            if meta is None or not matches(meta, digests):
+                meta = rebuild(entry, sources, digests, build, changed=meta is not None)
     check_arrays(entry, meta)
     return entry, meta
 
 
-def rebuild(entry: Path, sources: dict[str, Path], build: Callable[[Path], dict[str, Any]],
-            changed: bool) -> dict[str, Any]:
-    """Build ``entry`` in a temporary folder and rename it into place (the lock held)."""
+def rebuild(entry: Path, sources: dict[str, Path], digests: dict[str, str],
+            build: Callable[[Path], dict[str, Any]], changed: bool) -> dict[str, Any]:
+    """Build ``entry`` in a temporary folder and rename it into place (the lock held);
+    ``digests``: the sources' sha256 as read before the build (a file changed during it
+    is then rebuilt at the next start)."""
     remove_leftovers(entry)
     started = time.monotonic()
     tmp = sibling(entry, f"tmp-{os.getpid()}")
     tmp.mkdir()
     try:
-        identities = {name: source_identity(path) for name, path in sources.items()}
+        identities = {name: source_identity(path, digests[name])
+                      for name, path in sources.items()}
         meta = build(tmp)
-        meta.update(sources=identities, arrays=with_times(tmp, meta["arrays"]))
+        meta.update(sources=identities)
         write_meta(tmp, meta)
         commit(tmp, entry)
     finally:

@@ -6,8 +6,11 @@ A positional scheme never touches this module's code; it hands over:
 * :class:`RelativeTerm` — per-pair label indices ``[B, Tq, Tk]`` (or ``[Tq, Tk]`` shared by the
   batch) and learned tables ``a^K``, ``a^V`` of shape ``[R, d_k]`` (Shaw et al. 2018, Omote et al.
   2019 Eqs. 11–22).  Label 0 is reserved for "no term" (its table rows are zero and receive no
-  gradient), so padding, special tokens and ``non_dep`` pairs add nothing.
-* an additive logit bias ``[B, H or 1, Tq, Tk]`` (GPS syntax logits, masks);
+  gradient), so padding, special tokens and ``non_dep`` pairs add nothing. When the label of a
+  pair is a function of a small per-token class of each side (Omote's depth difference), the
+  term also carries those classes (:class:`LabelFactors`);
+* an additive logit bias ``[B, H or 1, Tq, Tk]`` (masks), or one given as a product of
+  per-token factors, :class:`LowRankLogits` (GPS's decoupled syntax logits);
 * a multiplicative logit scale ``[B, H or 1, Tq, Tk]`` (PASCAL's parent-scaled heads, Bugliarello
   & Okazaki 2020): ``e = (content + relative key terms) / √d_k ⊙ scale + bias``.
 * :class:`HeadOverride` — a head the scheme computes itself (e.g. a parse head, Deguchi et al.
@@ -28,6 +31,26 @@ multiplies in its place, or faster (``docs/gpu.md``):
 * value term ``z_i  += Σ_j α_ij a^V_{l(i,j)}``: ``α`` is summed into R bins (scatter_add) and the
   ``[B, H, Tq, R]`` bins are multiplied by ``a^V``.
 
+**Extra head dimensions** (:meth:`MultiHeadAttention._attend_extended`). Factored terms fit one
+fused SDPA call exactly, as extra dimensions of the heads (``W`` key classes, ``c(i)`` the query's
+class, ``w(j)`` the key's, ``L[c, w]`` the label of a class pair):
+
+* key term:  ``q'_i = [q_i | q_i · a^K_{L[c(i), w]} for w < W]``, ``k'_j = [k_j | onehot(w(j))]``,
+  so ``q'_i · k'_j = q_i · k_j + q_i · a^K_{l(i,j)}``;
+* value term: ``v'_j = [v_j | onehot(w(j))]``: the extra output columns are the attention mass
+  of each key class, ``m_i[w] = Σ_{j: w(j) = w} α_ij``, and ``Σ_w m_i[w] a^V_{L[c(i), w]}`` is
+  the value term (the mass summed into label bins as in the explicit path, ``W`` wide, not
+  ``Tk``);
+* low-rank logits: ``q'_i = [q_i | u_i ⊗ onehot(g(i))]``, ``k'_j = [k_j | t_j ⊗ onehot(g(j))]``
+  add ``u_i · t_j`` where the groups ``g`` agree (GPS: the same sentence of a line).
+
+Queries are scaled by ``1/√d_k`` before (SDPA's ``scale=1``), so the logits are the explicit
+path's; the widths are padded with zeros to a multiple of 8. It is taken on CUDA (any device but
+the CPU) when every term is factored and the heads stay at most :data:`MAX_FUSED_HEAD_DIM` wide;
+``DEPNMT_ATTENTION`` (:data:`PATH_SWITCH`) forces it (``fused``, also on the CPU, for tests and
+benchmarks) or turns it off (``explicit``). Shaw's clipped ``j − i`` has no such form narrower
+than ``Tk`` (the classes would be the key's position): its terms keep the paths below.
+
 :func:`reference_attention` writes the same equations literally (einsum over ``[B, Tq, Tk, d_k]``
 tensors of the per-pair vectors); every test of the fast paths compares against it
 (``tests/unit/test_model.py``, ``test_relative.py``, ``test_dbsa.py``).
@@ -36,24 +59,100 @@ tensors of the per-pair vectors); every test of the fast paths compares against 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..errors import DepnmtError
 from .dropout import dropout
 from .packed import PackedWeights
+
+PATH_SWITCH = "DEPNMT_ATTENTION"     # auto | fused | explicit (read at import; see path())
+PATHS = ("auto", "fused", "explicit")
+attention_path = os.environ.get(PATH_SWITCH, "") or "auto"
+MAX_FUSED_HEAD_DIM = 256            # the widest heads of SDPA's flash and cuDNN kernels
+
+
+def path() -> str:
+    """Which attention path terms may take (:data:`attention_path`, from ``DEPNMT_ATTENTION``):
+    ``auto`` — the extra head dimensions on any device but the CPU, where they fit; ``fused``
+    — wherever the terms allow them, the CPU included; ``explicit`` — never."""
+    if attention_path not in PATHS:
+        raise DepnmtError(f"{PATH_SWITCH}={attention_path}: expected one of {', '.join(PATHS)}")
+    return attention_path
+
+
+@dataclass
+class LabelFactors:
+    """Labels that are a function of a class of each side: ``labels[b, i, j] =
+    table[query[b, i], key[b, j]]`` (Omote's depth difference: the classes are the depths).
+    The number of key classes ``W`` is ``table``'s width, known on the host."""
+
+    query: Tensor                  # [B, Tq] int64, the query's class (a row of table)
+    key: Tensor                    # [B, Tk] int64, the key's class (a column of table)
+    table: Tensor                  # [U, W] int64, the label of a (query, key) class pair
+
+    def query_labels(self) -> Tensor:
+        """``[B, Tq, W]``: each query's label for every key class."""
+        return self.table[self.query]
+
+    def key_onehot(self, dtype: torch.dtype) -> Tensor:
+        """``[B, Tk, W]`` in ``dtype``: each key's class, one-hot (by comparison: nothing read
+        back from the device)."""
+        classes = torch.arange(self.table.shape[1], device=self.key.device)
+        return (self.key.unsqueeze(-1) == classes).to(dtype)
+
+    def labels(self) -> Tensor:
+        """``[B, Tq, Tk]``: the labels these factors stand for."""
+        return self.table[self.query.unsqueeze(-1), self.key.unsqueeze(-2)]
 
 
 @dataclass
 class RelativeTerm:
-    """Per-pair labels with their key/value tables (either table may be ``None``: ablations)."""
+    """Per-pair labels with their key/value tables (either table may be ``None``: ablations);
+    ``factors``, when given, are the same labels as per-token classes (:class:`LabelFactors`)."""
 
     labels: Tensor                 # [B, Tq, Tk] or [Tq, Tk], int64, 0 = no term
     key_table: Tensor | None       # [R, d_k]  a^K (Shaw) / b^K (Omote)
     value_table: Tensor | None     # [R, d_k]  a^V / b^V
+    factors: LabelFactors | None = None
+
+
+@dataclass
+class LowRankLogits:
+    """An additive logit term ``bias[b, h, i, j] = query[b, h, i] · key[b, h, j]`` where the
+    groups of i and j agree and are not 0, else 0 (GPS: ``(s_i W_s^Q / √d_k)(s_j W_s^K)^T`` of
+    words of the same sentence). ``groups``: the group ids are ``1 … groups``, a count known on
+    the host (None: unknown, and only the dense form is available)."""
+
+    query: Tensor                  # [B, H, Tq, r], as added to the scaled logits
+    key: Tensor                    # [B, H, Tk, r]
+    query_group: Tensor            # [B, Tq] int, 0 = no term
+    key_group: Tensor              # [B, Tk] int
+    groups: int | None = None
+
+    def dense(self) -> Tensor:
+        """``[B, H, Tq, Tk]``."""
+        qg, kg = self.query_group.long(), self.key_group.long()
+        same = (qg[:, :, None] == kg[:, None, :]) & (qg[:, :, None] > 0)      # (B, Tq, Tk)
+        return (self.query @ self.key.transpose(-1, -2)) * same[:, None].to(self.query.dtype)
+
+    def extended(self) -> tuple[Tensor, Tensor]:
+        """``[B, H, Tq, groups · r]`` and ``[B, H, Tk, groups · r]``: each side's factor in the
+        slot of its group (zero for group 0), whose dot products are :meth:`dense`."""
+        return self._slotted(self.query, self.query_group), self._slotted(self.key, self.key_group)
+
+    def _slotted(self, x: Tensor, group: Tensor) -> Tensor:
+        ids = torch.arange(1, self.groups + 1, device=group.device)
+        onehot = (group.long().unsqueeze(-1) == ids).to(x.dtype)               # (B, T, G)
+        return (x.unsqueeze(-2) * onehot[:, None, :, :, None]).flatten(-2)
+
+    def heads(self, lo: int, hi: int) -> "LowRankLogits":
+        return replace(self, query=self.query[:, lo:hi], key=self.key[:, lo:hi])
 
 
 @dataclass
@@ -116,6 +215,19 @@ class AttentionTerms:
     logit_bias: Tensor | None = None   # [B, H or 1, Tq, Tk], added to the scaled logits
     head_overrides: list[HeadOverride] = field(default_factory=list)
     logit_scale: Tensor | None = None  # [B, H or 1, Tq, Tk], multiplies the scaled logits
+    low_rank: list[LowRankLogits] = field(default_factory=list)   # added to the scaled logits
+
+    def has_bias(self) -> bool:
+        """Whether anything is added to the scaled logits (a bias or a low-rank term)."""
+        return self.logit_bias is not None or bool(self.low_rank)
+
+    def bias(self) -> Tensor | None:
+        """Everything added to the scaled logits as one ``[B, H or 1, Tq, Tk]`` tensor: the
+        logit bias and the low-rank terms, dense; None if nothing is."""
+        out = self.logit_bias
+        for term in self.low_rank:
+            out = term.dense() if out is None else out + term.dense()
+        return out
 
     @staticmethod
     def merge(terms: list["AttentionTerms | None"]) -> "AttentionTerms | None":
@@ -134,7 +246,8 @@ class AttentionTerms:
         heads = [h for o in overrides for h in o.heads()]
         if len(set(heads)) != len(heads):
             raise ValueError(f"two schemes replace the same attention head ({sorted(heads)})")
-        return AttentionTerms([r for t in terms for r in t.relative], bias, overrides, scale)
+        return AttentionTerms([r for t in terms for r in t.relative], bias, overrides, scale,
+                              [lr for t in terms for lr in t.low_rank])
 
     def own_heads(self, n_heads: int) -> tuple[int, int]:
         """The heads ``[lo, hi)`` the layer computes itself: all but the replaced ones when
@@ -150,12 +263,28 @@ class AttentionTerms:
         return (0, replaced[0]) if replaced[-1] == n_heads - 1 else (0, n_heads)
 
     def of_heads(self, lo: int, hi: int) -> "AttentionTerms":
-        """These terms for heads ``[lo, hi)`` only (per-head biases and scales sliced), no
-        head overrides."""
+        """These terms for heads ``[lo, hi)`` only (per-head biases, scales and low-rank terms
+        sliced), no head overrides."""
         def sliced(t: Tensor | None) -> Tensor | None:
             return t[:, lo:hi] if t is not None and t.shape[1] > 1 else t
         return AttentionTerms(self.relative, sliced(self.logit_bias), [],
-                              sliced(self.logit_scale))
+                              sliced(self.logit_scale), [t.heads(lo, hi) for t in self.low_rank])
+
+    def extended_widths(self, d_k: int) -> tuple[int, int] | None:
+        """The head widths of queries/keys and of values on the extra-dimensions path
+        (:meth:`MultiHeadAttention._attend_extended`), or None where these terms have no such
+        form (a dense bias or scale, a relative term without factors, groups unknown)."""
+        if (self.logit_bias is not None or self.logit_scale is not None
+                or any(r.factors is None for r in self.relative)
+                or any(t.groups is None for t in self.low_rank)):
+            return None
+        qk = v = d_k
+        for rel in self.relative:
+            width = rel.factors.table.shape[1]
+            qk += width if rel.key_table is not None else 0
+            v += width if rel.value_table is not None else 0
+        qk += sum(t.groups * t.query.shape[-1] for t in self.low_rank)
+        return qk, v
 
 
 def _expand_labels(labels: Tensor, batch: int, heads: int) -> Tensor:
@@ -201,6 +330,18 @@ def _value_term(weights: Tensor, rel: RelativeTerm) -> Tensor:
     b, h, tq, _ = weights.shape
     bins = weights.new_zeros(b, h, tq, rel.value_table.shape[0])
     return bins.scatter_add_(-1, _expand_labels(rel.labels, b, h), weights) @ rel.value_table
+
+
+def _multiple_of_8(width: int) -> int:
+    return -(-width // 8) * 8
+
+
+def _padded_cat(parts: list[Tensor], width: int) -> Tensor:
+    """``parts [..., w_n]`` side by side, zero-padded to ``width`` on the last dim."""
+    used = sum(t.shape[-1] for t in parts)
+    if used < width:
+        parts = parts + [parts[0].new_zeros(*parts[0].shape[:-1], width - used)]
+    return torch.cat(parts, dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -310,12 +451,14 @@ class MultiHeadAttention(nn.Module):
         ``k``, ``v [B, H, Tk, d_k]`` -> ``[B, H, Tq, d_k]``, by the fastest path that computes
         them (``mask``, ``causal``: :meth:`forward`)."""
         dropout_p = self.dropout if self.training else 0.0
+        if terms is not None and self._extends(q, terms):
+            return self._attend_extended(q, k, v, mask, terms, dropout_p)
         # On the CPU, SDPA with dropout falls back to its unfused path with a per-element mask
         # (bernoulli_), and its bf16 kernel is slower than the explicit path with an fp32
         # softmax: there the explicit path with depnmt's cheaper mask is 1.14x / 1.17x faster
         # (docs/performance.md, "bf16 on the CPU"); fp32 without dropout (and CUDA) stays fused
         fused = q.device.type != "cpu" or (dropout_p == 0.0 and q.dtype == torch.float32)
-        if fused and (terms is None or (not terms.relative and terms.logit_bias is None
+        if fused and (terms is None or (not terms.relative and not terms.has_bias()
                                         and terms.logit_scale is None)):
             # Fast path: Eq. 2, softmax(q k^T / sqrt(d_k)) v, fused.
             return F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask,
@@ -327,6 +470,51 @@ class MultiHeadAttention(nn.Module):
             return F.scaled_dot_product_attention(q, k, v, self._additive_mask(q, mask, terms),
                                                   dropout_p=dropout_p)
         return self._attend_with_terms(q, k, v, mask, terms or AttentionTerms([]))
+
+    def _extends(self, q: Tensor, terms: AttentionTerms) -> bool:
+        """Whether ``terms`` take the extra-dimensions path (the module docstring): they all
+        have factors, and :func:`path` is ``fused``, or ``auto`` off the CPU with heads at most
+        :data:`MAX_FUSED_HEAD_DIM` wide."""
+        mode = path()
+        if mode == "explicit" or (mode == "auto" and q.device.type == "cpu"):
+            return False
+        widths = terms.extended_widths(self.d_k)
+        if widths is None or not (terms.relative or terms.low_rank):
+            return False
+        return mode == "fused" or _multiple_of_8(max(widths)) <= MAX_FUSED_HEAD_DIM
+
+    def _attend_extended(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                         terms: AttentionTerms, dropout_p: float) -> Tensor:
+        """Eq. 2 with factored relative terms and low-rank logits as extra dimensions of the
+        heads, in one fused SDPA call (the module docstring): ``q [B, H, Tq, d_k]``, ``k``, ``v
+        [B, H, Tk, d_k]`` -> ``[B, H, Tq, d_k]``; ``mask`` as :meth:`forward`'s (the causal one
+        included). Exact: the logits are the explicit path's, and dropout drops the weights of
+        the value terms' masses with those of the values."""
+        b, h, _, d = q.shape
+        q = self._scaled(q)
+        qs, ks, vs, values = [q], [k], [v], []
+        for rel in terms.relative:
+            rows = rel.factors.query_labels()                              # (B, Tq, W)
+            onehot = rel.factors.key_onehot(k.dtype).unsqueeze(1)          # (B, 1, Tk, W)
+            onehot = onehot.expand(b, h, *onehot.shape[2:])
+            if rel.key_table is not None:                  # q_i · a^K_{L[c(i), w]} / √d_k
+                qs.append(_key_term(q, RelativeTerm(rows, rel.key_table, None)).to(q.dtype))
+                ks.append(onehot)
+            if rel.value_table is not None:                # the mass of each key class
+                values.append((sum(t.shape[-1] for t in vs), rows, rel.value_table))
+                vs.append(onehot)
+        for term in terms.low_rank:
+            extra_q, extra_k = term.extended()
+            qs.append(extra_q.to(q.dtype))
+            ks.append(extra_k.to(k.dtype))
+        width = _multiple_of_8(max(sum(t.shape[-1] for t in parts) for parts in (qs, vs)))
+        out = F.scaled_dot_product_attention(*(_padded_cat(parts, width) for parts in (qs, ks, vs)),
+                                             attn_mask=mask, dropout_p=dropout_p, scale=1.0)
+        z = out[..., :d]
+        for offset, rows, table in values:                 # Σ_w m_i[w] a^V_{L[c(i), w]}
+            mass = out[..., offset:offset + rows.shape[-1]]
+            z = z + _value_term(mass, RelativeTerm(rows, None, table)).to(z.dtype)
+        return z
 
     @staticmethod
     def _override(override: HeadOverride, query: Tensor, kv: Tensor, mask: Tensor | None,
@@ -359,7 +547,8 @@ class MultiHeadAttention(nn.Module):
 
     def _additive_mask(self, q: Tensor, mask: Tensor | None, terms: AttentionTerms) -> Tensor:
         """``[B, H, Tq, Tk]`` float: ``Σ q_i · a^K_{l(i,j)} / √d_k + bias``, ``-inf`` where
-        ``mask`` is False (the key terms of Eqs. 11–12 / 17–18, gathered as in the explicit path)."""
+        ``mask`` is False (the key terms of Eqs. 11–12 / 17–18, gathered as in the explicit
+        path; the low-rank terms dense)."""
         b, h, tq, _ = q.shape
         q = self._scaled(q)                          # q_i · a^K / √d_k: never unscaled in fp16
         add = None
@@ -368,8 +557,9 @@ class MultiHeadAttention(nn.Module):
                 idx = _expand_labels(rel.labels, b, h)
                 term = (q @ rel.key_table.t().to(q.dtype)).gather(-1, idx)
                 add = term if add is None else add + term
-        if terms.logit_bias is not None:
-            add = terms.logit_bias if add is None else add + terms.logit_bias
+        bias = terms.bias()
+        if bias is not None:
+            add = bias if add is None else add + bias
         tk = add.shape[-1] if add is not None else mask.shape[-1]
         add = (add if add is not None else q.new_zeros(())).expand(b, h, tq, tk).to(q.dtype)
         if mask is not None:
@@ -394,8 +584,9 @@ class MultiHeadAttention(nn.Module):
                 scores = scores + _key_term(q, rel)
         if terms.logit_scale is not None:                          # PASCAL: S ⊙ N
             scores = scores * terms.logit_scale
-        if terms.logit_bias is not None:
-            scores = scores + terms.logit_bias
+        bias = terms.bias()
+        if bias is not None:
+            scores = scores + bias
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1, dtype=torch.float32)   # fp32 under autocast too
@@ -436,8 +627,9 @@ def reference_attention(attn: MultiHeadAttention, query: Tensor, kv: Tensor,
     e = e / math.sqrt(dk)
     if terms.logit_scale is not None:
         e = e * terms.logit_scale
-    if terms.logit_bias is not None:
-        e = e + terms.logit_bias
+    bias = terms.bias()
+    if bias is not None:
+        e = e + bias
     if mask is not None:
         e = e.masked_fill(~mask, float("-inf"))
     alpha = e.softmax(-1)

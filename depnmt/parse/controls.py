@@ -37,12 +37,17 @@ head of word ``i + 1``, 1-based, 0 for the root; every function here returns a s
     result stays a tree. The root word keeps HEAD 0. A drawn word with no other possible head
     (the root's only dependent, heading all the other words) keeps its head.
 
-Labels (:data:`LABEL_MODES`), applied after the heads: ``keep`` leaves every word's DEPREL as
-the parser gave it (it stays the word's, wherever the word now attaches); ``shuffle`` gives the
-words a uniformly random permutation of the sentence's DEPRELs; ``constant`` writes ``root`` on
-the root word and ``dep`` (UD's unspecified relation) on every other one, so that the labels
-say nothing beyond the tree. A control tree keeps the words and UPOS of the parser's tree and
-has no ``SentIdx``: it is one tree over the whole line, not parser sentences joined.
+Labels (:data:`LABEL_MODES`), applied after the heads. Whatever the mode, a control tree is a
+valid UD tree: its root word (HEAD 0) has DEPREL ``root`` and no other word has it (nor a
+subtype ``root:...``). ``keep`` leaves every other word's DEPREL as the parser gave it (it stays
+the word's, wherever the word now attaches), except that the parser's root word, when it is no
+longer the root, gets ``dep`` (UD's unspecified relation); the new root's own label gives way
+to ``root``. ``shuffle`` deals the labels of the parser's other words (all but its root word,
+any ``root`` among them as ``dep``) to the control tree's other words in a uniformly random
+order, so that a UD tree keeps its multiset of labels. ``constant`` writes ``dep`` on every
+word but the root, so that the labels say nothing beyond the tree. A control tree keeps the
+words and UPOS of the parser's tree and has no ``SentIdx``: it is one tree over the whole
+line, not parser sentences joined.
 
 **Seeds.** Every sentence draws from its own generator, seeded by a hash of the control's seed
 and kind and the sentence's words (:func:`sentence_rng`): a control tree is a deterministic
@@ -69,6 +74,11 @@ KINDS = ("random-projective", "random-nonprojective", "shuffled", "left-branchin
 FROM_PARSER = ("shuffled", "noise")         # kinds that change the parser's tree
 LABEL_MODES = ("keep", "shuffle", "constant")
 ROOT_LABEL, CONSTANT_LABEL = "root", "dep"
+# How labels are made: "ud" (every control made today: one root label, on the root); "legacy"
+# (a control recorded before that rule, without "label_rule"): ``keep`` left every label as the
+# parser gave it and ``shuffle`` permuted all of them, so a word other than the root could carry
+# ``root``. A model trained on such a control is translated with the labels it was trained on.
+LABEL_RULES = ("ud", "legacy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,19 +235,41 @@ def noisy_heads(heads: Sequence[int], p: float, rng: random.Random) -> list[int]
     return out
 
 
-def control_labels(deprels: Sequence[str], heads: Sequence[int], mode: str,
-                   rng: random.Random) -> list[str]:
-    """The DEPRELs of a control tree ``heads`` from the parser's ``deprels`` (module
-    docstring: ``keep``, ``shuffle`` or ``constant``)."""
+def is_root_label(label: str) -> bool:
+    """Whether ``label`` is UD's ``root`` relation (or a subtype ``root:...``)."""
+    return label == ROOT_LABEL or label.startswith(ROOT_LABEL + ":")
+
+
+def control_labels(deprels: Sequence[str], parser_heads: Sequence[int], heads: Sequence[int],
+                   mode: str, rng: random.Random) -> list[str]:
+    """The DEPRELs of a control tree ``heads`` from the parser's tree (``parser_heads``,
+    ``deprels``): ``root`` on the root word (HEAD 0) and on no other word; the others by
+    ``mode`` (module docstring: ``keep``, ``shuffle`` or ``constant``). Lists of ``n``."""
+    if mode not in LABEL_MODES:
+        raise ValueError(f"labels {mode!r}: expected one of {', '.join(LABEL_MODES)}")
+    others = [CONSTANT_LABEL if is_root_label(d) else d for d in deprels]
+    if mode == "constant":
+        others = [CONSTANT_LABEL] * len(deprels)
+    elif mode == "shuffle":
+        parser_root = list(parser_heads).index(0) if 0 in parser_heads else -1
+        deck = [d for i, d in enumerate(others) if i != parser_root]
+        rng.shuffle(deck)
+        others = [ROOT_LABEL if h == 0 else deck.pop() for h in heads]
+    return [ROOT_LABEL if h == 0 else label for h, label in zip(heads, others)]
+
+
+def legacy_control_labels(deprels: Sequence[str], heads: Sequence[int], mode: str,
+                          rng: random.Random) -> list[str]:
+    """The DEPRELs that controls recorded without ``label_rule`` were made with (see
+    :data:`LABEL_RULES`): ``keep`` the parser's, ``shuffle`` a permutation of all of them,
+    ``constant`` as today. Kept so that a model trained on such trees is given the same ones."""
     if mode == "keep":
         return list(deprels)
     if mode == "shuffle":
         out = list(deprels)
         rng.shuffle(out)
         return out
-    if mode == "constant":
-        return [ROOT_LABEL if h == 0 else CONSTANT_LABEL for h in heads]
-    raise ValueError(f"labels {mode!r}: expected one of {', '.join(LABEL_MODES)}")
+    return control_labels(deprels, heads, heads, mode, rng)
 
 
 def is_projective(heads: Sequence[int]) -> bool:
@@ -264,6 +296,7 @@ class Control:
     seed: int = 1
     labels: str = "keep"
     noise: float | None = None
+    label_rule: str = "ud"          # :data:`LABEL_RULES`; "legacy" only when read from a record
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -280,25 +313,30 @@ class Control:
                                   f"corrupt (--noise P), not {self.noise!r}")
         elif self.noise is not None:
             raise DepnmtError(f"--noise is for control kind 'noise', not '{self.kind}'")
+        if self.label_rule not in LABEL_RULES:
+            raise DepnmtError(f"control label_rule {self.label_rule!r}: expected one of "
+                              f"{', '.join(LABEL_RULES)}")
 
     def to_dict(self) -> dict[str, Any]:
         """What manifests and model configs record (read back by :meth:`from_dict`)."""
         return {"kind": self.kind, "seed": self.seed, "labels": self.labels,
-                "noise": self.noise}
+                "noise": self.noise, "label_rule": self.label_rule}
 
     @classmethod
     def from_dict(cls, record: Any) -> "Control":
         """The control a manifest or model config recorded; a :class:`DepnmtError` when it is
-        not one."""
-        if not isinstance(record, dict) or set(record) != {"kind", "seed", "labels", "noise"}:
+        not one. A record without ``label_rule`` (written before it existed) is ``legacy``."""
+        fields = {"kind", "seed", "labels", "noise"}
+        if not isinstance(record, dict) or set(record) - {"label_rule"} != fields:
             raise DepnmtError(f"not a tree control: {json.dumps(record)[:80]} (expected "
-                              f"kind, seed, labels and noise)")
-        return cls(**record)
+                              f"kind, seed, labels, noise and label_rule)")
+        return cls(**{"label_rule": "legacy", **record})
 
     def describe(self) -> str:
         """``noise p=0.2 (seed 1, labels keep)``."""
         noise = f" p={self.noise}" if self.kind == "noise" else ""
-        return f"{self.kind}{noise} (seed {self.seed}, labels {self.labels})"
+        rule = "" if self.label_rule == "ud" else ", labels as made before the one-root rule"
+        return f"{self.kind}{noise} (seed {self.seed}, labels {self.labels}{rule})"
 
     def heads(self, heads: Sequence[int], rng: random.Random) -> list[int]:
         """The control tree's heads for the parser's ``heads`` (only their number matters to
@@ -318,8 +356,10 @@ class Control:
         """The control tree of the parser's ``tree``: the same words and UPOS, no SentIdx."""
         rng = sentence_rng(self, tree.words)
         heads = self.heads(tree.heads, rng)
-        return Sentence(list(tree.words), heads, control_labels(tree.deprels, heads, self.labels,
-                                                                rng),
+        labels = (control_labels(tree.deprels, tree.heads, heads, self.labels, rng)
+                  if self.label_rule == "ud" else
+                  legacy_control_labels(tree.deprels, heads, self.labels, rng))
+        return Sentence(list(tree.words), heads, labels,
                         list(tree.upos) if tree.upos is not None else None, None)
 
 

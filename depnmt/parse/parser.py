@@ -11,6 +11,18 @@ from .conllu import Sentence
 from .projection import line_tree
 
 
+class AnalysisError(DepnmtError):
+    """A backend's analysis of item ``item`` (0-based) of a batch that makes no tree (a cycle,
+    no root): the caller, who knows where the item came from, names its file and line."""
+
+    def __init__(self, item: int, message: str):
+        super().__init__(message)
+        self.item, self.message = item, message
+
+    def __reduce__(self):
+        return AnalysisError, (self.item, self.message)
+
+
 class Parser:
     """Base class of the backends: they implement :meth:`analyse`; :meth:`parse` does the rest."""
 
@@ -34,5 +46,8 @@ class Parser:
             raise DepnmtError(f"{self.describe()}: returned {len(analyses)} analyses for "
                               f"{len(todo)} sentences")
         for i, analysis in zip(todo, analyses):
-            trees[i] = line_tree(list(batch[i]), analysis)
+            try:
+                trees[i] = line_tree(list(batch[i]), analysis)
+            except ValueError as exc:       # the backend's output is no forest
+                raise AnalysisError(i, f"{self.describe()}: {exc}") from None
         return trees

@@ -39,7 +39,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from difflib import SequenceMatcher
 
-from .conllu import Sentence, find_cycle
+from .conllu import Sentence, find_cycle, tree_problem
 
 ROOT, PARATAXIS, GOESWITH, UNKNOWN_REL, UNKNOWN_POS = "root", "parataxis", "goeswith", "dep", "X"
 
@@ -192,7 +192,12 @@ def join_roots(sentence: Sentence) -> Sentence:
 
 
 def line_tree(words: list[str], analysis: Sentence) -> Sentence:
-    """Exactly one tree over exactly ``words`` from a backend's analysis of that line."""
+    """Exactly one tree over exactly ``words`` from a backend's analysis of that line; a
+    ValueError when the analysis is no forest (a head out of range, a cycle)."""
     if analysis.words != words:
         analysis = project(words, analysis)
-    return join_roots(analysis)
+    tree = join_roots(analysis)
+    problem = tree_problem(tree.heads)
+    if problem:
+        raise ValueError(f"parser output is no tree: {problem[1]}")
+    return tree

@@ -36,6 +36,7 @@ from ..textio import atomic_open, count_lines, iter_lines, make_dir, naming, rea
 from ..workers import report, worker_pool
 from . import Parser, make_parser
 from .conllu import Sentence, read_conllu_numbered, write_conllu
+from .parser import AnalysisError
 
 SIDES = ("src", "tgt")
 SPLITS = ("train", "dev", "test")
@@ -153,7 +154,8 @@ def plan_jobs(prepare_dir: Path, out_dir: Path, manifest: dict, sides: list[str]
 def parsed_trees(parser: Parser, text: Path, lines: Iterable[tuple[int, str]], batch_size: int,
                  advance: Callable[[int], None]) -> Iterator[Sentence]:
     """Parse numbered ``lines`` of ``text`` in batches of ``batch_size``, one tree per line; a
-    token CoNLL-U cannot hold is an :class:`InputError` naming its line."""
+    token CoNLL-U cannot hold, or a parser's output for a line that makes no tree, is an
+    :class:`InputError` naming its line."""
     lines = iter(lines)
     while batch := list(islice(lines, batch_size)):
         tokens = [line_tokens(line) for _, line in batch]
@@ -162,7 +164,11 @@ def parsed_trees(parser: Parser, text: Path, lines: Iterable[tuple[int, str]], b
             if bad is not None:
                 raise InputError(text, lineno, f"token {bad!r} contains a tab or line break, "
                                                f"which CoNLL-U cannot hold")
-        yield from parser.parse(tokens)
+        try:
+            trees = parser.parse(tokens)
+        except AnalysisError as exc:
+            raise InputError(text, batch[exc.item][0], exc.message) from None
+        yield from trees
         advance(len(batch))
 
 

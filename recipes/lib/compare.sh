@@ -6,8 +6,17 @@
 # folder, or empty when no system needs trees), SRC_LANG, TGT_LANG,
 # SYSTEMS (names below), COMMON (array: the flags every system shares — model size and budget),
 # DBSA_LAYER (the 1-based layer of DBSA's parse heads: the papers' 4th of 6), BEAM,
-# and optionally TEST_SRC / TEST_REF (default: $WORK/prepare/test.raw.{src,tgt}), ALPHA (0.6)
-# and AVERAGE (average the last AVERAGE kept checkpoints before translating; 0 = best.pt).
+# and optionally TEST_SRC / TEST_REF (default: $WORK/prepare/test.raw.{src,tgt}), ALPHA (0.6),
+# AVERAGE (average the last AVERAGE kept checkpoints before translating; 0 = best.pt) and
+# LIKELIHOOD_REF (the references whose likelihood each run keeps, parallel to the test source:
+# default TEST_REF; a recipe whose target tokenizer reads tokens (keep) gives prepare's
+# tokenized test file, so that the references are split as in training).
+#
+# Test likelihood: after translating, each run scores the test references with the checkpoint
+# that translated (`depnmt rescore`) into HYP.ref-logprob beside its hypotheses HYP: a header,
+# then per sentence logprob TAB tokens TAB words (depnmt/likelihood.py). `depnmt report`
+# compares the systems on it (test NLL per word and per subword); `depnmt archive` keeps it,
+# since it cannot be computed without the checkpoints.
 #
 # Replicates: SEEDS="1 2 3" trains every system once per seed (SEED=N alone is SEEDS="N");
 # run_campaign does it seed by seed, so the first replicate of every system is complete first.
@@ -248,7 +257,8 @@ check_data() {
 }
 
 # run_system NAME: train (or resume) with the shared budget and seed $SEED, average the last
-# $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source. System
+# $AVERAGE kept checkpoints (when AVERAGE > 0), then translate the test source and keep the
+# test references' likelihood under the same checkpoint (test_likelihood). System
 # "multitask" trains on $WORK/multitask-bpe and translates the tagged $WORK/multitask test source.
 # TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
 # With ARCHIVE set, the data is checked against the archive's record first (check_data).
@@ -284,7 +294,37 @@ run_system() {
       -i "$test_src" > "$hyp.tmp"
     mv "$hyp.tmp" "$hyp"
   fi
+  if [ ! -s "$hyp.ref-logprob" ]; then
+    if [ -d "$model/checkpoints" ]; then
+      echo "== $name (seed $SEED): test likelihood $(date -u +%H:%M:%S)"
+      test_likelihood "$model" "$test_src" "$hyp.ref-logprob" "${ckpt[@]}"
+    else
+      echo "== $name (seed $SEED): no test likelihood (restored from an archive without it," \
+        "and without checkpoints to compute it)"
+    fi
+  fi
   [ -z "${ARCHIVE:-}" ] || depnmt archive "$out" -o "$ARCHIVE"
+}
+
+# test_likelihood MODEL TEST_SRC OUT CHECKPOINT_FLAGS...: the log-probability that MODEL (with
+# the checkpoint that translated) gives each test reference, $LIKELIHOOD_REF (default
+# $TEST_REF, else prepare's test.raw.$TGT_LANG), by `depnmt rescore`, written to OUT: the line
+# "logprob TAB tokens TAB words", then one line per sentence: rescore's log-probability and
+# subwords (with the end-of-sentence token), and the reference's whitespace-separated words.
+# A failed rescore is a warning, not the campaign's end: the run is reported without it.
+test_likelihood() {
+  local model=$1 src=$2 out=$3 ref=${LIKELIHOOD_REF:-${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}}
+  shift 3
+  if ! depnmt rescore -m "$model" "$@" --src "$src" --tgt "$ref" -o "$out.scores"; then
+    rm -f "$out.scores"
+    echo "warning: $out: not written (depnmt rescore failed, above): this run has no test" \
+      "likelihood" >&2
+    return 0
+  fi
+  { printf 'logprob\ttokens\twords\n'
+    paste <(cut -f2,3 "$out.scores") <(awk '{ print NF }' "$ref"); } > "$out.tmp"
+  mv "$out.tmp" "$out"
+  rm -f "$out.scores"
 }
 
 # run_campaign BASE SYSTEMS...: every system once per seed of $SEEDS into $(seeded BASE SEED),

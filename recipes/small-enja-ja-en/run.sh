@@ -39,6 +39,9 @@ FIRST=${FIRST:-20000}
 MODE=${MODE:-bpe}
 WORK=${DEPNMT_WORK:-work/small-enja-ja-en-$FIRST}
 SRC_LANG=ja TGT_LANG=en
+# the keep tokenizer reads references as tokens: the test likelihood scores prepare's tokenized
+# test.en (its test.raw.en is detokenized)
+LIKELIHOOD_REF=${LIKELIHOOD_REF:-${TEST_REF:-$WORK/prepare/test.$TGT_LANG}}
 SYSTEMS=${SYSTEMS:-$ALL_SYSTEMS}
 DBSA_LAYER=${DBSA_LAYER:-2}          # the 4th of 6 layers in the paper; 2 of 3 here
 budget_flags

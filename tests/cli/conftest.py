@@ -26,6 +26,24 @@ TINY_MODEL = ["--layers", "1", "--d-model", "32", "--heads", "2", "--d-ff", "64"
               "--valid-max-sentences", "20", "--beam", "2", *CPU]
 
 
+def overriding(base: list, *args) -> list:
+    """``base`` (e.g. :data:`TINY_MODEL`: flags, each followed by its value unless it is a
+    bare flag) without the flags ``args`` gives, then ``args``: depnmt refuses an option given
+    twice, so a test changes a shared list's value this way."""
+    given = {a for a in args if isinstance(a, str) and a.startswith("-")}
+    kept, skip = [], False
+    for i, item in enumerate(base):
+        if skip:
+            skip = False
+            continue
+        if item in given:
+            following = base[i + 1] if i + 1 < len(base) else None
+            skip = following is not None and not str(following).startswith("--")
+            continue
+        kept.append(item)
+    return [*kept, *args]
+
+
 def takes_device(args: list[str]) -> bool:
     """Whether the (sub)command that ``depnmt ARGS`` runs has a ``--device`` option."""
     command, ctx = cli, click.Context(cli)
@@ -101,6 +119,16 @@ def train_tiny(bpe: Path, model: Path, steps: int, valid_every: int) -> Path:
 def tiny_model(tmp_path_factory, tiny_bpe) -> Path:
     """A 1-layer model trained for 12 updates (enough to have checkpoints and a config)."""
     return train_tiny(tiny_bpe, tmp_path_factory.mktemp("model") / "m", 12, 6)
+
+
+@pytest.fixture(scope="session")
+def seeds(tiny_bpe, tmp_path_factory) -> tuple[Path, Path]:
+    """Two abs models of the tiny corpus, seeds 1 and 2, 150 updates each (ensembles)."""
+    root = tmp_path_factory.mktemp("seeds")
+    for seed in (1, 2):
+        assert run_cli(["train", "-i", tiny_bpe, "-o", root / f"s{seed}", *TINY_MODEL,
+                        "--max-steps", "150", "--valid-every", "1000", "--seed", seed]) == 0
+    return root / "s1", root / "s2"
 
 
 def import_random_trees(tiny_bpe: Path, given: Path, out_name: str, langs: tuple[str, ...],

@@ -48,7 +48,8 @@ def test_control_folder_trees_and_manifest(given, tmp_path):
             assert is_projective(tree.heads)
             assert tree.deprels == ["root" if h == 0 else "dep" for h in tree.heads]
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    control = {"kind": "random-projective", "seed": 1, "labels": "constant", "noise": None}
+    control = {"kind": "random-projective", "seed": 1, "labels": "constant", "noise": None,
+               "label_rule": "ud"}
     source = json.loads((given / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["stage"] == "parse" and manifest["inputs"]["parse"] == str(given.resolve())
     assert manifest["control"]["settings"] == control
@@ -79,6 +80,26 @@ def test_one_side_controlled_the_other_copied(given, tmp_path):
     assert all(t.heads == [*range(2, len(t) + 1), 0] for t in trees(out / "test.en.conllu"))
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert "control" in manifest["parser"]["src"] and "control" not in manifest["parser"]["tgt"]
+
+
+@pytest.mark.parametrize("labels", ["keep", "shuffle", "constant"])
+def test_control_trees_have_one_root_label_on_the_root(given, tmp_path, labels):
+    """Whatever --labels says, `root` is on the HEAD-0 word and on no other: the old root's
+    word gets `dep` (keep), the parser's other labels are dealt out (shuffle)."""
+    out = tmp_path / labels
+    assert controls(given, out, "--kind", "random-nonprojective", "--labels", labels) == 0
+    moved = 0
+    for name in files(given):
+        for gold, tree in zip(trees(given / name), trees(out / name), strict=True):
+            assert [i for i, d in enumerate(tree.deprels) if d == "root"] == \
+                [i for i, h in enumerate(tree.heads) if h == 0]
+            old_root = gold.heads.index(0) if len(gold) else None
+            if labels == "keep" and old_root is not None and tree.heads[old_root] != 0:
+                assert tree.deprels[old_root] == "dep"
+                moved += 1
+            if labels == "shuffle":
+                assert sorted(tree.deprels) == sorted(gold.deprels)
+    assert labels != "keep" or moved > 100
 
 
 @pytest.mark.parametrize("where, message", [

@@ -26,8 +26,7 @@ def cpu_fp16(monkeypatch) -> None:
 def test_fp32_checkpoint_resumes_in_fp16_with_a_fresh_loss_scale(tiny_bpe, tmp_path, monkeypatch,
                                                                  capsys):
     model = tmp_path / "m"
-    train = ["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--valid-every", "0",
-             "--device", "cpu"]
+    train = ["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--valid-every", "0"]
     assert run_cli([*train, "--max-steps", "2", "--precision", "fp32"]) == 0
     assert load_checkpoint(model / "checkpoints" / "last.pt")["scaler"] == {}
     cpu_fp16(monkeypatch)
@@ -54,8 +53,7 @@ def test_out_of_memory_is_one_line_naming_what_to_lower(tiny_bpe, tmp_path, monk
     monkeypatch.setattr(TransformerNMT, "forward", forward_or_oom)
     capsys.readouterr()
     status = run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
-                      "--max-steps", "2", "--valid-every", "1", "--update-freq", "2",
-                      "--device", "cpu"])
+                      "--max-steps", "2", "--valid-every", "1", "--update-freq", "2"])
     err = capsys.readouterr().err
     assert status == 2 and "Traceback" not in err
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
@@ -80,7 +78,7 @@ def test_a_model_too_large_to_build_is_one_line_naming_its_sizes(tiny_bpe, tmp_p
     monkeypatch.setattr(TransformerNMT, "__init__", too_large)
     capsys.readouterr()
     status = run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
-                      "--max-steps", "1", "--device", "cpu"])
+                      "--max-steps", "1"])
     err = capsys.readouterr().err
     assert status == 2 and "Traceback" not in err
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
@@ -233,7 +231,7 @@ def test_no_process_keeps_the_corpus_or_its_features(tiny_bpe, tmp_path_factory,
                                 ("en",), ["nsubj", "obj"], seed=4)
     one = make_trainer(tiny_bpe, tmp_path / "one", ("deplabel", "rel"), trees, workers=0)
     assert isinstance(one.setup.train_data, TrainCorpus)
-    assert not vars(one.setup.train_data).keys() - {"src", "tgt", "keep"}
+    assert not vars(one.setup.train_data).keys() - {"src", "tgt", "keep", "source_digests"}
     workers = make_trainer(tiny_bpe, tmp_path / "workers", ("deplabel", "rel"), trees, workers=2)
     monkeypatch.setattr(dist, "world_size", lambda: 2)
     two = make_trainer(tiny_bpe, tmp_path / "two", ("deplabel", "rel"), trees, workers=0)
@@ -256,7 +254,7 @@ def test_the_cpu_running_out_of_memory_in_training_is_one_line(tiny_bpe, tmp_pat
     monkeypatch.setattr(TransformerNMT, "forward", oom)
     capsys.readouterr()
     assert run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL,
-                    "--max-steps", "2", "--device", "cpu"]) == 2
+                    "--max-steps", "2"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert [x for x in err.splitlines() if x.startswith("error:")] == [
@@ -270,8 +268,7 @@ def test_other_runtime_errors_are_not_taken_for_out_of_memory(tiny_bpe, tmp_path
 
     monkeypatch.setattr(TransformerNMT, "forward", broken)
     with pytest.raises(RuntimeError, match="a bug"):
-        run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL, "--max-steps", "2",
-                 "--device", "cpu"])
+        run_cli(["train", "-i", tiny_bpe, "-o", tmp_path / "m", *TINY_MODEL, "--max-steps", "2"])
 
 
 def test_the_cpu_running_out_of_memory_in_translate_is_one_line(tiny_model, tmp_path,

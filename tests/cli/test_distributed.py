@@ -15,15 +15,15 @@ import torch
 
 from depnmt.checkpoint import load_checkpoint
 
-from .conftest import TINY_MODEL, run_cli
+from .conftest import TINY_MODEL, overriding, run_cli
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
     reason="torch.distributed with gloo is not available")
 
 # dropout 0: the ranks' random streams differ from the single process's by design
-COMMON = [*TINY_MODEL, "--dropout", "0", "--max-tokens", "150", "--max-steps", "4",
-          "--valid-every", "0", "--device", "cpu"]
+COMMON = overriding(TINY_MODEL, "--dropout", "0", "--max-tokens", "150", "--max-steps", "4",
+                    "--valid-every", "0", "--device", "cpu")
 LR = float(TINY_MODEL[TINY_MODEL.index("--lr") + 1])
 
 
@@ -84,10 +84,10 @@ def test_resume_under_torchrun_restores_every_rank(tiny_bpe, tmp_path):
     """With dropout, 4 updates in one go == 2, stop, --resume to 4: each rank gets back its own
     random stream (and data position, optimizer, schedule)."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    common = ["train", "-i", tiny_bpe, *COMMON, "--dropout", "0.1"]
+    common = ["train", "-i", tiny_bpe, *overriding(COMMON, "--dropout", "0.1")]
     for model, extra in ((straight, []), (split, ["--max-steps", "2"]),
                          (split, ["--max-steps", "4", "--resume"])):
-        proc = torchrun([*common, "-o", model, *extra])
+        proc = torchrun([*overriding(common, *extra), "-o", model])
         assert proc.returncode == 0, proc.stderr[-4000:]
     a, b = (load_checkpoint(m / "checkpoints" / "last.pt") for m in (straight, split))
     assert b["progress"]["step"] == 4

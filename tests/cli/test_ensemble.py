@@ -14,19 +14,6 @@ from depnmt.translate import Translator
 
 from .conftest import TINY_MODEL, other_segmentation, run_cli
 
-STEPS = ["--max-steps", "150", "--valid-every", "1000"]
-
-
-@pytest.fixture(scope="module")
-def seeds(tiny_bpe, tmp_path_factory) -> tuple[Path, Path]:
-    """Two abs models of the tiny corpus, seeds 1 and 2."""
-    root = tmp_path_factory.mktemp("ensemble")
-    for seed in (1, 2):
-        assert run_cli(["train", "-i", tiny_bpe, "-o", root / f"s{seed}", *TINY_MODEL, *STEPS,
-                        "--seed", seed]) == 0
-    return root / "s1", root / "s2"
-
-
 def translate(tmp_path: Path, tiny_bpe: Path, *args) -> list[str]:
     out = tmp_path / "out.txt"
     src = tiny_bpe.parent / "prepare" / "test.raw.en"

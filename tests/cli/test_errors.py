@@ -347,3 +347,88 @@ def test_programming_errors_keep_their_traceback(exc, monkeypatch, tmp_path):
     args = fail_with(monkeypatch, exc, tmp_path)
     with pytest.raises(type(exc), match="a bug"):
         run_cli(args)
+
+
+def damage_valid_record(log: Path, how: str) -> int:
+    """Damage the first ``valid`` record of ``log`` (``no-step``, ``text-step``, ``bad-utf8``
+    inside a value, ``bad-bytes`` for the whole line); returns its 1-based line number."""
+    lines = log.read_bytes().split(b"\n")
+    index = next(i for i, line in enumerate(lines) if b'"valid"' in line)
+    record = json.loads(lines[index])
+    if how == "no-step":
+        del record["step"]
+    elif how == "text-step":
+        record["step"] = str(record["step"])
+    lines[index] = json.dumps(record).encode()
+    if how == "bad-utf8":
+        lines[index] = lines[index].replace(b'"valid"', b'"val\xffid"')
+    elif how == "bad-bytes":
+        lines[index] = b"\xff\xfe\x00garbage"
+    log.write_bytes(b"\n".join(lines))
+    return index + 1
+
+
+@pytest.mark.parametrize("how, message", [
+    ("no-step", 'a "valid" record without "step"'),
+    ("text-step", 'a "valid" record whose "step" is "'),
+    ("bad-utf8", "not valid UTF-8"),
+    ("bad-bytes", "not valid UTF-8"),
+])
+@pytest.mark.parametrize("command", ["runs", "plot", "report", "average"])
+def test_a_damaged_metrics_record_is_one_error_naming_its_line(command, how, message, tiny_model,
+                                                               tiny_bpe, tmp_path, capsys):
+    """Every reader of metrics.jsonl (`report`, `runs`, `plot`, `average --best`) refuses a
+    record without an integer `step` or with bytes that are not UTF-8 (train writes ASCII
+    JSON): one error naming the file and line, no traceback, no table from a guess."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    log = model / "metrics.jsonl"
+    line = damage_valid_record(log, how)
+    ref = tiny_bpe.parent / "prepare" / "test.raw.de"
+    argv = {"runs": ["runs", model], "plot": ["plot", "-m", model, "-o", tmp_path / "p.png"],
+            "report": ["report", "--ref", ref, "-s", "a", model, ref, "--bootstrap", "0",
+                       "--shuffles", "0"],
+            "average": ["average", "-m", model, "--best", "1", "-o", "a"]}[command]
+    assert run_cli(argv) == 2
+    out, err = capsys.readouterr()
+    assert_one_error(err, "^" + re.escape(f"error: {log}:{line}: {message}"))
+    assert "|" not in out and not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "read-only"])
+def test_an_unusable_tensorboard_folder_is_refused_before_training(where, tiny_bpe, tmp_path):
+    """`train --tensorboard DIR`: a DIR that is a file, cannot be made or cannot be written in
+    is one error when the run is set up, before any data is read or update made (it used to
+    fail at the first logged record, losing the training done); the Python API too."""
+    from depnmt.api import train_model
+    from depnmt.errors import DepnmtError
+    board, model = tmp_path / "tb", tmp_path / "m"
+    if where == "a file":
+        board.write_text("not a folder\n")
+        with pytest.raises(DepnmtError, match="'--tensorboard'.* is a file"):   # the Python API
+            train_model({"input": tiny_bpe, "output": model, "device": "cpu", "layers": 1,
+                         "d-model": 32, "heads": 2, "d-ff": 64, "max-steps": 4,
+                         "tensorboard": board})
+        proc = run_unprivileged(["train", "-i", tiny_bpe, "-o", model, "--tensorboard", board])
+        assert proc.returncode == 2 and "'--tensorboard'" in proc.stderr      # the option's check
+        assert f"{board}' is a file" in proc.stderr and "Traceback" not in proc.stderr
+        assert not model.exists()
+        return
+    elif where == "under a file":
+        (tmp_path / "f").write_text("a file\n")
+        board = tmp_path / "f" / "tb"
+        message = rf"^error: {board}: cannot create the folder: Not a directory$"
+    else:
+        board.mkdir()
+        board.chmod(0o555)
+        message = rf"^error: --tensorboard {board}: cannot write in it: Permission denied$"
+    try:
+        proc = run_unprivileged(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL,
+                                 "--max-steps", "4", "--valid-every", "2",
+                                 "--tensorboard", board])
+    finally:
+        if board.is_dir():
+            board.chmod(0o755)
+    assert proc.returncode == 2, proc.stderr
+    assert_one_error(proc.stderr, message)
+    assert "updates" not in proc.stderr and not (model / "metrics.jsonl").exists()

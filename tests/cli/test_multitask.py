@@ -71,3 +71,4 @@ def test_multitask_needs_the_source_trees(tiny_bpe, tmp_path, capsys):
                     tmp_path / "o2"]) == 2
     err = capsys.readouterr().err
     assert "train.en.conllu:1: tree 1 has words ['Not', 'these', 'words']" in err
+    assert f"but {prepare}/train.en:1 has" in err       # the text's file and line, not an index

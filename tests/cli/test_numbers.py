@@ -49,10 +49,11 @@ def test_a_training_whose_loss_is_not_finite_stops_and_saves_no_nan(tiny_bpe, tm
     update whose loss is not finite, and no checkpoint holds a weight that is not a number."""
     import torch
 
-    from .conftest import TINY_MODEL
+    from .conftest import TINY_MODEL, overriding
     model = tmp_path / "m"
-    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--lr", "1e30",
-                    "--warmup", "1", "--max-steps", "20", "--valid-every", "1"]) == 2
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model,
+                    *overriding(TINY_MODEL, "--lr", "1e30", "--warmup", "1"),
+                    "--max-steps", "20", "--valid-every", "1"]) == 2
     err = capsys.readouterr().err
     [line] = [x for x in err.splitlines() if x.startswith("error:")]
     assert "(not finite)" in line or "the weights are not finite" in line, line

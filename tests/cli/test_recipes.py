@@ -282,10 +282,14 @@ def test_comparison_protocols():
 INTERRUPT = """#!/usr/bin/env bash
 # TRAIN_LAUNCH for the test: seed 2's training stops after its first epoch as if killed
 # (last.pt written, no manifest); every other training runs normally.
-out=""; prev=""
-for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+out=""; prev=""; args=()
+for a in "$@"; do
+  [ "$prev" = -o ] && out=$a
+  if [ "$prev" = --max-epochs ]; then args+=(1); else args+=("$a"); fi   # one epoch only
+  prev=$a
+done
 case $out in
-  *-seed2/*) depnmt "$@" --max-epochs 1 >/dev/null 2>&1; rm -f "$out/manifest.json"; exit 130 ;;
+  *-seed2/*) depnmt "${args[@]}" >/dev/null 2>&1; rm -f "$out/manifest.json"; exit 130 ;;
   *) exec depnmt "$@" ;;
 esac
 """
@@ -515,6 +519,18 @@ def test_campaign_continues_from_its_archive_on_the_same_data(shared_data, tmp_p
     assert sorted(record["folders"]) == ["bpe", "prepare"]
     assert record["folders"]["bpe"]["runs"] == ["bpe-run/models/abs"]
     hyp = (work / "bpe-run" / "hyps" / "abs.en").read_text()
+    # the test likelihood: the references (TEST_REF, tokens) scored by the checkpoint that
+    # translated, with their words; archived beside the hypotheses and compared by the report
+    likelihood = (work / "bpe-run" / "hyps" / "abs.en.ref-logprob").read_text()
+    lines = likelihood.splitlines()
+    refs = Path(env["TEST_REF"]).read_text().splitlines()
+    assert lines[0] == "logprob\ttokens\twords" and len(lines) == 31
+    assert [int(line.split("\t")[2]) for line in lines[1:]] == [len(r.split()) for r in refs]
+    assert all(float(line.split("\t")[0]) < 0 < int(line.split("\t")[1]) for line in lines[1:])
+    assert (archive / "bpe-run" / "hyps" / "abs.en.ref-logprob").read_text() == likelihood
+    table = json.loads((work / "bpe-run" / "results.json").read_text())
+    assert table[0]["runs"][0]["nll"] > 0 and "test NLL/word" in \
+        (work / "bpe-run" / "results.md").read_text()
 
     shutil.rmtree(work)                                # another machine: only the archive
     shutil.copytree(archive, work)
@@ -523,6 +539,7 @@ def test_campaign_continues_from_its_archive_on_the_same_data(shared_data, tmp_p
     assert "wrote " + str(work / "bpe") in again.stderr          # the data stages were remade
     assert "data folders prepare, bpe match" in again.stderr
     assert ": train" not in again.stdout and ": translate" not in again.stdout
+    assert "test likelihood" not in again.stdout                  # archived with the run
     assert (work / "bpe-run" / "hyps" / "abs.en").read_text() == hyp
     assert json.loads((archive / "data.json").read_text()) == record
 

@@ -19,13 +19,13 @@ import torch
 
 from depnmt.checkpoint import load_checkpoint
 
-from .conftest import TINY_MODEL, popen, run_cli
+from .conftest import TINY_MODEL, overriding, popen, run_cli
 
 # 10 updates, a log record and a checkpoint after each (a kill during a write then finds the
 # step's record logged), validation at 5 and 10 (tiny: a few seconds)
 STEPS = 10
-RUN = [*TINY_MODEL, "--max-tokens", "150", "--valid-every", "5", "--save-every", "1",
-       "--log-every", "1", "--max-steps", str(STEPS)]
+RUN = overriding(TINY_MODEL, "--max-tokens", "150", "--valid-every", "5", "--save-every", "1",
+                 "--log-every", "1", "--max-steps", str(STEPS))
 
 
 def metrics(model: Path) -> list[dict]:
@@ -132,12 +132,34 @@ def test_checkpoint_without_digest_still_loads(tiny_model, tmp_path, capsys):
 
 # -- resume --------------------------------------------------------------------------------
 def test_resuming_a_finished_run_trains_nothing(straight, tiny_bpe, tmp_path):
+    """Nothing trained, saved or logged: last.pt and metrics.jsonl stay as they were."""
     model = tmp_path / "m"
     shutil.copytree(straight, model)
     assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume"]) == 0
     assert load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"] == STEPS
     assert_same_weights(straight, model)
     assert logged_steps(model) == logged_steps(straight)
+    assert (model / "metrics.jsonl").read_bytes() == (straight / "metrics.jsonl").read_bytes()
+    for name in ("last.pt", "best.pt"):
+        assert (model / "checkpoints" / name).read_bytes() == \
+            (straight / "checkpoints" / name).read_bytes()
+
+
+def test_resuming_an_early_stopped_run_trains_nothing(tiny_bpe, tmp_path):
+    """Early stopping ended the run: --resume with the same --patience trains nothing more,
+    with a larger one it goes on."""
+    model = tmp_path / "m"
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model,
+                    *overriding(RUN, "--valid-every", "1", "--patience", "1",
+                                "--early-stop-metric", "acc", "--lr", "1e-9",
+                                "--max-steps", "30")]) == 0
+    step = load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"]
+    assert step == 2                    # the weights barely move: no better dev accuracy
+    log = (model / "metrics.jsonl").read_bytes()
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume"]) == 0
+    assert (model / "metrics.jsonl").read_bytes() == log
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume", "--patience", "2"]) == 0
+    assert load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"] > step
 
 
 @pytest.mark.slow
@@ -178,8 +200,8 @@ def test_sigterm_saves_the_current_update_then_resume_is_exact(to, straight, tin
     -TERM -PGID`, a scheduler or service manager stopping every process of a job): its
     data-loader worker leaves the signal to it, and it stops cleanly after the update."""
     model = tmp_path / "m"
-    proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, "--save-every", "0",
-                  "--workers", "1"], group=True)
+    proc = popen(["train", "-i", tiny_bpe, "-o", model,
+                  *overriding(RUN, "--save-every", "0", "--workers", "1")], group=True)
     wait_for(lambda: (model / "metrics.jsonl").exists()
              and any(m["event"] == "train" for m in metrics(model)))
     if to == "process":
@@ -208,7 +230,7 @@ def test_sigterm_saves_the_current_update_then_resume_is_exact(to, straight, tin
 @pytest.mark.slow
 def test_second_training_on_a_model_dir_is_refused(tiny_bpe, tmp_path):
     model = tmp_path / "m"
-    proc = popen(["train", "-i", tiny_bpe, "-o", model, *RUN, "--max-steps", "100000"])
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *overriding(RUN, "--max-steps", "100000")])
     try:
         wait_for(lambda: (model / "checkpoints" / "last.pt").exists())
         for extra in ([], ["--resume"]):
@@ -235,8 +257,9 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_update(tiny_bpe, tm
     model = tmp_path / "m"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "depnmt.cli",
-           "train", "-i", str(tiny_bpe), "-o", str(model), *RUN, "--save-every", "0",
-           "--valid-every", "0", "--max-steps", "100000", "--device", "cpu"]
+           "train", "-i", str(tiny_bpe), "-o", str(model),
+           *overriding(RUN, "--save-every", "0", "--valid-every", "0", "--max-steps", "100000",
+                       "--device", "cpu")]
     proc = subprocess.Popen(cmd, env={**os.environ, "DEPNMT_NO_PROGRESS": "1",
                                       "OMP_NUM_THREADS": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

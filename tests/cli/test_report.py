@@ -113,7 +113,8 @@ def test_report_groups_runs_of_a_system(tiny_model, tiny_bpe, tmp_path, capsys):
     table = (tmp_path / "r.md").read_text()
     assert f"{mean:.2f} ± {sd:.2f}" in table and ", ".join(f"{s:.2f}" for s in scores) in table
     # one run fewer on one side: no approximate randomization (a warning), the rest as before
-    assert run_cli(args[:-4] + ["-o", tmp_path / "r2"]) == 0
+    fewer = [a if a != tmp_path / "r" else tmp_path / "r2" for a in args[:-4]]
+    assert run_cli(fewer) == 0
     assert "no approximate randomization" in capsys.readouterr().err
     vs = json.loads((tmp_path / "r2.json").read_text())[1]["vs"]["worse"]["bleu"]
     assert vs["p_ar"] is None and vs["p_bootstrap"] is not None
@@ -158,6 +159,47 @@ def test_report_errors_are_one_line(tiny_model, tiny_bpe, tmp_path, capsys):
         assert run_cli(["report", "--ref", ref, *args]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+def test_report_refuses_one_run_counted_twice(tiny_model, tiny_bpe, tmp_path, capsys):
+    """Two runs of a system whose hypotheses are one file (under two paths: a link, `..`) or
+    the same bytes (a copy) are refused with one error naming both paths, before any score:
+    counted twice, one run would look like two that agree (sd 0.00)."""
+    import os
+    import shutil
+    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    link, copy = tmp_path / "link.de", tmp_path / "copy.de"
+    os.symlink(bad, link)
+    shutil.copy(bad, copy)
+    (tmp_path / "sub").mkdir()
+    dotted = tmp_path / "sub" / ".." / "bad.de"
+    for other, message in ((link, "lists the same hypothesis file twice"),
+                           (dotted, "lists the same hypothesis file twice"),
+                           (copy, "hold the same hypotheses byte for byte")):
+        assert run_cli(["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0",
+                        "-s", "x", tiny_model, good, "-s", "x", tiny_model, bad,
+                        "-s", "x", tiny_model, other]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: system 'x'")
+        assert message in err and f"{bad}" in err and f"{other}" in err
+    # two systems may well give the same output: only the runs of one system are compared
+    assert run_cli(["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0",
+                    "-s", "x", tiny_model, bad, "-s", "y", tiny_model, copy]) == 0
+
+
+def test_report_refuses_a_copied_run_in_results_folders(tiny_model, tiny_bpe, tmp_path, capsys):
+    """-f: a results folder copied under another name is the same runs again: refused."""
+    ref, _, bad = write_hyps(tiny_bpe, tmp_path)
+    folders = [tmp_path / "compare", tmp_path / "compare-copy"]
+    for folder in folders:
+        (folder / "models").mkdir(parents=True)
+        (folder / "hyps").mkdir()
+        (folder / "models" / "abs").symlink_to(tiny_model, target_is_directory=True)
+        (folder / "hyps" / "abs.de").write_text(bad.read_text(encoding="utf-8"))
+    assert run_cli(["report", "--ref", ref, "--shuffles", "0", "--bootstrap", "0",
+                    "-f", folders[0], "-f", folders[1]]) == 2
+    err = capsys.readouterr().err
+    assert f"{folders[0]}/hyps/abs.de and {folders[1]}/hyps/abs.de hold the same" in err
 
 
 def test_report_adjusts_for_several_systems_and_states_the_noise(tiny_model, tiny_bpe, tmp_path,
@@ -238,7 +280,7 @@ def test_report_gives_the_dev_uas_of_dbsa_systems(tiny_model, tiny_bpe, tmp_path
     """Systems whose runs logged DBSA's dev UAS get a table of it (the last validation's: mean ±
     sd and each run's); the others are not in it, and without such systems there is none."""
     import shutil
-    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    ref, _, bad = write_hyps(tiny_bpe, tmp_path)
     runs = []
     for i, (enc, dec, visible) in enumerate([(80.0, 50.0, 90.0), (84.0, 54.0, 94.0)]):
         model = tmp_path / f"dbsa{i}"
@@ -250,11 +292,11 @@ def test_report_gives_the_dev_uas_of_dbsa_systems(tiny_model, tiny_bpe, tmp_path
                                     "dev_uas_dec": dec * scale,
                                     "dev_uas_dec_visible": visible * scale}) + "\n")
         runs.append(model)
-    bad2 = tmp_path / "bad2.de"
-    shutil.copy(bad, bad2)
+    plain = noisy_copies(ref, tmp_path, "plain", 0.5, range(2))
     args = ["report", "--ref", ref, "-b", "plain", "--shuffles", "0", "--bootstrap", "0",
-            "-s", "plain", tiny_model, bad, "-s", "plain", tiny_model, bad2]
-    args += ["-s", "dbsa", runs[0], good, "-s", "dbsa", runs[1], ref]
+            "-s", "plain", tiny_model, plain[0], "-s", "plain", tiny_model, plain[1]]
+    hyps = noisy_copies(ref, tmp_path, "dbsa", 0.1, range(2))
+    args += ["-s", "dbsa", runs[0], hyps[0], "-s", "dbsa", runs[1], hyps[1]]
     assert run_cli([*args, "-o", tmp_path / "r"]) == 0
     table = capsys.readouterr().out.splitlines()
     first = next(i for i, line in enumerate(table) if "dev UAS enc" in line)
@@ -270,3 +312,190 @@ def test_report_gives_the_dev_uas_of_dbsa_systems(tiny_model, tiny_bpe, tmp_path
     assert run_cli(["report", "--ref", ref, "--shuffles", "0", "--bootstrap", "0", "-o",
                     tmp_path / "r2", "-s", "plain", tiny_model, bad]) == 0
     assert "dev UAS" not in capsys.readouterr().out
+
+
+def write_likelihood(hyp: Path, words: list[int], nll: float, seed: int, extra_tokens: int = 2,
+                     noise: float = 0.15) -> list[tuple[float, int, int]]:
+    """``HYP.ref-logprob`` beside ``hyp`` (as the recipes write it): per sentence a
+    log-probability of about ``nll`` nats a word (Gaussian noise of ``noise`` per word,
+    seeded), ``words[i] + extra_tokens`` tokens and ``words[i]`` words; returns the rows as
+    written (``logprob`` rounded as rescore prints it)."""
+    rng = random.Random(seed)
+    rows = [(round(-w * max(0.1, nll + rng.gauss(0, noise)), 6), w + extra_tokens, w)
+            for w in words]
+    hyp.with_name(hyp.name + ".ref-logprob").write_text(
+        "logprob\ttokens\twords\n" + "".join(f"{lp:.6f}\t{t}\t{w}\n" for lp, t, w in rows),
+        encoding="utf-8")
+    return rows
+
+
+def nll_of(rows: list[tuple[float, int, int]], unit: int = 2) -> float:
+    """−Σ logprob / Σ words (``unit`` 2) or / Σ tokens (1) of :func:`write_likelihood`'s rows."""
+    return -sum(r[0] for r in rows) / sum(r[unit] for r in rows)
+
+
+def likelihood_campaign(tiny_bpe, tmp_path, nll: dict[str, float | None], **extra_tokens):
+    """Three runs of each system of ``nll`` (name -> NLL a word; None: no likelihood file), each
+    with its own hypotheses; returns the report's arguments (baseline: the first) and the
+    likelihood rows written, by system."""
+    ref = tiny_bpe.parent / "prepare" / "test.raw.de"
+    words = [len(line.split()) for line in ref.read_text(encoding="utf-8").splitlines()]
+    args = ["--ref", ref, "-b", next(iter(nll)), "--shuffles", "99", "--bootstrap", "99"]
+    written: dict[str, list] = {}
+    for k, (name, value) in enumerate(nll.items()):
+        for seed in range(10 * k, 10 * k + 3):
+            hyp, = noisy_copies(ref, tmp_path, name, 0.3, range(seed, seed + 1))
+            if value is not None:
+                written.setdefault(name, []).append(write_likelihood(
+                    hyp, words, value, seed, extra_tokens.get(name, 2)))
+            args += ["-s", name, hyp]
+    return args, written
+
+
+def with_model(args: list, model) -> list:
+    """``args`` with MODEL_DIR put after each ``-s NAME``."""
+    out = []
+    for i, a in enumerate(args):
+        out.append(a)
+        if i > 0 and args[i - 1] == "-s":
+            out.append(model)
+    return out
+
+
+def test_report_compares_the_test_likelihood(tiny_model, tiny_bpe, tmp_path, capsys):
+    """Runs with HYP.ref-logprob beside their hypotheses are compared on the test NLL per word
+    (and per subword where the tokens are the same): a known difference of 0.2 nats a word is
+    found (Welch's interval below 0, AR at its floor, answer yes), a system of the same NLL is
+    not; a system with another segmentation has no per-subword comparison."""
+    from depnmt import significance as sig
+    args, written = likelihood_campaign(tiny_bpe, tmp_path, {"base": 2.0, "same": 2.0,
+                                                             "better": 1.8, "othersub": 2.0},
+                                        othersub=5)
+    assert run_cli(["report", *with_model(args, tiny_model), "-o", tmp_path / "r"]) == 0
+    out = capsys.readouterr().out
+    records = {r["system"]: r for r in json.loads((tmp_path / "r.json").read_text())}
+    for name, runs in written.items():
+        per_word = [nll_of(rows) for rows in runs]
+        assert [run["nll"] for run in records[name]["runs"]] == pytest.approx(per_word)
+        assert [run["nll_subword"] for run in records[name]["runs"]] == pytest.approx(
+            [nll_of(rows, 1) for rows in runs])
+        mean, sd = sig.mean_sd(per_word)
+        assert (records[name]["nll_mean"], records[name]["nll_sd"]) == (pytest.approx(mean),
+                                                                        pytest.approx(sd))
+    better, same = records["better"]["vs"]["base"]["nll"], records["same"]["vs"]["base"]["nll"]
+    assert better["difference"] == pytest.approx(records["better"]["nll_mean"]
+                                                 - records["base"]["nll_mean"])
+    assert better["difference"] < -0.1 and better["high"] < 0
+    assert better["p_ar"] == pytest.approx(1 / 100) and better["p_ar_holm"] < 0.05
+    assert same["p_ar"] > 0.05 and same["low"] < 0 < same["high"]
+    assert better["subword"]["difference"] < 0
+    assert records["othersub"]["vs"]["base"]["nll"]["subword"] is None
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Δ NLL/word [95 % CI]" in line)
+    table = {(r[0], r[1]): r for r in rows(lines, start)[2:]}
+    assert table["better", "base"][7] == "**yes**"
+    assert table["same", "base"][7].startswith("**not shown** (only differences beyond ±")
+    assert table["othersub", "base"][6] == "segmentations differ"
+    systems = rows(lines, next(i for i, line in enumerate(lines) if "test NLL/word |" in line))
+    assert systems[2][:3] == ["base", "3", f"{records['base']['nll_mean']:.4f} ± "
+                                           f"{records['base']['nll_sd']:.4f}"]
+    power = rows(lines, next(i for i, line in enumerate(lines) if line.startswith("| measure")))
+    assert [r[0] for r in power[2:]] == ["BLEU", "chrF", "test NLL/word"]
+    sd, df = sig.pooled_sd([[run["nll"] for run in r["runs"]] for r in records.values()])
+    assert power[4][1:5] == [f"{sd:.4f}", str(df), "4",
+                             f"±{sig.resolvable_difference(sd, 3):.4f}"]
+
+
+def test_runs_without_a_test_likelihood_are_shown_as_such(tiny_model, tiny_bpe, tmp_path,
+                                                          capsys):
+    """A system without HYP.ref-logprob (or with it for only some runs) is in the likelihood
+    table as "no test likelihood archived", and so are its comparisons; its BLEU comparison is
+    that of a report without any likelihood file. With no likelihood at all, the report has
+    no likelihood table."""
+    args, written = likelihood_campaign(tiny_bpe, tmp_path, {"base": 2.0, "none": None,
+                                                             "partial": 1.9})
+    args = with_model(args, tiny_model)
+    partial = [a for a in args if str(a).startswith(str(tmp_path / "partial"))]
+    Path(str(partial[0]) + ".ref-logprob").unlink()
+    assert run_cli(["report", *args, "-o", tmp_path / "r"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    systems = rows(lines, next(i for i, line in enumerate(lines) if "test NLL/word |" in line))
+    cells = {r[0]: r[2] for r in systems[2:]}
+    assert cells["none"] == "no test likelihood archived"
+    assert cells["partial"] == "no test likelihood archived for 1 of 3 runs"
+    start = next(i for i, line in enumerate(lines) if "Δ NLL/word [95 % CI]" in line)
+    table = {r[0]: r[2] for r in rows(lines, start)[2:]}
+    assert table == {"none": "no test likelihood archived (none)",
+                     "partial": "no test likelihood archived (partial)"}
+    records = json.loads((tmp_path / "r.json").read_text())
+    assert records[1]["vs"]["base"]["nll"] is None and records[1]["runs"][0]["nll"] is None
+    for path in tmp_path.glob("*.ref-logprob"):
+        path.unlink()
+    assert run_cli(["report", *args, "-o", tmp_path / "plain"]) == 0
+    out = capsys.readouterr().out
+    assert "test NLL" not in out and "likelihood" not in out and "| measure" not in out
+    plain = json.loads((tmp_path / "plain.json").read_text())
+    for a, b in zip(records, plain):
+        assert a["vs"].get("base", {}).get("bleu") == b["vs"].get("base", {}).get("bleu")
+
+
+def test_report_refuses_a_likelihood_of_other_references(tiny_model, tiny_bpe, tmp_path,
+                                                         capsys):
+    """A likelihood file that is not one (header, fields, values), of another length, or whose
+    word counts differ from another run's, is one error line naming the file (and line)."""
+    args, written = likelihood_campaign(tiny_bpe, tmp_path, {"base": 2.0, "other": 1.9})
+    args = with_model(args, tiny_model)
+    target = tmp_path / "other10.de.ref-logprob"
+    good = target.read_text(encoding="utf-8")
+    lines = good.splitlines(keepends=True)
+    first = lines[1].split("\t")
+    cases = [("".join(lines[1:]), f"{target}:1: not a test likelihood file"),
+             ("".join(lines[:-1]), f"{target}: 29 sentences, but the references have 30"),
+             ("".join(lines[:2] + ["-1.0\t3\n"] + lines[3:]), f"{target}:3: expected logprob"),
+             ("".join(lines[:2] + ["1.5\t3\t2\n"] + lines[3:]), f"{target}:3: log-probability"),
+             ("".join(lines[:1] + [f"{first[0]}\t{first[1]}\t{int(first[2]) + 1}\n"]
+                      + lines[2:]), f"{target}:2: {int(first[2]) + 1} reference words, but ")]
+    for text, message in cases:
+        target.write_text(text, encoding="utf-8")
+        assert run_cli(["report", *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+def test_report_plans_the_runs_a_difference_needs(tiny_model, tiny_bpe, tmp_path, capsys):
+    """--delta MEASURE=VALUE: the power table gives the runs a side each difference needs at
+    power 0.8 from the pooled sd (significance.runs_to_resolve); a bad --delta is a usage
+    error."""
+    from depnmt import significance as sig
+    args, _ = likelihood_campaign(tiny_bpe, tmp_path, {"base": 2.0, "same": 2.0})
+    args = with_model(args, tiny_model)
+    assert run_cli(["report", *args, "--delta", "bleu=0.5", "--delta", "NLL=0.01",
+                    "-o", tmp_path / "r"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    power = rows(lines, next(i for i, line in enumerate(lines) if line.startswith("| measure")))
+    assert power[0][5:] == ["Δ asked", "runs a side for Δ (power 0.8)"]
+    records = json.loads((tmp_path / "r.json").read_text())
+    for row, key, delta in ((power[2], "bleu", 0.5), (power[4], "nll", 0.01)):
+        sd, _ = sig.pooled_sd([[run[key] for run in r["runs"]] for r in records])
+        need = sig.runs_to_resolve(sd, delta, power=0.8)
+        assert row[5:] == [f"{delta:g}", str(need) if need else "> 1,000"]
+    assert power[3][5:] == ["-", "-"]                                       # chrF: not asked
+    for bad, message in (("ter=1", "MEASURE one of bleu, chrf, nll"), ("bleu=-1", "positive"),
+                         ("bleu", "MEASURE=VALUE"), ("bleu=x", "positive")):
+        assert run_cli(["report", *args, "--delta", bad]) == 2
+        assert message in capsys.readouterr().err
+    assert run_cli(["report", *args, "--delta", "bleu=1", "--delta", "bleu=2"]) == 2
+    assert "bleu given twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("prefix", [".", "", ".."])
+def test_an_output_prefix_that_names_a_folder_is_a_usage_error(tiny_model, tiny_bpe, tmp_path,
+                                                              prefix, capsys, monkeypatch):
+    """-o is a file name prefix (OUT.json, OUT.png, OUT.md): a folder is refused, exit 2, before
+    any score (it was a ValueError traceback)."""
+    ref, good, _ = write_hyps(tiny_bpe, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0",
+                    "-s", "x", tiny_model, good, "-o", prefix]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "give a file name prefix" in err

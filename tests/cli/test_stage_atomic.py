@@ -165,3 +165,21 @@ def test_two_exports_into_one_folder(tiny_model, tmp_path):
         f"folder)"], second.stderr
     assert (out / "model.bin").exists() and (out / "depnmt-export.json").exists()
     assert leftovers(out) == []
+
+
+def test_the_current_folder_as_the_output(tiny_bpe, tmp_path):
+    """``-o .`` (and ``-o ''``, the same path) names the current folder: written there like any
+    other output folder, not refused for a lock file the stage itself made (``..lock``)."""
+    here = tmp_path / "here"
+    here.mkdir()
+    proc = run_subprocess(stage_args("bpe", tiny_bpe, Path("."), 0), cwd=here)
+    assert proc.returncode == 0, proc.stderr
+    assert (here / "manifest.json").is_file() and not (here / "..lock").exists()
+    assert run_subprocess(stage_args("bpe", tiny_bpe, "", 1), cwd=here).returncode == 0
+    (here / "notes.txt").write_text("mine\n")
+    proc = run_subprocess(stage_args("bpe", tiny_bpe, Path("."), 0), cwd=here)
+    assert proc.returncode == 2
+    assert error_lines(proc.stderr) == [
+        f"error: {here}: holds files that are not `depnmt bpe` output (notes.txt); the folder "
+        f"is replaced as a whole: move them away or choose another output folder"]
+    assert leftovers(here) == []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import TINY_MODEL, run_cli
+from .conftest import TINY_MODEL, overriding, run_cli
 
 
 def metrics(model: Path) -> list[dict]:
@@ -35,7 +35,7 @@ def test_train_yaml_trains_the_same_model_again(tiny_bpe, tmp_path):
     """A run with flags writes train.yaml; `--config that -o other` gives the same model and
     scheme settings and, with the same seed, the same losses."""
     first, second = tmp_path / "first", tmp_path / "second"
-    assert run_cli(["train", "-i", tiny_bpe, "-o", first, *TINY_MODEL, *REL,
+    assert run_cli(["train", "-i", tiny_bpe, "-o", first, *overriding(TINY_MODEL, *REL),
                     "--max-steps", "4", "--seed", "7"]) == 0
     saved = yaml.safe_load((first / "train.yaml").read_text())
     assert saved["rel-k"] == 3 and saved["max-tokens"] == 150 and saved["seed"] == 7
@@ -92,7 +92,7 @@ def test_config_with_resume(tiny_bpe, tmp_path):
     the file's values count as given (a larger max-steps), a flag beats the file; train.yaml
     then records the resumed run's settings."""
     model = tmp_path / "m"
-    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, *REL,
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *overriding(TINY_MODEL, *REL),
                     "--max-steps", "2"]) == 0
     cfg = write_yaml(tmp_path / "more.yaml", {"data": str(tiny_bpe), "max-steps": 3,
                                               "save-every": 5})

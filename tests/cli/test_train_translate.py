@@ -12,7 +12,7 @@ import torch
 
 from depnmt.checkpoint import load_checkpoint
 
-from .conftest import TINY_MODEL, popen, run_cli, run_subprocess
+from .conftest import TINY_MODEL, overriding, popen, run_cli, run_subprocess
 
 
 def metrics(model: Path) -> list[dict]:
@@ -72,8 +72,8 @@ def test_resume_continues_exactly(tiny_bpe, tmp_path, precision):
     """6 updates in one go == 3 updates, stop, --resume to 6 (data order, RNG, optimizer), in
     fp32 and in bf16 autocast (which runs, emulated, on any CPU); the precision is recorded."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    common = ["-i", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
-              "--precision", precision]
+    common = ["-i", tiny_bpe, *overriding(TINY_MODEL, "--max-tokens", "150"),
+              "--valid-every", "0", "--precision", precision]
     assert run_cli(["train", *common, "-o", straight, "--max-steps", "6"]) == 0
     assert run_cli(["train", *common, "-o", split, "--max-steps", "3"]) == 0
     assert run_cli(["train", *common, "-o", split, "--max-steps", "6", "--resume"]) == 0
@@ -90,8 +90,8 @@ def test_resume_takes_the_saved_flags(tiny_bpe, tmp_path):
     """`--resume` with only -i/-o/--max-steps continues a run configured with non-default
     architecture, scheme, scheme options and training flags, exactly."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    common = ["-i", tiny_bpe, *TINY_MODEL, "--valid-every", "0", "--max-tokens", "150",
-              "--scheme", "abs+rel", "--rel-k", "3", "--dropout", "0.2"]
+    common = ["-i", tiny_bpe, *overriding(TINY_MODEL, "--max-tokens", "150"),
+              "--valid-every", "0", "--scheme", "abs+rel", "--rel-k", "3", "--dropout", "0.2"]
     assert run_cli(["train", *common, "-o", straight, "--max-steps", "6"]) == 0
     assert run_cli(["train", *common, "-o", split, "--max-steps", "3"]) == 0
     assert run_cli(["train", "-i", tiny_bpe, "-o", split, "--resume", "--max-steps", "6"]) == 0
@@ -115,8 +115,8 @@ def wait_for(predicate, timeout: float = 90.0) -> None:
 
 def test_sigkill_mid_run_then_resume(tiny_bpe, tmp_path):
     model = tmp_path / "m"
-    proc = popen(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "2",
-                  "--valid-every", "0", "--max-steps", "100000", "--max-tokens", "150"])
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *overriding(TINY_MODEL, "--max-tokens",
+                  "150"), "--save-every", "2", "--valid-every", "0", "--max-steps", "100000"])
     last = model / "checkpoints" / "last.pt"
     try:
         wait_for(lambda: last.exists() and load_checkpoint(last)["progress"]["step"] >= 4)
@@ -125,8 +125,8 @@ def test_sigkill_mid_run_then_resume(tiny_bpe, tmp_path):
         proc.wait()
     killed_at = load_checkpoint(last)["progress"]["step"]
     target = killed_at + 3
-    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
-                    "--valid-every", "0", "--max-steps", target, "--max-tokens", "150"]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *overriding(TINY_MODEL, "--max-tokens",
+                    "150"), "--resume", "--valid-every", "0", "--max-steps", target]) == 0
     state = load_checkpoint(last)
     assert state["progress"]["step"] == target
     starts = [m for m in metrics(model) if m["event"] == "start"]
@@ -136,8 +136,8 @@ def test_sigkill_mid_run_then_resume(tiny_bpe, tmp_path):
 def test_sigkill_during_checkpoint_write_keeps_last_good(tiny_bpe, tmp_path):
     model = tmp_path / "m"
     ckpts = model / "checkpoints"
-    proc = popen(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--save-every", "1",
-                  "--valid-every", "0", "--max-steps", "100000", "--max-tokens", "150"],
+    proc = popen(["train", "-i", tiny_bpe, "-o", model, *overriding(TINY_MODEL, "--max-tokens",
+                  "150"), "--save-every", "1", "--valid-every", "0", "--max-steps", "100000"],
                  env={"DEPNMT_CHECKPOINT_WRITE_DELAY": "1.0"})
     try:
         # wait until one checkpoint is complete and the next write is half-way
@@ -151,9 +151,9 @@ def test_sigkill_during_checkpoint_write_keeps_last_good(tiny_bpe, tmp_path):
     assert partial, "the kill should have interrupted a write"
     state = load_checkpoint(ckpts / "last.pt")
     assert state["progress"]["step"] >= 1
-    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--resume",
-                    "--valid-every", "0", "--max-steps", state["progress"]["step"] + 1,
-                    "--max-tokens", "150"]) == 0
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *overriding(TINY_MODEL, "--max-tokens",
+                    "150"), "--resume", "--valid-every", "0",
+                    "--max-steps", state["progress"]["step"] + 1]) == 0
 
 
 def test_checkpoint_of_another_scheme_is_refused(tiny_model, tiny_bpe, tmp_path, capsys):
@@ -224,7 +224,7 @@ def test_translate_preparsed_conllu_input(tiny_model, tiny_bpe, tmp_path):
 def test_batch_sentences_sets_the_batches_per_epoch(tiny_bpe, tmp_path, capsys):
     """--batch-sentences 50 with a --max-tokens that never binds: 400 pairs in 8 batches."""
     model = tmp_path / "m"
-    args = ["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-tokens", "100000",
+    args = ["train", "-i", tiny_bpe, "-o", model, *overriding(TINY_MODEL, "--max-tokens", "100000"),
             "--batch-sentences", "50", "--max-steps", "1", "--valid-every", "1"]
     assert run_cli(args) == 0
     assert "400 pairs, 8 batches/epoch" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import torch
 
 from depnmt.checkpoint import load_checkpoint
 
-from .conftest import TINY_MODEL, import_random_trees, run_cli
+from .conftest import TINY_MODEL, import_random_trees, overriding, run_cli
 
 
 def records(model):
@@ -20,8 +20,8 @@ def records(model):
 def test_workers_give_the_same_run_and_log_the_wait(tiny_bpe, tmp_path_factory, tmp_path):
     trees = import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-workers"),
                                 "parse-workers", ("en",), ["nsubj", "obj", "det"], seed=5)
-    common = ["-i", tiny_bpe, "-t", trees, *TINY_MODEL, "--scheme", "abs+dep+rel",
-              "--valid-every", "0", "--log-every", "1", "--dropout", "0.2"]
+    common = ["-i", tiny_bpe, "-t", trees, *overriding(TINY_MODEL, "--log-every", "1"),
+              "--scheme", "abs+dep+rel", "--valid-every", "0", "--dropout", "0.2"]
     for name, workers in (("w0", "0"), ("w2", "2")):
         assert run_cli(["train", *common, "-o", tmp_path / name, "--workers", workers,
                         "--max-steps", "8"]) == 0

@@ -143,10 +143,77 @@ def test_labels():
     rng = random.Random(0)
     deprels = ["det", "nsubj", "root", "punct"]
     heads = [2, 3, 0, 3]
-    assert control_labels(deprels, heads, "keep", rng) == deprels
-    assert control_labels(deprels, heads, "constant", rng) == ["dep", "dep", "root", "dep"]
-    shuffled = [tuple(control_labels(deprels, heads, "shuffle", rng)) for _ in range(50)]
-    assert all(sorted(s) == sorted(deprels) for s in shuffled) and len(set(shuffled)) > 5
+    assert control_labels(deprels, heads, heads, "keep", rng) == deprels
+    assert control_labels(deprels, heads, heads, "constant", rng) == ["dep", "dep", "root", "dep"]
+    shuffled = [tuple(control_labels(deprels, heads, heads, "shuffle", rng)) for _ in range(50)]
+    assert all(sorted(s) == sorted(deprels) and s[2] == "root" for s in shuffled)
+    assert len(set(shuffled)) == 6                    # every order of the three other labels
+
+
+def test_the_root_label_moves_with_the_root():
+    """The new root gets ``root``; the parser's root word, now a dependent, gets ``dep``
+    (keep); shuffle deals the parser's other labels to the other words."""
+    rng = random.Random(0)
+    deprels, parser_heads, heads = ["det", "nsubj", "root", "punct"], [2, 3, 0, 3], [0, 1, 2, 3]
+    assert control_labels(deprels, parser_heads, heads, "keep", rng) == \
+        ["root", "nsubj", "dep", "punct"]
+    assert control_labels(deprels, parser_heads, heads, "constant", rng) == \
+        ["root", "dep", "dep", "dep"]
+    shuffled = {tuple(control_labels(deprels, parser_heads, heads, "shuffle", rng))
+                for _ in range(60)}
+    assert {s[0] for s in shuffled} == {"root"} and len(shuffled) == 6
+    assert all(sorted(s[1:]) == ["det", "nsubj", "punct"] for s in shuffled)
+    # labels that are no UD tree's (two roots, a root subtype): still one root, on the root
+    odd = ["root", "root:x", "obj", "root"]
+    for mode in ("keep", "shuffle", "constant"):
+        out = control_labels(odd, [0, 1, 1, 1], [2, 0, 2, 2], mode, rng)
+        assert out[1] == "root" and "root" not in out[:1] + out[2:]
+        assert not any(label.startswith("root:") for label in out)
+    assert control_labels([], [], [], "shuffle", rng) == []
+
+
+def synthetic_sentences(count: int, seed: int) -> list[Sentence]:
+    """Parser-like trees (UD labels, ``root`` on the root) over 0 to 30 made-up words."""
+    rng = random.Random(seed)
+    labels = ["nsubj", "obj", "det", "amod", "case", "punct", "conj"]
+    out = []
+    for i in range(count):
+        n = i % 31
+        heads = random_nonprojective_heads(n, rng)
+        out.append(Sentence([f"w{i}.{k}" for k in range(n)], heads,
+                            ["root" if h == 0 else rng.choice(labels) for h in heads],
+                            ["X"] * n if n else None))
+    return out
+
+
+def check_one_root_label(trees: list[Sentence], path) -> None:
+    """Every tree has exactly one ``root`` DEPREL, on its HEAD-0 word, and the CoNLL-U reader
+    reads back what was written."""
+    for tree in trees:
+        roots = [i for i, label in enumerate(tree.deprels) if label.split(":")[0] == "root"]
+        assert roots == [i for i, h in enumerate(tree.heads) if h == 0], tree
+    write_conllu(path, trees)
+    assert list(read_conllu(path)) == trees
+
+
+@pytest.mark.parametrize("labels", ["keep", "shuffle", "constant"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_and_label_mode_gives_one_root_label(kind, labels, tmp_path):
+    control = Control(kind, 1, labels, 0.3 if kind == "noise" else None)
+    gold = synthetic_sentences(300, 11)
+    check_one_root_label([control.apply(tree) for tree in gold], tmp_path / "c.conllu")
+
+
+@pytest.mark.parametrize("labels", ["keep", "shuffle", "constant"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_and_label_mode_gives_one_root_label_on_ud_english(kind, labels, shared_data,
+                                                                       tmp_path):
+    control = Control(kind, 1, labels, 0.3 if kind == "noise" else None)
+    gold = list(read_conllu(shared_data / "ud" / "en_ewt-ud-dev.conllu"))
+    trees = [control.apply(tree) for tree in gold]
+    check_one_root_label(trees, tmp_path / "c.conllu")
+    if labels == "shuffle":                           # a UD tree keeps its labels
+        assert all(sorted(t.deprels) == sorted(g.deprels) for t, g in zip(trees, gold))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,6 +229,24 @@ def test_control_settings_are_checked_and_round_trip():
             Control(**bad)
     with pytest.raises(DepnmtError, match="not a tree control"):
         Control.from_dict({"kind": "shuffled"})
+
+
+def test_a_control_recorded_before_the_one_root_rule_keeps_its_labels():
+    """A record without ``label_rule`` (a model trained on such trees) is ``legacy``: the same
+    heads, the labels as they were made then (``keep``: the parser's, root and all); a control
+    made today records ``ud``."""
+    record = {"kind": "random-projective", "seed": 1, "labels": "keep", "noise": None}
+    legacy = Control.from_dict(record)
+    assert legacy.label_rule == "legacy" and "before the one-root rule" in legacy.describe()
+    assert Control(**record).to_dict() == {**record, "label_rule": "ud"}
+    assert Control.from_dict(legacy.to_dict()) == legacy
+    old, new = legacy.apply(SENTENCE), Control(**record).apply(SENTENCE)
+    assert old.heads == new.heads and old.deprels == SENTENCE.deprels
+    assert new.deprels != old.deprels and new.deprels.count("root") == 1
+    shuffled = Control.from_dict({**record, "labels": "shuffle"}).apply(SENTENCE)
+    assert sorted(shuffled.deprels) == sorted(SENTENCE.deprels)
+    with pytest.raises(DepnmtError, match="label_rule"):
+        Control.from_dict({**record, "label_rule": "other"})
 
 
 SENTENCE = Sentence("the old man saw a small dog in the park".split(),
@@ -233,8 +318,10 @@ def check_as_specified(control: Control, gold: Sentence, tree: Sentence) -> bool
     elif control.kind == "noise":
         assert tree.heads.index(0) == gold.heads.index(0)
         assert sum(a != b for a, b in zip(tree.heads, gold.heads)) <= int(0.2 * (n - 1)) + 1
+    root = tree.heads.index(0) if n else None
     if control.labels == "keep":
-        assert tree.deprels == gold.deprels
+        assert tree.deprels == ["root" if i == root else "dep" if label == "root" else label
+                                for i, label in enumerate(gold.deprels)]
     elif control.labels == "shuffle":
         assert sorted(tree.deprels) == sorted(gold.deprels)
     else:

@@ -48,12 +48,14 @@ def test_pinned_batches_keep_their_host_counts(monkeypatch):
 @pytest.mark.parametrize("name", ["dep+rel", "dbsa-enc+dec"])
 def test_lazy_features_are_the_precomputed_ones(name):
     """With several processes the batches compute their examples' features when collated
-    (no rank keeps the corpus's): the batches are the ones precomputed features give."""
+    (no rank keeps the corpus's): the batches are the ones precomputed features give, with the
+    schemes' batch-level features (e.g. dep's depth range), which only a collate that is given
+    the schemes adds."""
     from dataclasses import replace
 
     from test_bench import load_bench  # tests/unit is on sys.path (it has no __init__.py)
 
-    from depnmt.data import TokenBatcher, example_lengths, iterate_updates
+    from depnmt.data import TokenBatcher, batch_features, example_lengths, iterate_updates
     bench = load_bench()
     setup = bench.Setup(torch.device("cpu"), d_model=16, heads=2, d_ff=16, layers=2, vocab=30,
                         src_len=9, tgt_len=8, batch_size=3, n_batches=4, decode_len=2)
@@ -69,6 +71,8 @@ def test_lazy_features_are_the_precomputed_ones(name):
         for a, b in zip((b for _, bs in eager for b in bs), (b for _, bs in lazy for b in bs)):
             for side in ("src_feats", "tgt_feats"):
                 fa, fb = getattr(a, side), getattr(b, side)
+                if side == "src_feats":
+                    fa = batch_features(dict(fa), model.schemes.schemes)
                 assert fa.keys() == fb.keys() and all(torch.equal(fa[k], fb[k]) for k in fa)
             assert a.src_feats
     assert all(not e.feats and not e.tgt_feats for e in bare)

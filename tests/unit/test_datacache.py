@@ -5,6 +5,7 @@ text changes and refused when damaged; errors name the file and line."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -165,7 +166,8 @@ def test_tree_file_that_does_not_fit_the_text_names_file_and_line(data, tmp_path
         cached(bpe, conllu)
     words[5] = words[5][:-1] + ["different"]
     write_trees(words + [["extra"]], conllu)
-    with pytest.raises(InputError, match=r"train\.en\.conllu:\d+: tree 6 has words"):
+    with pytest.raises(InputError, match=r"train\.en\.conllu:\d+: tree 6 has words .* but "
+                                         r"\S*train\.en:6 has"):
         cached(bpe, conllu)
     words[5] = merge_subwords(lines[5].split())
     write_trees(words + [["extra"]], conllu)
@@ -222,19 +224,85 @@ def test_a_script_without_a_main_guard_can_build_the_cache(data, tmp_path):
     assert proc.stdout.split() == ["pairs", "400"]
 
 
-def test_an_untouched_cache_is_not_read_at_every_start(data, monkeypatch):
-    """Arrays whose size and modification time are the recorded ones are trusted without
-    hashing (an untouched 1 M-pair cache is ~0.5 GB); a touched one is hashed again."""
-    import os
-    from depnmt.datacache import arrays
+def same_size_and_time(path: Path, edit) -> None:
+    """``path``'s bytes replaced by ``edit(bytes)`` (as many), its modification time kept: as
+    ``cp -p``, ``rsync -t`` or a restored backup leave an edited file."""
+    st = path.stat()
+    data = edit(path.read_bytes())
+    assert len(data) == st.st_size and data != path.read_bytes()
+    path.write_bytes(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def swap_first_lines(data: bytes) -> bytes:
+    lines = data.splitlines(keepends=True)
+    return b"".join([lines[1], lines[0], *lines[2:]])
+
+
+def flip_first_byte(data: bytes) -> bytes:
+    return bytes([data[0] ^ 0xFF]) + data[1:]
+
+
+def test_an_edit_under_the_same_size_and_time_rebuilds_the_cache(data):
+    bpe, conllu = data
+    corpus, _ = cached(bpe, conllu)
+    first, second = corpus[0].tgt, corpus[1].tgt
+    same_size_and_time(bpe / "train.de", swap_first_lines)
+    again, _ = cached(bpe, conllu)
+    assert again[0].tgt == second and again[1].tgt == first
+
+
+def test_a_cache_array_changed_under_the_same_size_and_time_is_refused(data):
     bpe, conllu = data
     cached(bpe, conllu)
-    hashed = []
-    real = arrays.sha256
-    monkeypatch.setattr(arrays, "sha256", lambda path: hashed.append(path.name) or real(path))
-    cached(bpe, conllu)
-    assert hashed == []
     array = bpe / "cache" / "text-train.de" / "tokens.bin"
-    os.utime(array, ns=(1, 1))
-    cached(bpe, conllu)
-    assert hashed == ["tokens.bin"]
+    same_size_and_time(array, flip_first_byte)
+    with pytest.raises(DepnmtError, match=r"text-train\.de/tokens\.bin: cache array does not "
+                                          r"match the checksum in its meta\.json"):
+        cached(bpe, conllu)
+
+
+def test_the_corpus_gives_the_sha256_of_its_sources_each_read_once(data, monkeypatch):
+    """What a record of the training data reuses (no second read of the corpus)."""
+    from depnmt.datacache import arrays
+    from depnmt.datarecord import sha256
+    bpe, conllu = data
+    cached(bpe, conllu)                                 # built
+    read = []
+    monkeypatch.setattr(arrays, "sha256", lambda path: read.append(path) or sha256(path))
+    corpus, _ = cached(bpe, conllu)                     # checked
+    files = [bpe / "train.en", bpe / "vocab.src.txt", bpe / "train.de", bpe / "vocab.tgt.txt",
+             conllu]
+    assert corpus.source_digests == {f.name: sha256(f) for f in files}
+    sources = [path for path in read if path.suffix != ".bin"]
+    assert sorted(sources) == sorted(files)             # each once, the arrays once each too
+    assert len(read) - len(sources) == 9 and len(set(read)) == len(read)
+
+
+def test_train_uses_an_edit_under_the_same_size_and_time_and_refuses_a_changed_array(
+        tiny_bpe, tmp_path, capsys):  # noqa: F811
+    from tests.cli.conftest import TINY_MODEL, run_cli
+    bpe = tmp_path / "bpe"
+    shutil.copytree(tiny_bpe, bpe, ignore=shutil.ignore_patterns("cache"))
+
+    def train(out: str) -> tuple[int, str]:
+        status = run_cli(["train", "-i", bpe, "-o", tmp_path / out, *TINY_MODEL,
+                          "--max-steps", "1"])
+        return status, capsys.readouterr().err
+
+    assert train("m1")[0] == 0
+    same_size_and_time(bpe / "train.de", swap_first_lines)
+    status, err = train("m2")
+    assert status == 0
+    assert f"rebuilt the training data cache {bpe / 'cache' / 'text-train.de'}" in err
+    meta = json.loads((bpe / "cache" / "text-train.de" / "meta.json").read_text())
+    from depnmt.datarecord import sha256
+    assert meta["sources"]["train.de"]["sha256"] == sha256(bpe / "train.de")
+    array = bpe / "cache" / "text-train.en" / "offsets.bin"
+    same_size_and_time(array, flip_first_byte)
+    status, err = train("m3")
+    assert status == 2
+    assert err.strip().splitlines()[-1] == (
+        f"error: {array}: cache array does not match the checksum in its meta.json (changed or "
+        f"damaged): delete {array.parent} and train again to rebuild it")

@@ -49,6 +49,21 @@ def test_tiny_cpu_run_passes_with_every_scheme(tmp_path):
     assert "| translate | default --max-tokens on cpu | 8000 | PASS |" in table
 
 
+def test_speed_rows_pass_on_an_avx2_only_cpu(tmp_path):
+    """Every speed system trains in bf16 on a CPU without AVX-512 (emulated: torch and oneDNN
+    capped at AVX2), GPS too: oneDNN has no bf16 LSTM there and its row failed."""
+    check = load_check()
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--only",
+                           "speed", "--out", str(tmp_path / "check.md")], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "check.md.json").read_text())["rows"]
+    assert [r["check"].split(";")[0].split(" (")[0] for r in rows] == [
+        *check.SPEED_SYSTEMS, *(f"{name}/explicit" for name in check.EXPLICIT_RUNS)]
+    assert not [r for r in rows if r["status"] == "FAIL"]
+
+
 def test_unknown_section_is_a_usage_error():
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--only", "speeed"],
                           capture_output=True, text=True, timeout=60)

@@ -3,6 +3,8 @@ on dependency trees): worked examples by hand."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from depnmt.multitask import linearize
@@ -83,9 +85,15 @@ def test_tree_file_must_have_one_tree_per_line(tmp_path):
     from depnmt.parse import Sentence, write_conllu
     trees = [Sentence(["a", "b"], [0, 1], ["root", "dep"]), Sentence(["c"], [0], ["root"])]
     write_conllu(tmp_path / "train.en.conllu", trees)
-    assert list(_trees(tmp_path, "train", "en", ["a b", "c"])) == [
+
+    def text(*lines: str) -> Path:
+        (tmp_path / "train.en").write_text("".join(f"{line}\n" for line in lines))
+        return tmp_path / "train.en"
+    assert list(_trees(tmp_path, "train", "en", text("a b", "c"))) == [
         ("a b", ["(root", "a", "(dep", "b", ")", ")"]), ("c", ["(root", "c", ")"])]
     with pytest.raises(InputError, match="more trees than the text's 1 lines"):
-        list(_trees(tmp_path, "train", "en", ["a b"]))
+        list(_trees(tmp_path, "train", "en", text("a b")))
     with pytest.raises(InputError, match="has 2 trees but the text has more lines"):
-        list(_trees(tmp_path, "train", "en", ["a b", "c", "d"]))
+        list(_trees(tmp_path, "train", "en", text("a b", "c", "d")))
+    with pytest.raises(InputError, match=r"tree 2 has words \['c'\]… but \S*train\.en:2 has"):
+        list(_trees(tmp_path, "train", "en", text("a b", "x")))

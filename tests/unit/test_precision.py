@@ -37,10 +37,11 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
                     "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n")
     assert cpu_flags(info) == {"fpu", "sse", "avx2", "avx512f", "avx512_bf16"}
     assert cpu_flags(tmp_path / "absent") == set()                    # not Linux: fp32
-    assert cpu_has_native_bf16({"avx2", "avx512f", "avx512_bf16"})
-    assert cpu_has_native_bf16({"amx_bf16"})
-    assert not cpu_has_native_bf16({"avx2", "avx512f", "avx512bw"})
-    assert cpu_has_native_bf16() == bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    avx512 = {"capability": "AVX512", "onednn_isa": ""}   # torch and oneDNN: test_cpu_precision
+    assert cpu_has_native_bf16({"avx2", "avx512f", "avx512_bf16"}, **avx512)
+    assert cpu_has_native_bf16({"amx_bf16"}, **avx512)
+    assert not cpu_has_native_bf16({"avx2", "avx512f", "avx512bw"}, **avx512)
+    assert cpu_has_native_bf16(**avx512) == bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
 @pytest.mark.parametrize("capability, expected", [((7, 0), torch.float16), ((7, 5), torch.float16),

@@ -223,6 +223,16 @@ def test_source_mismatch_and_bad_plot_request(small, capsys):
     assert code == 2 and err.startswith("error: --bucket-plot needs --src")
 
 
+def test_an_empty_bucket_plot_name_is_refused(small, capsys, monkeypatch):
+    """``--bucket-plot ''`` (e.g. an unset shell variable) is an error, not "no plot"."""
+    monkeypatch.chdir(small["dir"])
+    code, _, err = run_cli(["score", "-r", small["ref"], "--src", small["src"], "--bucket-plot",
+                            "", small["poor"], small["good"]], capsys)
+    assert code == 2 and err.endswith("Error: Invalid value for '--bucket-plot': an empty file "
+                                      "name\n")
+    assert sorted(p.name for p in small["dir"].iterdir() if p.suffix == ".png") == []
+
+
 def test_invalid_utf8_and_empty_lines_are_scored(small, capsys):
     lines = small["good"].read_bytes().split(b"\n")
     lines[1] = b"caf\xe9 " + lines[1]

@@ -174,3 +174,23 @@ def test_holm_adjustment_of_known_p_values():
                                                   pytest.approx(0.06)]
     assert sig.holm([0.5, 0.9]) == [1.0, 1.0]           # capped at 1, then kept monotone
     assert sig.holm([None]) == [None] and sig.holm([]) == []
+
+
+def test_runs_a_side_for_a_power():
+    """runs_to_resolve at power 0.8 gives Cohen's (1988) Table 2.4.1 sample sizes (two-sided
+    α 0.05: 64, 26 and 17 a group for effects of 0.5, 0.8 and 1 sd), in any unit; power 0.5
+    (the default) is the smallest n whose resolvable difference is at most the difference, as
+    a scan over n finds it (the results page's "0.5 BLEU would need 43 runs a side" at its
+    pooled sd 1.155, 42 at 1.15)."""
+    for effect, n in ((0.5, 64), (0.8, 26), (1.0, 17)):
+        assert sig.runs_to_resolve(1.0, effect, power=0.8) == n
+        assert sig.runs_to_resolve(1.15, 1.15 * effect, power=0.8) == n
+    for sd, difference in ((1.15, 0.5), (1.155, 0.5), (0.37, 0.5), (0.013, 0.01), (2.0, 3.0)):
+        scan = next(n for n in range(2, 1001)
+                    if sig.resolvable_difference(sd, n) <= difference)
+        assert sig.runs_to_resolve(sd, difference) == scan
+    assert (sig.runs_to_resolve(1.15, 0.5), sig.runs_to_resolve(1.155, 0.5)) == (42, 43)
+    assert sig.runs_to_resolve(1.15, 0.5, power=0.8) == 85
+    assert sig.runs_to_resolve(1.0, 0.01, power=0.8) is None                 # beyond 1,000
+    with pytest.raises(ValueError):
+        sig.runs_to_resolve(1.0, 0.5, power=0.3)

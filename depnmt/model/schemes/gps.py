@@ -16,7 +16,11 @@ logits of every head h (keys and queries of that head's ``d_k`` slice):
 
 ``d`` is the head dimension ``d_k``, the scaling of the first term. The first term and Eq. 6 are
 the ordinary attention and embeddings (keep ``abs`` in the scheme for p_i); the second term is
-handed to attention as an additive logit bias ``[B, H, S, S]``. ``W_s^Q``, ``W_s^K`` are per
+handed to attention as its factors, ``s_i W_s^Q / √d`` and ``s_j W_s^K`` per head with each
+word's sentence (:class:`~depnmt.model.attention.LowRankLogits`): the CPU adds it as a logit
+bias ``[B, H, S, S]``, a GPU as extra head dimensions of one fused attention kernel
+(:mod:`depnmt.model.attention`), which needs the number of sentences on a line of the batch,
+``gps_sentences`` (found on the host by :meth:`GPS.batch_features`; without it, the bias). ``W_s^Q``, ``W_s^K`` are per
 layer; the label embeddings and the LSTM are shared by all layers (s_i is one embedding).
 
 **Rules** (where the paper is silent):
@@ -42,6 +46,9 @@ layer; the label embeddings and the LSTM are shared by all layers (s_i is one em
   (:meth:`GPS.batch_features`: ``gps_unique [U, L]``, ``gps_inverse [B, S]``), since its sizes
   depend on the data: on the device the step would wait for the GPU to read them back. A batch
   collated without the model's schemes is deduplicated on the device, with the same result.
+* *Precision* — the LSTM runs under the autocast (bf16/fp16) on a GPU and on a CPU with native
+  bf16, in fp32 on every other CPU (:meth:`PathEncoder.run_lstm`: oneDNN has no bf16 LSTM on
+  an AVX2-only CPU); its output is in the autocast dtype either way.
 """
 
 from __future__ import annotations
@@ -55,13 +62,14 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ...device import autocast_dtype, cpu_has_native_bf16
 from ...subwords import word_index
 from ...wordtable import WordTable, counts_by_name
 from ...errors import DepnmtError
 from ...layerlists import check_layer_list, parse_layers
 from ...parse.conllu import sentence_error
 from ...trees import root_paths, sentence_heads
-from ..attention import AttentionTerms
+from ..attention import AttentionTerms, LowRankLogits
 from .base import ModelDims, Scheme, SchemeModule
 from .options import FloatRange, IntRange, learned, option
 from .registry import register
@@ -156,10 +164,27 @@ class PathEncoder(nn.Module):
         empty path gives the zero vector). A unidirectional LSTM's output at a path's last label
         does not depend on the padding after it, so no packing is needed."""
         lengths = (paths != PAD_LABEL).sum(-1)                     # (N,)
-        out, _ = self.lstm(self.dropout(self.embed(paths)))        # (N, L, dim)
+        out = self.run_lstm(self.dropout(self.embed(paths)))       # (N, L, dim)
         rows = torch.arange(paths.shape[0], device=paths.device)
         last = self.dropout(out[rows, (lengths - 1).clamp(min=0)])
         return last * (lengths > 0).unsqueeze(-1).to(last.dtype)
+
+    def run_lstm(self, x: Tensor) -> Tensor:
+        """The LSTM's outputs ``[N, L, dim]`` for its inputs ``x [N, L, dim]``, in the autocast
+        dtype when autocast is on. Under a CPU autocast, but for bf16 on a CPU with native bf16
+        (:func:`depnmt.device.cpu_has_native_bf16`), the LSTM runs in fp32 with autocast off:
+        oneDNN below AVX512_CORE has no bf16 LSTM (torch raises "could not create a primitive
+        descriptor"), and where it emulates bf16 that is slower than fp32 (why ``--precision
+        auto`` trains in fp32 on such CPUs). Elsewhere the LSTM runs under the autocast as it
+        is: cuDNN's bf16/fp16 LSTM is fast, and a CPU with AVX512-BF16 or AMX runs oneDNN's
+        bf16 LSTM natively; both spare the cost of fp32, small (one call per batch, over its
+        distinct paths) but not nothing at a GPU's 25,000-token batches."""
+        amp = autocast_dtype("cpu") if x.device.type == "cpu" else None
+        if amp is None or amp == torch.bfloat16 and cpu_has_native_bf16():
+            return self.lstm(x)[0]
+        with torch.autocast("cpu", enabled=False):
+            out, _ = self.lstm(x.float())
+        return out.to(amp)
 
     def encode_unique(self, unique: Tensor, inverse: Tensor) -> Tensor:
         """``s [B, S, dim]`` of a batch's distinct paths ``unique [U, L]`` and ``inverse [B, S]``
@@ -192,24 +217,29 @@ class GPSModule(SchemeModule):
             unique, inverse = unique_paths(feats["gps_paths"])       # waits for a GPU
         return {"gps_s": self.paths.encode_unique(unique, inverse)}
 
-    def syntax_logits(self, layer: int, feats: dict[str, Tensor]) -> Tensor:
-        """Eq. 5's second term ``(s_i W_s^Q)(s_j W_s^K)^T / √d_k`` per head, 0 for pairs across
-        sentences and for EOS/padding: ``[B, H, S, S]``; ``feats`` are the prepared features
-        (with ``gps_s``, :meth:`prepare_features`)."""
+    def syntax_term(self, layer: int, feats: dict[str, Tensor]) -> LowRankLogits:
+        """Eq. 5's second term ``(s_i W_s^Q)(s_j W_s^K)^T / √d_k`` per head as its factors
+        ``[B, H, S, d_k]``, within each word's sentence (0 for pairs across sentences and for
+        EOS/padding); ``feats`` are the prepared features (with ``gps_s``,
+        :meth:`prepare_features`, and ``gps_sentences`` where the batch has it)."""
         s = feats["gps_s"]
         b, n, _ = s.shape
         q = self.query[str(layer)](s).view(b, n, self.n_heads, self.d_k).transpose(1, 2)
         k = self.key[str(layer)](s).view(b, n, self.n_heads, self.d_k).transpose(1, 2)
-        sent = feats["gps_sentence"].long()                                     # (B, S)
-        same = (sent[:, :, None] == sent[:, None, :]) & (sent[:, :, None] > 0)  # (B, S, S)
         q = q / math.sqrt(self.d_k)            # scaled before the product (fp16: no overflow)
-        return (q @ k.transpose(-1, -2)) * same[:, None].to(q.dtype)
+        sent = feats["gps_sentence"]                                            # (B, S)
+        count = feats["gps_sentences"].shape[0] if "gps_sentences" in feats else None
+        return LowRankLogits(q, k, sent, sent, count)
+
+    def syntax_logits(self, layer: int, feats: dict[str, Tensor]) -> Tensor:
+        """:meth:`syntax_term` as the logit bias ``[B, H, S, S]``."""
+        return self.syntax_term(layer, feats).dense()
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
         if side != "src" or layer not in self.layers:
             return None
-        return AttentionTerms([], logit_bias=self.syntax_logits(layer, feats))
+        return AttentionTerms([], low_rank=[self.syntax_term(layer, feats)])
 
 
 # -- scheme -----------------------------------------------------------------------------------
@@ -265,11 +295,15 @@ class GPS(Scheme):
 
     def batch_features(self, feats: dict[str, Tensor]) -> dict[str, Tensor]:
         """``feats`` with the batch's distinct paths, ``gps_unique [U, L]`` and ``gps_inverse
-        [B, S]`` (:func:`unique_paths`), computed on the host."""
+        [B, S]`` (:func:`unique_paths`), and ``gps_sentences [N]``, the sentence numbers
+        ``1 … N`` of its lines (N: the most sentences on one line), computed on the host."""
         if "gps_paths" not in feats:
             return feats
         unique, inverse = unique_paths(feats["gps_paths"])
-        return {**feats, "gps_unique": unique, "gps_inverse": inverse}
+        sentence = feats["gps_sentence"]
+        most = int(sentence.max()) if sentence.numel() else 0
+        return {**feats, "gps_unique": unique, "gps_inverse": inverse,
+                "gps_sentences": torch.arange(1, most + 1, dtype=torch.int16)}
 
     def check(self, dims: ModelDims) -> None:
         parse_layers(self.option("gps_layer"), dims.encoder_layers, "--gps-layer")

@@ -29,6 +29,16 @@ b W_rel[d_k:]``, so it is two terms with projected tables. Its decoder self-atte
 EOS and padding never add to a real pair and real pairs never depend on them. ``rel`` treats EOS
 as an ordinary position (Shaw et al. label every pair of the sequence); padding keys are masked.
 
+**Fused attention.** ``dep``'s label depends only on the two tokens' depths, so its terms also
+reach attention as per-token classes (:class:`~depnmt.model.attention.LabelFactors`: each
+token's depth, the batch's depths ``0 … D`` as key classes), with which a GPU attends in one
+fused kernel with the depths as extra head dimensions (:mod:`depnmt.model.attention`). The
+features: ``dep_depth [T]`` (depth + 1 of each subword's node, 0 for EOS and padding) and, for
+a batch collated with the model's schemes, ``dep_depth_values [D + 1]`` (``0 … D``, the batch's
+range, found on the host so that the step reads nothing back from the GPU; a batch without it
+takes the other paths). ``rel``'s clipped ``j − i`` would need the key's position as its class
+(``Tk`` wide): it is not factored.
+
 **Subwords.** Trees are over words; ``--subword-tree chain|inherit`` and ``--chain-head
 last|first`` choose how they reach subwords (:mod:`depnmt.trees`). Ablations (Omote Table 3):
 ``--rel-terms``, ``--dep-terms``, ``--deplabel-terms`` ∈ {key,value, key, value, none}; the
@@ -43,8 +53,9 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from ...trees import LINEAL, NON_DEP, SIB, pair_relations, project_tree, relative_depth
-from ..attention import AttentionTerms, RelativeTerm
+from ...trees import (LINEAL, NON_DEP, SIB, SubwordTree, depths, pair_relations, project_tree,
+                      relative_depth)
+from ..attention import AttentionTerms, LabelFactors, RelativeTerm
 from ..derived import Derived
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .options import Choice, IntRange, SubwordTreeOptions, option
@@ -120,6 +131,25 @@ def with_special_tokens(labels: Tensor, length: int, rows: int) -> Tensor:
     return out
 
 
+def subword_depth(view: SubwordTree, length: int) -> Tensor:
+    """``[length]`` int16 for ``length`` source ids (the subwords ``view`` keeps, then EOS):
+    the depth + 1 of each subword's node, 0 for EOS (and the subwords cut off)."""
+    node_depth = torch.tensor(depths(view.heads), dtype=torch.long)
+    out = torch.zeros(length, dtype=torch.int16)
+    n = min(len(view.node), length - 1)
+    out[:n] = (node_depth[torch.tensor(view.node, dtype=torch.long)] + 1)[:n].to(torch.int16)
+    return out
+
+
+def depth_factors(depth: Tensor, values: Tensor, l: int) -> LabelFactors:
+    """``dep``'s labels as per-token classes: ``depth [B, S]`` (depth + 1, 0 = none) for both
+    sides, ``values [W]`` the depths ``0 … W − 1`` the batch may hold; the table's label of
+    depths ``(u, w)`` is Eq. 20's ``clip(w − u, l) + l + 1``, 0 where either is 0."""
+    u, w = values.long()[:, None], values.long()[None, :]
+    table = distance_labels(w - u, l) * ((u > 0) & (w > 0))
+    return LabelFactors(depth.long(), depth.long(), table)
+
+
 def term_set(spec: str) -> set[str]:
     """``"key,value"`` -> ``{"key", "value"}``; ``"none"`` -> empty."""
     return set() if spec == "none" else set(spec.split(","))
@@ -156,11 +186,13 @@ class RelativeTables(nn.Module):
         return (with_zero_row(None if self.key is None else self.key[layer]),
                 with_zero_row(None if self.value is None else self.value[layer]))
 
-    def term(self, labels: Tensor, layer: int) -> AttentionTerms | None:
+    def term(self, labels: Tensor, layer: int,
+             factors: LabelFactors | None = None) -> AttentionTerms | None:
+        """The relative term of ``labels`` (with their ``factors``, if any) in ``layer``."""
         key, value = self.tables(layer)
         if key is None and value is None:
             return None
-        return AttentionTerms([RelativeTerm(labels, key, value)])
+        return AttentionTerms([RelativeTerm(labels, key, value, factors)])
 
 
 class ShawModule(SchemeModule):
@@ -179,18 +211,23 @@ class ShawModule(SchemeModule):
 
 
 class TreeModule(SchemeModule):
-    """``dep`` / ``deplabel``: tree tables in every encoder self-attention layer (Eqs. 17–20)."""
+    """``dep`` / ``deplabel``: tree tables in every encoder self-attention layer (Eqs. 17–20).
+    ``depth_clip``: the labels are ``dep``'s, clipped to it, and go with their factors
+    (:func:`depth_factors`) where the batch has ``dep_depth_values``."""
 
-    def __init__(self, dims: ModelDims, feature: str, rows: int, terms: set[str]):
+    def __init__(self, dims: ModelDims, feature: str, rows: int, terms: set[str],
+                 depth_clip: int | None = None):
         super().__init__()
-        self.feature = feature
+        self.feature, self.depth_clip = feature, depth_clip
         self.tables = RelativeTables(dims.encoder_layers, rows, dims.d_k, terms)
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
         if side != "src":
             return None
-        return self.tables.term(feats[self.feature].long(), layer)
+        factors = (depth_factors(feats["dep_depth"], feats["dep_depth_values"], self.depth_clip)
+                   if self.depth_clip is not None and "dep_depth_values" in feats else None)
+        return self.tables.term(feats[self.feature].long(), layer, factors)
 
 
 def _projected(table: Tensor | None, w: Tensor) -> Tensor | None:
@@ -288,12 +325,18 @@ class TreeScheme(Scheme):
         return 2 * self.clip_value() + 2 + self.extra_labels
 
     def source_features(self, example: Any) -> dict[str, Tensor]:
-        """``{feature: [T, T]}`` labels for the ``T = len(example.src)`` source ids."""
+        """``{feature: [T, T]}`` labels for the ``T = len(example.src)`` source ids, and
+        :meth:`view_features`."""
         with sentence_errors(example):
             view = project_tree(self.source_tree(example).heads, example.src_subwords,
                                 self.option("subword_tree"), self.option("chain_head"))
         labels = view.expand(self.labels(view.heads, self.clip_value()))
-        return {self.feature: with_special_tokens(labels, len(example.src), self.rows())}
+        return {self.feature: with_special_tokens(labels, len(example.src), self.rows()),
+                **self.view_features(view, len(example.src))}
+
+    def view_features(self, view: SubwordTree, length: int) -> dict[str, Tensor]:
+        """More per-example features from the subword tree ``view`` (none by default)."""
+        return {}
 
     def pair_labels(self, example: Any) -> Tensor:
         """The labels of :meth:`source_features` without the EOS row and column."""
@@ -313,6 +356,22 @@ class Dep(TreeScheme):
     help = "Omote et al. (2019) relative depth on the source tree, clipped to l (encoder)"
     feature, prefix, clip, labels = "dep_labels", "dep", "l", staticmethod(dep_labels)
     Options = DepOptions
+
+    def view_features(self, view: SubwordTree, length: int) -> dict[str, Tensor]:
+        """``dep_depth [T]``: each subword's depth + 1 (0 for EOS), the labels' factors."""
+        return {"dep_depth": subword_depth(view, length)}
+
+    def batch_features(self, feats: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``feats`` with ``dep_depth_values [D + 1]``, the depths ``0 … D`` of the batch (its
+        deepest token's depth + 1 is D), found on the host."""
+        if "dep_depth" not in feats:
+            return feats
+        deepest = int(feats["dep_depth"].max()) if feats["dep_depth"].numel() else 0
+        return {**feats, "dep_depth_values": torch.arange(deepest + 1, dtype=torch.int16)}
+
+    def build(self, dims: ModelDims) -> SchemeModule:
+        return TreeModule(dims, self.feature, self.rows(),
+                          term_set(self.option(f"{self.prefix}_terms")), self.clip_value())
 
 
 @register

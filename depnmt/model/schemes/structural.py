@@ -15,7 +15,10 @@
   clipped to ``±k`` (``--structural-k``) and looked up in learned key and value tables in every
   encoder self-attention layer exactly as Shaw et al.'s relative positions
   (``e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / √d_k``, ``z_i = Σ_j α_ij (x_j W^V + a^V_ij)``), through
-  the gather/scatter relative term of :mod:`depnmt.model.attention`.
+  the gather/scatter relative term of :mod:`depnmt.model.attention`. Unlike ``dep``'s depth
+  difference, the label is no function of a class of each token (whether the pair lies on one
+  root path is a relation of the pair), so it has no factored form: a GPU attends with these
+  terms by the explicit path, not by extra head dimensions.
 
 "Alone or with the sequential positions": the sequential encodings are the separate components
 ``abs`` (Vaswani et al.) and ``rel`` (Shaw et al.); listed together their terms are summed
@@ -56,7 +59,7 @@ from .absolute import sinusoids
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .options import Choice, IntRange, SubwordTreeOptions, option
 from .registry import register
-from .relative import RelativeTables, distance_labels, with_special_tokens
+from .relative import RelativeTables, distance_labels, subword_depth, with_special_tokens
 
 PARTS = ("abs,rel", "abs", "rel")
 
@@ -123,12 +126,8 @@ class Structural(Scheme):
             view = project_tree(heads, example.src_subwords, self.option("subword_tree"),
                                 self.option("chain_head"))
         length, k = len(example.src), int(self.option("structural_k"))
-        node_depth = torch.tensor(depths(view.heads), dtype=torch.long)
-        depth = torch.zeros(length, dtype=torch.int16)
-        n = min(len(view.node), length - 1)
-        depth[:n] = (node_depth[torch.tensor(view.node, dtype=torch.long)] + 1)[:n].to(torch.int16)
         labels = view.expand(distance_labels(structural_distance(view.heads), k))
-        return {"struct_depth": depth,
+        return {"struct_depth": subword_depth(view, length),
                 "struct_labels": with_special_tokens(labels, length, 2 * k + 2)}
 
     def pair_labels(self, example: Any) -> Tensor:

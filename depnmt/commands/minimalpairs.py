@@ -1,0 +1,73 @@
+"""``depnmt minimal-pairs``: a contrastive set made from a test set's own English references
+(see ``depnmt/minimalpairs.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+HELP = """Minimal pairs from a test set's English references, for `depnmt contrastive`.
+
+\b
+Reads  --src and --ref: a test set's source lines and their English reference translations
+Writes -o FILE: a contrastive set (tsv) `source TAB reference TAB contrastive TAB category
+       TAB linear_distance TAB tree_distance`, a line per variant, with a header line
+Prints per category on stderr how many variants were made and how many places were skipped
+
+Each reference is parsed with spaCy's English pipeline (offline) and varied by one targeted
+edit that makes it ungrammatical in one known way: subject-verb (the verb's number flipped:
+is/are, has/have, -s), determiner (this/these, that/those, or the noun after a/every/many in
+the other number), negation (not/n't taken out, do-support undone, or not put in after the
+auxiliary or with do-support) and adjective-noun (a prenominal adjective swapped with its
+noun). Nothing else changes. The distances are those between the two words the edit puts in
+conflict (subject and verb, ...): in tokens, and in dependency arcs. Places whose edit cannot
+be made cleanly (an unknown subject number, a question, a contraction) are skipped.
+
+English references only: other languages (German) would need a parser and inflection tables
+of their own, which are not shipped.
+"""
+
+
+@click.command("minimal-pairs", help=HELP, context_settings={"show_default": True})
+@click.option("--src", "src_path", required=True, metavar="FILE",
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="the test set's source lines (raw text, a line per sentence)")
+@click.option("-r", "--ref", "ref_path", required=True, metavar="FILE",
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="their reference translations, a line each (raw or tokenized English)")
+@click.option("-l", "--lang", metavar="LANG", default=None,
+              help="the language of the references; only en is possible",
+              show_default="the --ref file's suffix when it is a language code (test.en), "
+                           "else en")
+@click.option("-o", "--output", "output_path", required=True, metavar="FILE",
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="write the contrastive set here (tsv; read by `depnmt contrastive`)")
+def command(src_path: Path, ref_path: Path, lang: str | None, output_path: Path) -> None:
+    from collections import Counter
+
+    from ..log import info
+    from ..minimalpairs import CATEGORIES, check_language, make_pairs, read_parallel, tsv_lines
+    from ..stagedir import check_output_files
+    from ..textio import atomic_open
+    check_output_files({"output": output_path}, [("--src file", src_path),
+                                                 ("--ref file", ref_path)])
+    check_language(lang or reference_language(ref_path))
+    sources, references = read_parallel(src_path, ref_path)
+    counts: Counter = Counter()
+    pairs = make_pairs(references, counts=counts)
+    with atomic_open(output_path) as fh:
+        fh.writelines(tsv_lines(sources, references, pairs))
+    dropped = sum(len(p) for s, p in zip(sources, pairs) if not s.strip())
+    for category in CATEGORIES:
+        info(f"{category}: {counts[category, 'made']} pairs "
+             f"({counts[category, 'skipped']} places skipped: no clean edit)")
+    if dropped:
+        info(f"{dropped} pairs left out: their source line is empty")
+    info(f"wrote {output_path}")
+
+
+def reference_language(ref_path: Path) -> str:
+    """The language code a ``--ref`` file's suffix names (``test.de``: de), else ``en``."""
+    suffix = ref_path.suffix.lstrip(".").lower()
+    return suffix if len(suffix) == 2 and suffix.isalpha() else "en"
