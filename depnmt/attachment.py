@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .errors import DepnmtError
+from .errors import DepnmtError, InputError
 from .parse import Sentence
 
 
@@ -65,10 +65,13 @@ def attachment_score(pred: Iterable[Sentence], gold: Iterable[Sentence], pred_na
         if list(p.words) != list(g.words):
             at = next((i for i, (a, b) in enumerate(zip(p.words, g.words)) if a != b),
                       min(len(p.words), len(g.words)))
-            raise DepnmtError(
-                f"{pred_name}: sentence {number} has other words than {gold_name} "
-                f"({len(p.words)} vs {len(g.words)} words; first difference at word {at + 1}: "
-                f"{(p.words[at:at + 1] or ['<end>'])[0]!r} vs {(g.words[at:at + 1] or ['<end>'])[0]!r})")
+            detail = (f"has other words than {gold_name} ({len(p.words)} vs {len(g.words)} "
+                      f"words; first difference at word {at + 1}: "
+                      f"{(p.words[at:at + 1] or ['<end>'])[0]!r} vs "
+                      f"{(g.words[at:at + 1] or ['<end>'])[0]!r})")
+            origin = getattr(p, "origin", None)     # FILE:LINE of a tree read from a file
+            raise (InputError(origin[0], origin[1], detail) if origin is not None else
+                   DepnmtError(f"{pred_name}: sentence {number} {detail}"))
         score.sentences += 1
         score.has_labels = score.has_labels or any(label.lower() not in ("dep", "root") for label in p.deprels)
         for ph, gh, pl, gl in zip(p.heads, g.heads, p.deprels, g.deprels):

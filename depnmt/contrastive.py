@@ -124,7 +124,7 @@ def errors_of(path: Path, i: int, entry) -> list:
 
 def read_lingeval97(path: Path) -> list[Item]:
     items = []
-    for i, entry in enumerate(load_json_list(path)):
+    for i, entry in enumerate(load_json_list(path), start=1):    # 1-based, as a reader counts
         source = text_field(path, i, entry, "source")
         reference = text_field(path, i, entry, "reference")
         for error in errors_of(path, i, entry):
@@ -136,14 +136,14 @@ def read_lingeval97(path: Path) -> list[Item]:
 def read_contrapro(path: Path, src: Path, tgt: Path) -> list[Item]:
     entries = load_json_list(path)
     sources, targets = list(iter_lines(src)), list(iter_lines(tgt))
-    wanted = sum(1 + len(errors_of(path, i, e)) for i, e in enumerate(entries))
+    wanted = sum(1 + len(errors_of(path, i, e)) for i, e in enumerate(entries, start=1))
     for name, lines in ((src, sources), (tgt, targets)):
         if len(lines) != wanted:
             raise DepnmtError(f"{name}: {len(lines)} lines, but {path}'s {len(entries)} entries "
                               f"and their errors make {wanted} (one line for each entry, then "
                               f"one for each of its errors, as json2text_and_context.pl writes)")
     items, at = [], 0
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(entries, start=1):
         pronouns = [text_field(path, i, entry, k).lower() for k in ("src pronoun", "ref pronoun")]
         k = len(entry["errors"])
         items.append(Item(sources[at], targets[at], targets[at + 1: at + 1 + k],

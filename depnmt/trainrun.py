@@ -314,7 +314,7 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> Seque
         return corpus
     examples, _ = load_parallel(src, tgt, run.src_vocab, run.tgt_vocab, max_len)
     for side, path in trees.items():
-        attach_trees(examples, path, side)
+        attach_trees(examples, path, side, src if side == "src" else tgt)
     return examples
 
 

@@ -149,6 +149,12 @@ def test_bad_sets_are_named_by_file_and_line(models, tmp_path, capsys):
     (tmp_path / "n.json").write_text("{}", encoding="utf-8")
     assert run_cli(["contrastive", "-m", models[0], tmp_path / "n.json"]) == 2
     assert "expected a JSON list" in capsys.readouterr().err
+    # entries of a JSON list are counted from 1, as a reader counts them
+    (tmp_path / "l.json").write_text(json.dumps([{"source": "a", "reference": "b",
+                                                  "errors": [{"contrastive": "c"}]}]),
+                                     encoding="utf-8")
+    assert run_cli(["contrastive", "-m", models[0], tmp_path / "l.json"]) == 2
+    assert "l.json: entry 1: expected a non-empty string 'type'" in capsys.readouterr().err
 
 
 def test_wilson_and_mcnemar():

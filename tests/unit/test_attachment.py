@@ -80,7 +80,7 @@ def test_analyze_uas_errors_are_one_line(tmp_path, capsys):
     write_conllu(gold, [GOLD])
     write_conllu(other, [Sentence(WORDS[:-1], GOLD.heads[:-1], GOLD.deprels[:-1])])
     for args, message in ((["--gold", gold], "nothing to score"),
-                          (["--gold", gold, other], "other.conllu: sentence 1 has other words")):
+                          (["--gold", gold, other], "other.conllu:1: has other words")):
         with pytest.raises(SystemExit) as exit_:
             main(["analyze", "uas", *map(str, args)])
         assert exit_.value.code == 2

@@ -289,9 +289,9 @@ def test_schemes_train_the_same_on_the_extended_path(spec, options, lines, monke
     explicit path within 1e-5 (logits) and 1e-4 (gradients, relative to at least 1e-3 of all
     gradients' norm, as ``bench/gpu_check.py``'s parity: W^K's bias gets a gradient of zero
     but for rounding); under bf16 autocast as close to fp32's as the explicit path's are, in
-    the logits and on average over the gradients (the two round differently, and a tiny
-    batch's gradients are noisy in bf16: over seeds, either path's mean error is 1–16 % and
-    neither is the closer one; 0.5 % in the logits)."""
+    the logits and on average over the gradients, up to a slack (the two round differently,
+    and a tiny batch's gradients are noisy in bf16: over seeds, either path's mean error is
+    1–16 % and neither is the closer one; 0.5 % in the logits)."""
     model, batch = model_and_batch(spec, options, lines)
     extended = counted(monkeypatch, "_attend_extended")
     expected = run(model, batch, "explicit", monkeypatch)
@@ -303,8 +303,11 @@ def test_schemes_train_the_same_on_the_extended_path(spec, options, lines, monke
     assert logits <= 1e-5 and worst <= 1e-4
     explicit = errors(run(model, batch, "explicit", monkeypatch, torch.bfloat16), expected, floor)
     fused = errors(run(model, batch, "fused", monkeypatch, torch.bfloat16), expected, floor)
-    for ours, theirs in ((fused[0], explicit[0]), (fused[2], explicit[2])):
-        assert ours <= 2 * theirs + 1e-2, (fused, explicit)
+    # the slack of the mean gradient error: 5 points, as a one-line batch's bf16 gradients
+    # differ by several per cent between the two paths' roundings (seen: 4.9 % against 1.0 %
+    # with the AVX2 kernels of ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2)
+    for ours, theirs, slack in ((fused[0], explicit[0], 1e-2), (fused[2], explicit[2], 5e-2)):
+        assert ours <= 2 * theirs + slack, (fused, explicit)
 
 
 @pytest.mark.parametrize("options", [{}, {"dep_l": 0}, {"dep_l": 1, "subword_tree": "inherit"},
