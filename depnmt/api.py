@@ -34,9 +34,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 if TYPE_CHECKING:
     from .translate import Translation
 
-SEARCH_OPTIONS = ("beam", "alpha", "max_len_a", "max_len_b", "at_limit", "length_penalty")
-
-
 def train_model(config: dict[str, Any] | str | Path) -> Path:
     """Train a model exactly as ``depnmt train --config FILE`` does; returns the model
     directory (``output``).
@@ -83,10 +80,10 @@ class Translator:
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
         ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens``
         (default: 8,000 on the CPU, 32,000 on a GPU) and ``batch_size`` bound a batch;
-        ``search``: the default search options of :meth:`translate` (``beam``, ``alpha``,
-        ``max_len_a``, ``max_len_b``, ``at_limit``, ``length_penalty``; default: the model's)."""
+        ``search``: the default search options of :meth:`translate` (the fields of
+        :class:`~depnmt.searchlimits.SearchConfig`: ``beam``, ``alpha``, ``max_len_a``,
+        ``max_len_b``, ``at_limit``, ``length_penalty``; default: the model's)."""
         from .modeldir import named_checkpoint
-        from .translate import Translator as ModelTranslator
         check_search_options(search)
         if isinstance(model_dir, (str, os.PathLike)):
             dirs = [Path(model_dir)]
@@ -100,13 +97,8 @@ class Translator:
                             f"{model_dir!r}")
         ckpts = [named_checkpoint(d, str(checkpoint)) if checkpoint is not None else None
                  for d in dirs]
-        options = dict(max_tokens=max_tokens, batch_size=batch_size, quantize=quantize, **search)
-        if len(dirs) > 1:
-            from .ensemble import EnsembleTranslator
-            return cls(EnsembleTranslator.from_model_dirs(dirs, ckpts, device, precision,
-                                                          **options))
-        return cls(ModelTranslator.from_model_dir(dirs[0], ckpts[0], device, precision,
-                                                  **options))
+        return cls(load_translator(dirs, ckpts, device, precision, max_tokens=max_tokens,
+                                   batch_size=batch_size, quantize=quantize, **search))
 
     @property
     def search(self):
@@ -153,9 +145,28 @@ class Translator:
             impl.search_cfg = defaults
 
 
+def load_translator(model_dirs: Sequence[Path], checkpoints: Sequence[Path | None],
+                    device: str = "auto", precision: str = "auto", **options: Any) -> Any:
+    """The :class:`depnmt.translate.Translator` of one model folder, or the
+    :class:`~depnmt.ensemble.EnsembleTranslator` of several, each with its checkpoint (None:
+    its default), as ``depnmt translate -m`` and :meth:`Translator.load` load them;
+    ``options``: ``max_tokens``, ``batch_size``, ``quantize`` and the search options (None:
+    the model's)."""
+    if len(model_dirs) > 1:
+        from .ensemble import EnsembleTranslator
+        return EnsembleTranslator.from_model_dirs(model_dirs, checkpoints, device, precision,
+                                                  **options)
+    from .translate import Translator as ModelTranslator
+    return ModelTranslator.from_model_dir(model_dirs[0], checkpoints[0], device, precision,
+                                          **options)
+
+
 def check_search_options(search: dict[str, Any]) -> None:
-    """A TypeError naming each key of ``search`` that is no search option."""
-    unknown = sorted(set(search) - set(SEARCH_OPTIONS))
+    """A TypeError naming each key of ``search`` that is no search option
+    (:func:`depnmt.searchlimits.search_names`)."""
+    from .searchlimits import search_names
+    names = search_names()
+    unknown = sorted(set(search) - set(names))
     if unknown:
         raise TypeError(f"unknown search option(s) {', '.join(unknown)}; expected "
-                        f"{', '.join(SEARCH_OPTIONS)}")
+                        f"{', '.join(names)}")

@@ -23,13 +23,14 @@ writer left in the directory and its ``checkpoints/``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .errors import DepnmtError, InputError
 from .log import warn
+from .searchlimits import search_json_types
 from .stagedir import hold_lock
 from .textio import atomic_open, make_dir, naming, read_json
 from .version import __version__
@@ -46,8 +47,23 @@ MODEL_FIELDS = {"src_vocab_size": int, "tgt_vocab_size": int, "d_model": int, "n
                 "d_ff": int, "encoder_layers": int, "decoder_layers": int, "dropout": NUMBER,
                 "attention_dropout": NUMBER, "tie_decoder_embeddings": bool,
                 "share_all_embeddings": bool, "schemes": list}
-SEARCH_FIELDS = {"beam": int, "alpha": NUMBER, "max_len_a": NUMBER, "max_len_b": int,
-                 "at_limit": str, "length_penalty": str}
+
+
+class _SearchFields(Mapping):
+    """The search options' names and JSON types, read from their declaration
+    (:func:`depnmt.searchlimits.search_json_types`) when used."""
+
+    def __getitem__(self, key: str) -> Any:
+        return search_json_types()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(search_json_types())
+
+    def __len__(self) -> int:
+        return len(search_json_types())
+
+
+SEARCH_FIELDS: Mapping[str, Any] = _SearchFields()
 SECTIONS = {  # section -> (its fields and their types, required?)
     "model": (MODEL_FIELDS, True),
     "tokenizers": ({"src": dict, "tgt": dict}, True),
@@ -56,7 +72,7 @@ SECTIONS = {  # section -> (its fields and their types, required?)
     "training": ({}, False),
 }
 TYPE_NAMES = {int: "an integer", NUMBER: "a number", bool: "true or false", list: "a list",
-              dict: "an object", (dict, type(None)): "an object or null"}
+              dict: "an object", (dict, type(None)): "an object or null", str: "a string"}
 
 
 def checkpoint_dir(model_dir: Path) -> Path:

@@ -4,7 +4,7 @@
 :func:`depnmt.training.run`.
 
 Every option of a run is a field with its help: :class:`TrainOptions` here,
-:class:`~depnmt.search.SearchConfig`'s search defaults, :data:`ARCH` for the
+:class:`~depnmt.searchlimits.SearchConfig`'s search defaults, :data:`ARCH` for the
 :class:`~depnmt.model.transformer.ModelConfig`, each scheme's options dataclass
 (:mod:`depnmt.model.schemes.options`). :func:`train_params` lists them in ``depnmt train``'s
 order as :class:`~depnmt.optionspec.Param` (the command layer makes its flags from them); a
@@ -40,7 +40,7 @@ from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, F
                          convert, field_param, field_params, flag_name, option, plain_value,
                          read_yaml_config, suggestion)
 from .schemename import scheme_name
-from .search import SearchConfig
+from .searchlimits import SearchConfig, search_config, search_params
 from .stagedir import check_distinct
 
 
@@ -202,7 +202,7 @@ def core_params() -> list[Param]:
     """The options of a training run besides the schemes', in ``depnmt train``'s order."""
     return [*INPUTS, *model_params(), LAYERS,
             *field_params(TrainOptions, "train_", show_default=True),
-            *field_params(SearchConfig, "search_", show_default=True), *OUTPUTS]
+            *search_params("train"), *OUTPUTS]
 
 
 def train_params() -> list[Param]:
@@ -302,7 +302,7 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
         raise UsageError("--resume-on-changed-data goes with --resume (a new run records the "
                          "data it is given)")
     return RunConfig(params["data_dir"], params["model_dir"], model,
-                     TrainOptions(**sections["train_"]), SearchConfig(**sections["search_"]),
+                     TrainOptions(**sections["train_"]), search_config(**sections["search_"]),
                      params["trees_dir"], params["resume"], params["tensorboard"],
                      saved_settings(params, name.components),
                      None if params["resume"] or not params.get("init_from")

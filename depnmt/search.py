@@ -28,6 +28,8 @@ happens at that length is ``at_limit``:
   ``--at-limit cut`` makes depnmt's beam output that of the export.
 
 Both give the same output on every sentence whose best hypothesis ends before the limit.
+The settings (:class:`SearchConfig`, their defaults, bounds and help) are declared in
+:mod:`depnmt.searchlimits`.
 """
 
 from __future__ import annotations
@@ -42,11 +44,9 @@ from torch import Tensor
 
 from .errors import DepnmtError
 from .model.schemes import Extras
-from .optionspec import Choice, number_in_range, option
-from .searchlimits import ALPHA, BEAM, LEN_A, LEN_B
+from .searchlimits import SearchConfig, check_at_limit
+from .searchlimits import AT_LIMIT, LENGTH_PENALTIES, check_length_penalty  # noqa: F401
 from .vocab import BOS, EOS, PAD
-
-LENGTH_PENALTIES = ("gnmt", "power")
 
 
 class Decoder(Protocol):
@@ -62,48 +62,12 @@ class Decoder(Protocol):
         ...
 
 
-@dataclass
-class SearchConfig:
-    """A model's search settings (``config.json``'s ``search``; the fields with help are
-    ``depnmt train`` options: the defaults of translate)."""
-
-    beam: int = option(4, "default beam size of translate (1 = greedy)", BEAM)
-    # length penalty exponent; 0 = plain log-probability
-    alpha: float = option(0.6, "default length penalty exponent alpha of translate", ALPHA)
-    max_len_a: float = 1.5      # max output length = a · source length + b
-    max_len_b: int = 10
-    at_limit: str = "eos"       # eos (fairseq) or cut (OpenNMT-py, CTranslate2): module docstring
-    # gnmt or power (CTranslate2, fairseq): module docstring
-    length_penalty: str = option("gnmt", "default length penalty form of translate: gnmt = "
-                                 "((5 + |Y|) / 6)^alpha, power = |Y|^alpha (CTranslate2's)",
-                                 Choice(LENGTH_PENALTIES))
-
-    def __post_init__(self):
-        check_length_penalty(self.length_penalty)
-        check_at_limit(self.at_limit)
-        for name, kind in (("beam", BEAM), ("alpha", ALPHA), ("max_len_a", LEN_A),
-                           ("max_len_b", LEN_B)):
-            try:
-                number_in_range(kind, getattr(self, name))
-            except ValueError as exc:
-                raise DepnmtError(f"{name} {getattr(self, name)!r}: {exc}") from None
-
-
 def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
     """lp(Y) for a hypothesis of ``length`` = |Y| scored tokens: ``gnmt`` ((5 + |Y|) / 6) **
     alpha, ``power`` |Y| ** alpha (|Y| at least 1: an empty one is not divided)."""
     if form == "power":
         return max(length, 1) ** alpha
     return ((5.0 + length) / 6.0) ** alpha
-
-
-def check_length_penalty(value: str) -> str:
-    """``value`` when it names a length penalty (:data:`LENGTH_PENALTIES`), else a
-    :class:`DepnmtError`."""
-    if value not in LENGTH_PENALTIES:
-        raise DepnmtError(f"length_penalty {value!r}: expected one of "
-                          f"{', '.join(LENGTH_PENALTIES)}")
-    return value
 
 
 def max_lengths(src: Tensor, cfg: SearchConfig) -> Tensor:
@@ -373,9 +337,6 @@ def _alive(cand_scores: Tensor, cand_beam: Tensor, cand_tok: Tensor, is_eos: Ten
     return alive_scores, rows, cand_tok.gather(1, order)
 
 
-AT_LIMIT = ("eos", "cut")
-
-
 def check_nbest(nbest: int, beam: int) -> int:
     """``nbest`` when 1 ≤ ``nbest`` ≤ ``beam`` (n-best lists come from the beam), else a
     :class:`DepnmtError`."""
@@ -385,12 +346,6 @@ def check_nbest(nbest: int, beam: int) -> int:
         raise DepnmtError(f"nbest {nbest} is more than the beam ({beam}): the n-best list comes "
                           f"from the beam; give a beam of at least {nbest}")
     return nbest
-
-
-def check_at_limit(value: str) -> str:
-    if value not in AT_LIMIT:
-        raise DepnmtError(f"at_limit {value!r}: expected one of {', '.join(AT_LIMIT)}")
-    return value
 
 
 def search(model: Decoder, src: Tensor, src_feats: dict[str, Tensor],

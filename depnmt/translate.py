@@ -40,6 +40,7 @@ from .model.transformer import ModelConfig, TransformerNMT
 from .modeldir import (check_subword_files, default_checkpoint, load_model_checkpoint, load_vocabs,
                        read_config)
 from .search import Hypothesis, SearchConfig, search, search_nbest
+from .searchlimits import search_config
 from .subwords import merge_subwords
 from .trees import truncate_tree
 from .vocab import BOS, EOS, Vocab
@@ -125,7 +126,7 @@ class Translator:
                               f"({str(exc).strip().splitlines()[0]})") from None
         if quantize == "int8":
             quantize_int8(model.eval())
-        search_cfg = SearchConfig(**{**config.get("search", {}),
+        search_cfg = search_config(**{**config.get("search", {}),
                                      **{k: v for k, v in search_overrides.items() if v is not None}})
         src_vocab, tgt_vocab = load_vocabs(model_dir)
         return cls(model.to(dev), config, src_vocab, tgt_vocab, Segmenter.from_dir(model_dir, "src"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import click
 
@@ -60,3 +60,18 @@ def click_option(param: Param) -> click.Option:
                         required=param.required, metavar=param.metavar, hidden=param.hidden,
                         envvar=param.envvar, show_envvar=param.envvar is not None,
                         callback=click_callback(param.check), **kind, **extra)
+
+
+def click_options(params: Iterable[Param]) -> Callable:
+    """A decorator adding the flags of ``params`` to a command's function, in their order, as
+    one ``@click.option`` line each would (``@click_options(search_params("translate"))``)."""
+    options = [click_option(param) for param in params]
+
+    def add(function: Callable) -> Callable:
+        if isinstance(function, click.Command):
+            function.params.extend(options)
+        else:               # what @click.option does: the command takes them in reverse
+            function.__click_params__ = [*getattr(function, "__click_params__", []),
+                                         *reversed(options)]
+        return function
+    return add

@@ -8,7 +8,9 @@ from typing import Iterator
 
 import click
 
-from .options import AMOUNT, POSITIVE
+from ..searchlimits import search_params
+from .fields import click_options
+from .options import POSITIVE
 from .translate import hardware_options, models_option
 
 CHUNK_PAIRS = 2000          # pairs read, scored and written at a time
@@ -53,12 +55,7 @@ prefers a correct translation to a minimally wrong one.
 @click.option("--per-token", is_flag=True,
               help="add a column: each subword's log-probability, the end-of-sentence token "
                    "last, separated by spaces")
-@click.option("--alpha", type=AMOUNT, default=None,
-              help="length penalty exponent of the score (0: score = logprob)",
-              show_default="the model's, set by train --alpha")
-@click.option("--length-penalty", type=click.Choice(["gnmt", "power"]), default=None,
-              help="form of lp(tokens): gnmt = ((5 + tokens) / 6)^alpha, power = tokens^alpha",
-              show_default="the model's, else gnmt")
+@click_options(search_params("rescore"))
 @click.option("--max-tokens", type=POSITIVE, default=None,
               help="pairs of similar length are scored together in batches of at most this "
                    "many source and target subwords (padding included)",

@@ -22,6 +22,15 @@ from rich_click.rich_panel import RichCommandPanel, RichOptionPanel
 THEME = "default-slim"          # sections as `Title:` headings, options as in click's own help
 WIDTH = 100                     # the widest help page (without a terminal: its width)
 
+
+def search_group(command: str, shown: list[str]) -> list[str]:
+    """The search options of ``command`` in its help's order: ``shown``, then any other
+    :class:`~depnmt.searchlimits.SearchConfig` field (a new one is in its section at once)."""
+    from ..searchlimits import search_params
+    names = [p.name for p in search_params(command)]
+    return [n for n in shown if n in names] + [n for n in names if n not in shown]
+
+
 # command path -> [(section title, [parameter names])]; train's scheme options are added
 # from the scheme registry (scheme_groups)
 OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
@@ -63,15 +72,16 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
                                  "train_patience", "train_early_stop_metric"]),
         ("Validation", ["train_valid_every", "train_valid_beam", "train_valid_max_sentences"]),
         ("Checkpoints", ["train_save_every", "train_keep_last"]),
-        ("Translation defaults (saved with the model)", ["search_beam", "search_alpha",
-                                                          "search_length_penalty"]),
+        ("Translation defaults (saved with the model)",
+         search_group("train", ["search_beam", "search_alpha", "search_length_penalty"])),
         ("Hardware and precision", ["train_device", "train_precision", "train_amp"]),
         ("Logging", ["train_log_every", "tensorboard"]),
     ],
     "translate": [
         ("Model", ["model_dirs", "checkpoint", "ct2_dir"]),
         ("Input and output", ["input_path", "input_format", "output_path", "nbest"]),
-        ("Search", ["beam", "alpha", "length_penalty", "max_len_a", "max_len_b", "at_limit"]),
+        ("Search", search_group("translate", ["beam", "alpha", "length_penalty", "max_len_a",
+                                              "max_len_b", "at_limit"])),
         ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision", "threads"]),
         ("Trees a DBSA model induces", ["induced_trees", "induced_target_trees",
                                         "dbsa_gold_arcs"]),
@@ -79,7 +89,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     "rescore": [
         ("Model", ["model_dirs", "checkpoint"]),
         ("Input and output", ["src_path", "src_format", "tgt_path", "output_path", "per_token"]),
-        ("Score", ["alpha", "length_penalty"]),
+        ("Score", search_group("rescore", ["alpha", "length_penalty"])),
         ("Batches and hardware", ["max_tokens", "batch_size", "device", "precision"]),
     ],
     "minimal-pairs": [("Input and output", ["src_path", "ref_path", "lang", "output_path"])],

@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
 
-from ..searchlimits import ALPHA, BEAM, LEN_A, LEN_B
-from .fields import click_type
+from ..searchlimits import search_names, search_params
+from .fields import click_options
 from .options import COUNT, POSITIVE, deprecated_aliases
 
 DEFAULT_MODEL_DIR = "model"
@@ -72,31 +72,7 @@ def hardware_options(items: str, precision_help: str):
                    "subwords scored (EOS included). An empty line gives one empty hypothesis "
                    "scored 0; fewer than N only where the length limit leaves fewer",
               show_default="one translation per line")
-@click.option("--beam", type=click_type(BEAM), default=None,
-              help="beam size (1 = greedy)", show_default="the model's, set by train --beam")
-@click.option("--alpha", type=click_type(ALPHA), default=None,
-              help="length penalty exponent: hypotheses are ranked by log p / lp(|Y|), lp "
-                   "of --length-penalty, |Y| in target subwords (0: plain log-probability)",
-              show_default="the model's, set by train --alpha")
-@click.option("--length-penalty", type=click.Choice(["gnmt", "power"]), default=None,
-              help="form of lp(|Y|), |Y| the target subwords scored (EOS included): gnmt = "
-                   "((5 + |Y|) / 6)^alpha (Wu et al. 2016), power = |Y|^alpha (CTranslate2, "
-                   "fairseq, Marian; what --ct2 always does)",
-              show_default="the model's, else gnmt")
-@click.option("--max-len-a", type=click_type(LEN_A), default=None,
-              metavar="A",
-              help="output length limit: a translation has at most ceil(A × source subwords + "
-                   "B) − 1 target subwords (the limit counts the end-of-sentence token; source "
-                   "subwords without it)", show_default="the model's, else 1.5")
-@click.option("--max-len-b", type=click_type(LEN_B), default=None,
-              metavar="B",
-              help="the B of --max-len-a's limit, in target subwords",
-              show_default="the model's, else 10")
-@click.option("--at-limit", type=click.Choice(["eos", "cut"]), default=None,
-              help="beam search at the length limit: eos = only EOS may follow there and it is "
-                   "scored (fairseq), cut = the best hypotheses end as they are (OpenNMT-py, "
-                   "CTranslate2; what --ct2 always does)",
-              show_default="the model's, else eos")
+@click_options(search_params("translate"))
 @click.option("--max-tokens", type=POSITIVE, default=None,
               help="sentences of similar length are decoded together in batches of at most this "
                    "many source subwords × beam (padding included; a longer sentence is decoded "
@@ -147,7 +123,7 @@ def command(**flags: Any) -> None:
     truncated with a warning on stderr, invalid UTF-8 bytes are replaced.
     --checkpoint avg5 translates with the average `depnmt average -o avg5` wrote.
     """
-    search = {name: flags[name] for name in SEARCH_FLAGS}
+    search = {name: flags[name] for name in search_names()}
     check_outputs(flags)
     if flags["ct2_dir"] is not None:
         if len(flags["model_dirs"]) > 1:
@@ -157,9 +133,6 @@ def command(**flags: Any) -> None:
         translate_with_ct2(flags, search)
     else:
         translate_with_model(flags, search)
-
-
-SEARCH_FLAGS = ("beam", "alpha", "length_penalty", "max_len_a", "max_len_b", "at_limit")
 
 
 def check_outputs(flags: dict[str, Any]) -> None:
@@ -210,14 +183,9 @@ def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
     hardware = dict(max_tokens=flags["max_tokens"], batch_size=flags["batch_size"],
                     quantize=flags["quantize"], **search)
     with startup_objects():
-        if len(model_dirs) > 1:
-            from ..ensemble import EnsembleTranslator
-            translator = EnsembleTranslator.from_model_dirs(model_dirs, ckpts, flags["device"],
-                                                            flags["precision"], **hardware)
-        else:
-            from ..translate import Translator
-            translator = Translator.from_model_dir(model_dirs[0], ckpts[0], flags["device"],
-                                                   flags["precision"], **hardware)
+        from ..api import load_translator
+        translator = load_translator(model_dirs, ckpts, flags["device"], flags["precision"],
+                                     **hardware)
     check_nbest_flag(nbest, translator.search_cfg.beam, flags["beam"])
     if flags["dbsa_gold_arcs"]:
         if flags["input_format"] != "conllu":
