@@ -140,17 +140,12 @@ def check_model_dir(model_dir: Path, resume: bool, data_dir: Path | None = None)
     (:func:`~depnmt.modeldir.metrics_lines`); a fresh run refuses a trained model and a folder
     holding files that are not a model's (:func:`foreign_files`; ``data_dir``: the bpe
     folder, whose codes the model folder gets)."""
-    last = checkpoint_dir(model_dir) / "last.pt"
-    if resume and not last.exists():
-        raise DepnmtError(f"{model_dir}: --resume given but there is no {last}")
-    if resume:
-        if (model_dir / METRICS).is_file():
-            metrics_lines(model_dir / METRICS)          # its rewind reads every line
-        return
-    if last.exists():
+    check_not_foreign(model_dir, resume, data_dir)
+    if resume and (model_dir / METRICS).is_file():
+        metrics_lines(model_dir / METRICS)              # its rewind reads every line
+    if not resume and (checkpoint_dir(model_dir) / "last.pt").exists():
         raise DepnmtError(f"{model_dir}: already holds a trained model; pass --resume to "
                           f"continue it or choose another -o folder")
-    check_not_foreign(model_dir, resume, data_dir)
 
 
 def check_not_foreign(model_dir: Path, resume: bool, data_dir: Path | None = None) -> None:
