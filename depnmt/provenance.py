@@ -44,8 +44,12 @@ ACCEPT_FLAG = "--resume-on-changed-data"
 
 
 def file_digests(folder: Path, names: Iterable[str]) -> dict[str, str]:
-    """``{name: sha256}`` of the files ``names`` of ``folder`` that exist."""
-    return {name: sha256(folder / name) for name in names if (folder / name).is_file()}
+    """``{name: sha256}`` of the files ``names`` of ``folder`` that exist, read in threads as
+    the training-data cache reads its sources (:func:`depnmt.datacache.arrays.file_digests`)."""
+    from .datacache.arrays import file_digests as digests_of
+    present = [name for name in names if (folder / name).is_file()]
+    found = digests_of([folder / name for name in present])
+    return {name: found[folder / name] for name in present}
 
 
 def text_record(data_dir: Path, langs: dict[str, str]) -> dict[str, Any]:
