@@ -31,7 +31,12 @@ Sections (``--only``):
   takes it by itself (CUDA; the CPU keeps its paths and is forced to it here), and against the
   explicit path with the same weights, fp32: Δ logit ≤ 1e-4 and gradient error ≤ 1e-3; bf16
   autocast: its logits' and mean gradient error against fp32 at most 2 × the explicit path's
-  + 0.01 (the two round differently).
+  + 0.01 (the two round differently). The same rows for the label-bins kernel
+  (``depnmt.model.kernels``; ``KERNEL_SYSTEMS``: abs+rel, abs+rel with key terms only,
+  abs+dep+rel), which every self-attention layer of both sides takes by itself on CUDA (a
+  failed row where it does not run: a GPU before compute capability 8.0, Triton before 3.5);
+  on the CPU Triton's interpreter runs it (``TRITON_INTERPRET=1``, set by the check; an INFO
+  row without Triton 3.9 or newer), abs+dep+rel only with ``--tiny``.
 * ``train`` — ``depnmt train`` (the click command, in this process) for every scheme in fp32,
   bf16 and fp16 (fp16 needs CUDA: skipped on the CPU): 30 updates with finite losses; the same
   run stopped after 15 and resumed to 30 ends within 1e-3 of the uninterrupted run's logged
@@ -49,8 +54,9 @@ Sections (``--only``):
   batches of 250 synthetic pairs of 100 + 100 tokens = 25k target tokens, halved until they fit)
   in bf16, abs, rel, dep+rel, dep, rel with key terms only, gps, pascal, structural and
   dbsa-enc trained side by side on the same batches, interleaved (``bench/schemes.py``), 8 rounds
-  (dep and gps attend through the extra head dimensions; ``EXPLICIT_RUNS``, the same systems
-  kept on the explicit path, are rows of their own: the A/B of the two paths):
+  (dep and gps attend through the extra head dimensions, rel, dep+rel and rel-key through the
+  label-bins kernel; ``EXPLICIT_RUNS``, the same systems kept on the explicit path, are rows of
+  their own: the A/B of the two paths):
   target tokens/s, model FLOP utilisation (MFU) and peak memory
   (``torch.cuda.max_memory_allocated``); goals on CUDA: abs MFU ≥ 25 % (≥ 20 % on an H100),
   every tree scheme ≥ 0.85 × abs tokens/s, and ≥ 0.9 × for those that add only key terms or
@@ -120,11 +126,15 @@ SECTIONS = ("parity", "train", "ddp", "translate", "speed", "loader")
 SPEED_SYSTEMS = ("abs", "rel", "dep+rel", "dep", "rel-key", "gps", "pascal", "structural",
                  "dbsa-enc")
 # speed systems also trained on the explicit attention path (DEPNMT_ATTENTION=explicit), rows
-# "NAME/explicit": the A/B of the extra head dimensions (depnmt.model.attention)
-EXPLICIT_RUNS = ("dep", "gps")
+# "NAME/explicit": the A/B of the fused paths (depnmt.model.attention): the extra head
+# dimensions (dep, gps) and the label-bins kernel (rel, dep+rel, rel-key)
+EXPLICIT_RUNS = ("dep", "gps", "rel", "dep+rel", "rel-key")
 # systems whose attention terms have the extra-dimensions form, checked against the explicit
 # path in the parity section
 FUSED_SYSTEMS = ("abs+dep", "abs+gps", "abs+gps+dep")
+# systems with a relative term of pair labels (Shaw's j − i), which the label-bins kernel
+# (depnmt.model.kernels) takes on CUDA, checked against the explicit path: row name -> options
+KERNEL_SYSTEMS = {"abs+rel": {}, "abs+rel-key": {"rel_terms": "key"}, "abs+dep+rel": {}}
 ABLATIONS = {"deplabel+rel-key": ["--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                                   "--deplabel-terms", "key"]}
 # dense bf16 tensor TFLOP/s by a part of torch.cuda.get_device_name (first match wins)
@@ -169,6 +179,8 @@ class Plan:
     # schemes run under torchrun (None: all), besides the ablations
     full_schemes: tuple[str, ...] | None = None
     ddp_schemes: tuple[str, ...] | None = None
+    # KERNEL_SYSTEMS checked (on the CPU Triton's interpreter runs them: slow)
+    kernel_systems: tuple[str, ...] = tuple(KERNEL_SYSTEMS)
     speed: dict = field(default_factory=lambda: dict(
         d_model=512, heads=8, d_ff=2048, layers=6, vocab=32000, src_len=100, tgt_len=100,
         batch_size=250, n_batches=2, decode_len=2, rounds=8))
@@ -199,7 +211,7 @@ def tiny_plan(device: torch.device, work: Path) -> Plan:
     """``--tiny``: the same checks with a few updates, lines and a tiny speed model; only abs
     is trained in bf16 and resumed, and only the ablation runs under torchrun."""
     return Plan(device, work, steps=2, ddp_steps=2, ddp_procs=2, lines=5, parity_pairs=8,
-                full_schemes=("abs",), ddp_schemes=(),
+                full_schemes=("abs",), ddp_schemes=(), kernel_systems=("abs+dep+rel",),
                 speed=dict(d_model=32, heads=4, d_ff=64, layers=2, vocab=1000, src_len=16,
                            tgt_len=16, batch_size=8, n_batches=1, decode_len=1, rounds=1),
                 loader=dict(schemes=("abs", "abs+dep+rel"), pairs=300, merges=300, steps=3,
@@ -339,9 +351,49 @@ def check_parity(plan: Plan, data: Path) -> None:
                  dlogit <= LOGIT_TOL and worst <= GRAD_TOL and not missing)
     for spec in FUSED_SYSTEMS:
         try:
-            check_fused(plan, spec, examples, n_src, n_tgt)
+            check_fused(plan, FusedPath(spec, {"gps_layer": "all"}), examples, n_src, n_tgt)
         except Exception as exc:  # noqa: BLE001
             plan.add("parity", f"{spec}: extra head dimensions", failure(exc), False)
+    for name in plan.kernel_systems:
+        path = FusedPath(name.partition("-")[0], KERNEL_SYSTEMS[name], "_attend_kernel",
+                         "label-bins kernel", name)
+        try:
+            if kernel_runs(plan, path):
+                check_fused(plan, path, examples, n_src, n_tgt)
+        except Exception as exc:  # noqa: BLE001
+            plan.add("parity", f"{name}: label-bins kernel", failure(exc), False)
+
+
+@dataclass
+class FusedPath:
+    """A system checked on a fused attention path against the explicit one: its scheme name
+    and options, the ``MultiHeadAttention`` method that takes the path, the path's name in the
+    rows, and the system's name there."""
+
+    spec: str
+    options: dict
+    method: str = "_attend_extended"
+    what: str = "extra head dimensions"
+    name: str = ""
+
+    def __post_init__(self):
+        self.name = self.name or self.spec
+
+
+def kernel_runs(plan: Plan, path: FusedPath) -> bool:
+    """Whether the label-bins kernel runs on the device (on CUDA a failed row if not: the GPU
+    or its Triton is too old; on the CPU an INFO row unless Triton's interpreter runs it)."""
+    from depnmt.model import kernels
+    if kernels.runs_on(plan.device):
+        return True
+    version = ".".join(map(str, kernels.triton_version() or ())) or "none"
+    cuda = plan.device.type == "cuda"
+    where = (f"compute capability {torch.cuda.get_device_capability(plan.device)}, "
+             f"{kernels.probe(plan.device) or 'a tiny attention ran'}" if cuda
+             else f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '')}")
+    plan.add("parity", f"{path.name}: label-bins kernel ({plan.device})",
+             f"does not run here: Triton {version}, {where}", False if cuda else None)
+    return False
 
 
 @contextlib.contextmanager
@@ -367,22 +419,22 @@ def pinned_to(model, name: str):
     return model
 
 
-def extended_calls(model, batch, dtype) -> tuple[tuple, int]:
+def fused_calls(model, batch, dtype, name: str = "_attend_extended") -> tuple[tuple, int]:
     """:func:`loss_and_grads` under ``dtype``'s autocast, and how many attention calls took
-    the extra head dimensions."""
+    the fused path of ``MultiHeadAttention`` method ``name``."""
     from depnmt.device import autocast
     from depnmt.model.attention import MultiHeadAttention
-    calls, method = [], MultiHeadAttention._attend_extended
+    calls, method = [], getattr(MultiHeadAttention, name)
 
     def counted(self, *args, **kwargs):
         calls.append(1)
         return method(self, *args, **kwargs)
-    MultiHeadAttention._attend_extended = counted
+    setattr(MultiHeadAttention, name, counted)
     try:
         with autocast(batch.src.device, dtype):
             return loss_and_grads(model, batch), len(calls)
     finally:
-        MultiHeadAttention._attend_extended = method
+        setattr(MultiHeadAttention, name, method)
 
 
 def step_errors(got: tuple, ref: tuple) -> tuple[float, float, float]:
@@ -393,15 +445,16 @@ def step_errors(got: tuple, ref: tuple) -> tuple[float, float, float]:
     return dlogit, max(errors, default=0.0), sum(errors) / max(len(errors), 1)
 
 
-def check_fused(plan: Plan, spec: str, examples, n_src: int, n_tgt: int) -> None:
-    """The extra-dimensions attention path of system ``spec`` on the device (the module
-    docstring's parity section): taken by itself on CUDA; fp32 and bf16 against the explicit
-    path with the same weights and batch."""
+def check_fused(plan: Plan, path: FusedPath, examples, n_src: int, n_tgt: int) -> None:
+    """A fused attention path of a system on the device (the module docstring's parity
+    section): taken by itself on CUDA (every encoder layer for the extra dimensions; every
+    self-attention layer, the decoder's too, for the kernel's Shaw terms); fp32 and bf16
+    against the explicit path with the same weights and batch."""
     from depnmt.data import add_features, collate
     from depnmt.model.schemes.names import resolve
     from depnmt.model.schemes.registry import learn_options, scheme_entries
     from depnmt.model.transformer import ModelConfig, TransformerNMT
-    entries = learn_options(scheme_entries(resolve(spec), {"gps_layer": "all"}), examples)
+    entries = learn_options(scheme_entries(resolve(path.spec), dict(path.options)), examples)
     cfg = ModelConfig(n_src, n_tgt, d_model=plan.d_model, n_heads=plan.heads, d_ff=plan.d_ff,
                       encoder_layers=plan.layers, decoder_layers=plan.layers, dropout=0.0,
                       attention_dropout=0.0, schemes=entries)
@@ -413,20 +466,22 @@ def check_fused(plan: Plan, spec: str, examples, n_src: int, n_tgt: int) -> None
     batch = collate(examples, model.schemes.schemes).to(plan.device)
     cuda = plan.device.type == "cuda"
     with attention_path("explicit"):
-        ref, _ = extended_calls(model, batch, None)
-        ref_bf16, _ = extended_calls(model, batch, torch.bfloat16)
+        ref, _ = fused_calls(model, batch, None)
+        ref_bf16, _ = fused_calls(model, batch, torch.bfloat16)
     with attention_path("auto" if cuda else "fused"):
-        fused, calls = extended_calls(model, batch, None)
-        fused_bf16, _ = extended_calls(model, batch, torch.bfloat16)
-    plan.add("parity", f"{spec}: attention calls on the extra head dimensions ({plan.device})",
-             f"{calls} of {plan.layers} encoder layers" + ("" if cuda else " (forced: fused)"),
-             calls > 0)
+        fused, calls = fused_calls(model, batch, None, path.method)
+        fused_bf16, _ = fused_calls(model, batch, torch.bfloat16)
+    kernel = path.method == "_attend_kernel"
+    layers = 2 * plan.layers if kernel else plan.layers
+    plan.add("parity", f"{path.name}: attention calls on the {path.what} ({plan.device})",
+             f"{calls} of {layers} {'self-attention' if kernel else 'encoder'} layers"
+             + ("" if cuda else " (forced: fused)"), calls == layers if kernel else calls > 0)
     dlogit, worst, _ = step_errors(fused, ref)
-    plan.add("parity", f"{spec} fp32: extra head dimensions vs explicit ({plan.device})",
+    plan.add("parity", f"{path.name} fp32: {path.what} vs explicit ({plan.device})",
              f"Δ logit {dlogit:.1e} (relative), grad error {worst:.1e}",
              dlogit <= LOGIT_TOL and worst <= GRAD_TOL)
     ours, theirs = step_errors(fused_bf16, ref), step_errors(ref_bf16, ref)
-    plan.add("parity", f"{spec} bf16 vs fp32: extra head dimensions (explicit path) "
+    plan.add("parity", f"{path.name} bf16 vs fp32: {path.what} (explicit path) "
              f"({plan.device})", f"Δ logit {ours[0]:.1e} ({theirs[0]:.1e}), mean grad error "
              f"{ours[2]:.1e} ({theirs[2]:.1e}), largest {ours[1]:.1e} ({theirs[1]:.1e})",
              ours[0] <= 2 * theirs[0] + 0.01 and ours[2] <= 2 * theirs[2] + 0.01)
@@ -777,7 +832,7 @@ def check_speed(plan: Plan) -> None:
             system = row["scheme"].partition("/")[0]
             fused = next((r["train_tok_s"] for r in rows if r["scheme"] == system), None)
             ab = f"; {system} is {fused / tok_s:.2f}× this" if fused else ""
-            plan.add("speed", f"{row['scheme']} (A/B of the extra head dimensions)",
+            plan.add("speed", f"{row['scheme']} (A/B of the fused attention path)",
                      value + ab, None)
         else:
             goal = GOAL_RATIO_KEY_OR_BIAS if row["scheme"] in KEY_OR_BIAS else GOAL_RATIO
@@ -937,6 +992,8 @@ def main(device: str, tiny: bool, only: str, out: Path | None, peak_tflops: floa
     if "translate" in sections and "train" not in sections:
         sections.insert(sections.index("translate"), "train")   # it decodes train's models
     dev = resolve_device(device)
+    if dev.type == "cpu":       # the label-bins kernel's parity rows, in Triton's interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     if set(sections) & {"train", "ddp", "translate", "loader"}:
         require_wheels()
     with contextlib.ExitStack() as stack:

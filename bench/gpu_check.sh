@@ -11,7 +11,10 @@
 #   python -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       -d wheels subword-nmt==0.3.8 tqdm 'rich-click>=1.9'
 #
-# are installed from there into a folder of their own first (nothing else is touched).
+# are installed from there into a folder of their own first (nothing else is touched). The
+# label-bins attention kernel's rows need Triton, which a CUDA build of torch brings, and the C
+# compiler and Python headers with which Triton builds its launcher at the first use (as
+# torch.compile does); where they are missing its rows fail and say why.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-build/gpu-check}}

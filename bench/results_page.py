@@ -420,6 +420,278 @@ def block(comparison: Comparison, report: Callable[[Comparison], Report] = run_r
     return text
 
 
+# -- one question on every measure: BLEU, test NLL, minimal pairs --------------------------------
+
+PAIRS_SUFFIX = ".minimal-pairs.json"    # a run's minimal-pair decisions, beside its hypotheses
+PAIRS = "pairs"                         # the minimal-pair accuracy's key beside report's measures
+MEASURE_LABELS = {"bleu": "BLEU", "nll": "test NLL/word", PAIRS: "minimal-pair accuracy (%)"}
+MEASURE_DIGITS = {"bleu": 2, "nll": 4, PAIRS: 2}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run in an archive folder ``dir``: ``dir/models/folder``, ``dir/hyps/folder.LANG``
+    (``folder``: the system's name when it was trained, ``dep+rel`` under 0.1.0) and, where
+    archived, its minimal-pair decisions ``dir/hyps/folder.LANG.minimal-pairs.json``."""
+
+    dir: str
+    folder: str
+
+    def archived(self) -> bool:
+        return (REPO / self.dir / "models" / self.folder).is_dir()
+
+    def pairs(self, lang: str) -> Path:
+        return REPO / self.dir / "hyps" / f"{self.folder}.{lang}{PAIRS_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A system's runs, one per seed: each seed's candidate runs in order of preference (a rerun
+    that archives every measure, then the run it reran). The first archived candidate is read,
+    so a seed counts once however many of its runs are archived (a rerun with its twin's seed
+    starts from the same initialisation and batches: no independent replicate)."""
+
+    name: str
+    seeds: tuple[tuple[Run, ...], ...]
+
+    def chosen(self) -> list[Run]:
+        picked = (next((r for r in runs if r.archived()), None) for runs in self.seeds)
+        return [r for r in picked if r is not None]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One question, whether ``system`` beats ``baseline``, answered on every measure of
+    :data:`MEASURE_LABELS` from the chosen runs (:meth:`Seeded.chosen`): BLEU and the test NLL
+    per word by ``depnmt report`` (:meth:`comparison`), the minimal-pair accuracy from each
+    run's decisions on the set ``pairs_set`` (``depnmt contrastive -o``). ``deltas``: per
+    measure, the difference whose runs a side the table plans."""
+
+    name: str                           # the marker's NAME
+    question: str
+    system: Seeded
+    baseline: Seeded
+    ref: str                            # as Comparison's
+    lang: str
+    options: tuple[str, ...]
+    pairs_set: str                      # the minimal-pair set (tsv), from the repository root
+    deltas: tuple[tuple[str, float], ...]
+
+    def comparison(self) -> Comparison:
+        """The ``depnmt report`` call on the chosen runs, the baseline its ``-b``."""
+        return Comparison(self.name, self.ref, self.lang, (self.baseline.name,), (), self.options,
+                          systems=tuple(Runs(s.name, r.folder, (r.dir,))
+                                        for s in (self.system, self.baseline) for r in s.chosen()))
+
+    def archived(self) -> bool:
+        return bool(self.system.chosen() and self.baseline.chosen())
+
+
+def resolution(groups: list[list[float]], runs: int, delta: float | None) -> dict | None:
+    """The run-to-run noise of ``groups`` (each system's runs' values): the pooled sd and its
+    df (:func:`depnmt.significance.pooled_sd`), the difference ``runs`` runs a side resolve
+    (:func:`~depnmt.significance.resolvable_difference`) and the runs a side ``delta`` needs at
+    the report's power (:func:`~depnmt.significance.runs_to_resolve`); None without two runs."""
+    from depnmt import significance as sig
+    from depnmt.report import POWER
+    sd, df = sig.pooled_sd(groups)
+    if sd is None or runs < 2:
+        return None
+    return {"sd": sd, "df": df, "resolvable": sig.resolvable_difference(sd, runs),
+            "runs_for_delta": None if delta is None
+            else sig.runs_to_resolve(sd, delta, power=POWER)}
+
+
+def report_measure(records: list[dict], key: str, system: str, baseline: str) -> dict:
+    """A measure of ``depnmt report``'s records (``bleu``, ``nll``): each side's runs' values
+    (None where a run has none) and the comparison (Welch's interval, ``p_ar``) where both
+    sides have it for every run."""
+    by_name = {r["system"]: r for r in records}
+    values = [[run.get(key) for run in by_name[name]["runs"]] for name in (system, baseline)]
+    return {"values": values, "comparison": by_name[system]["vs"][baseline].get(key)}
+
+
+def pairs_measure(evidence: Evidence) -> dict:
+    """The minimal-pair accuracy (%) of each chosen run (None without its decisions or without
+    the set) and, where every run has them, the comparison: the difference of the mean
+    accuracies with Welch's interval, and ``p_ar``: approximate randomization over the items
+    stratified over runs, as ``depnmt contrastive --compare`` (None with unequal run counts)."""
+    from dataclasses import asdict
+
+    from depnmt import significance as sig
+    from depnmt.contrastive import read_tsv
+    from depnmt.contrastivestats import PooledAccuracy, System, read_system, set_digest
+    setfile = REPO / evidence.pairs_set
+    items, digest = (read_tsv(setfile), set_digest(setfile)) if setfile.is_file() else ([], "")
+    sides = []
+    for runs in (evidence.system.chosen(), evidence.baseline.chosen()):
+        files = [r.pairs(evidence.lang) for r in runs]
+        sides.append([read_system(f, len(items), digest).runs if items and f.is_file() else None
+                      for f in files])
+    values = [[None if decided is None else 100 * sum(map(sum, decided)) / len(items)
+               / len(decided) for decided in side] for side in sides]
+    if any(v is None for side in values for v in side):
+        return {"values": values, "comparison": None}
+    systems = [System(name, [run for decided in side for run in decided])
+               for name, side in zip(("system", "baseline"), sides)]
+    accuracy = [[100 * sum(run) / len(items) for run in s.runs] for s in systems]
+    comparison = asdict(sig.mean_difference(accuracy[1], accuracy[0]))
+    every = [True] * len(items)
+    comparison["p_ar"] = sig.approximate_randomization_tests(
+        [(PooledAccuracy(), systems[1].stats(every), systems[0].stats(every))])[0] \
+        if len(systems[0].runs) == len(systems[1].runs) else None
+    return {"values": accuracy, "comparison": comparison}
+
+
+def measures(evidence: Evidence, records: list[dict]) -> dict[str, dict]:
+    """Every measure's values and comparison (:func:`report_measure`, :func:`pairs_measure`),
+    with its ``resolution`` (for the fewer runs of the two sides) and the comparisons' AR p
+    Holm-adjusted over the measures compared (``p_ar_holm``)."""
+    from depnmt import significance as sig
+    names = (evidence.system.name, evidence.baseline.name)
+    out = {key: report_measure(records, key, *names) for key in ("bleu", "nll")}
+    out[PAIRS] = pairs_measure(evidence)
+    deltas = dict(evidence.deltas)
+    for key, m in out.items():
+        complete = m["comparison"] is not None
+        m["resolution"] = resolution(m["values"], min(map(len, m["values"])),
+                                     deltas.get(key)) if complete else None
+    compared = [m["comparison"] for m in out.values() if m["comparison"] is not None]
+    for c, adjusted in zip(compared, sig.holm([c["p_ar"] for c in compared])):
+        c["p_ar_holm"] = adjusted
+    return out
+
+
+def without(m: dict, names: tuple[str, str]) -> str:
+    """``NAME: N of M runs without`` for each side of a measure (``names``) that lacks runs."""
+    return "; ".join(f"{name}: {sum(v is None for v in side)} of {len(side)} runs without"
+                     for name, side in zip(names, m["values"]) if None in side)
+
+
+def measure_cells(key: str, m: dict, deltas: dict[str, float]) -> list[str]:
+    """A measure's row of the verdict table."""
+    from depnmt.significance import mean_sd
+    d, label = MEASURE_DIGITS[key], MEASURE_LABELS[key]
+    runs = " + ".join(str(len(side)) for side in m["values"])
+    if m["comparison"] is None:
+        sides = [f"not archived ({sum(v is None for v in side)} of {len(side)} runs without)"
+                 for side in m["values"]]
+        return [label, runs, *sides, *["-"] * 5]
+    cells = []
+    for side in m["values"]:
+        mean, sd = mean_sd(side)
+        cells.append(f"{mean:.{d}f}" + (f" ± {sd:.{d}f}" if sd is not None else ""))
+    c, res = m["comparison"], m["resolution"]
+    ci = f" [{c['low']:+.{d}f}, {c['high']:+.{d}f}]" if c["low"] is not None else ""
+    p = c.get("p_ar_holm")
+    plan = "-"
+    if res and key in deltas:
+        need = res["runs_for_delta"]
+        plan = f"Δ {deltas[key]:g}: " + (str(need) if need else "> 1,000")
+    return [label, runs, *cells, f"{c['difference']:+.{d}f}{ci}",
+            "-" if p is None else f"{p:.4f}",
+            "-" if not res else f"{res['sd']:.{d}f}",
+            "-" if not res else f"±{res['resolvable']:.{d}f}", plan]
+
+
+def measure_verdict(key: str, m: dict, names: tuple[str, str]) -> tuple[str, str]:
+    """A measure's verdict, generated from its numbers: its line below the table and its short
+    form for the summary. Resolved at the present runs when :func:`depnmt.report.answer` says
+    **yes** or **no**; not resolved otherwise (with the difference those runs resolve); not
+    archived when a run of either side (``names``) lacks the measure."""
+    from depnmt.report import answer
+    label, d = MEASURE_LABELS[key], MEASURE_DIGITS[key]
+    if m["comparison"] is None:
+        return (f"- **{label}: not archived** ({without(m, names)}): no answer on this measure "
+                "yet.",
+                f"{label} not archived")
+    c, res = m["comparison"], m["resolution"]
+    runs = min(map(len, m["values"]))
+    said = answer(c, res and res["resolvable"], runs, lower_is_better=key == "nll", digits=d)
+    resolved = said.startswith(("**yes**", "**no**"))
+    state = f"{'resolved' if resolved else 'not resolved'} at {runs} runs a side"
+    short = f"{label} {state} (Δ {c['difference']:+.{d}f}" + (
+        f", ±{res['resolvable']:.{d}f} resolvable)" if res else ")")
+    return f"- **{label}: {state}**: Δ {c['difference']:+.{d}f}, {said}.", short
+
+
+def evidence_table(evidence: Evidence, records: list[dict]) -> str:
+    """The verdict table of ``evidence`` (every measure with its resolution), the verdict line
+    of each measure, the summary and how it was computed."""
+    from depnmt.report import POWER
+    deltas, power = dict(evidence.deltas), f"{POWER:g}"
+    found = measures(evidence, records)
+    head = ["measure", "runs", evidence.system.name, evidence.baseline.name,
+            "Δ [Welch 95 %]", "p AR (Holm)", "pooled sd", "± resolved",
+            f"runs a side for Δ (power {power})"]
+    rows = [measure_cells(key, m, deltas) for key, m in found.items()]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    names = (evidence.system.name, evidence.baseline.name)
+    verdicts = [measure_verdict(key, m, names) for key, m in found.items()]
+    lines += ["", f"**{evidence.question}** " + "; ".join(short for _, short in verdicts) + ".",
+              "", *(line for line, _ in verdicts), "",
+              f"Runs: one per seed, {evidence.system.name} − {evidence.baseline.name}. Δ: the "
+              "difference of the means, Welch's 95 % interval over runs; p AR: approximate "
+              "randomization stratified over runs (BLEU and test NLL: `depnmt report` above; "
+              "minimal pairs: over the set's items, as `depnmt contrastive --compare`), "
+              "Holm-adjusted over the measures compared; pooled sd: run-to-run, over the two "
+              "systems; ± resolved: the half-width of the 95 % interval of a difference with "
+              "the present runs a side (the fewer of the two); runs a side for Δ: the runs a "
+              "side that difference needs to be found at two-sided α 0.05 with probability "
+              f"{power} (`depnmt report --delta`). Resolved: **yes** or **no** by the "
+              "answer rule above (test NLL: lower is better); not archived: runs without the "
+              "test likelihood (`HYP.ref-logprob`) or the minimal-pair decisions "
+              f"(`HYP{PAIRS_SUFFIX}`) count here, never dropped."]
+    return "\n".join(lines)
+
+
+def evidence_block(evidence: Evidence, report: Callable[[Comparison], Report] = run_report
+                   ) -> str:
+    """The generated text between ``evidence``'s markers: the report's command, then its
+    verdict table (:func:`evidence_table`)."""
+    comparison = evidence.comparison()
+    command = f"```bash\n{comparison.command()}\n```"
+    if not evidence.archived():
+        return (f"No run of this question is archived yet. Its table will be generated "
+                f"by\n\n{command}")
+    _, records = report(comparison)
+    return f"{command}\n\n{evidence_table(evidence, records)}"
+
+
+# The Ja→En reruns of abs+dep+rel (the recipe as archived, FIRST=50000, seeds 1–3) that archive
+# every measure, each a folder of `depnmt archive`'s layout (a campaign's ARCHIVE copied as it
+# is: `cp -r ARCHIVE/. docs/results/FOLDER/`), beside the runs they reran: on the parsers' trees
+# and on random projective trees. The minimal-pair set (made from the test references by `depnmt
+# minimal-pairs`) is archived once, RERUN/minimal-pairs.tsv; each run's decisions on it (`depnmt
+# contrastive -o`, with the checkpoint that translated) beside its hypotheses.
+RERUN = f"{ENJA}-rerun"
+RERUN_CONTROL = f"{CONTROL}-rerun"
+
+
+def seeded_runs(name: str, reruns: str, reran: str, tag: str, old_folder: str) -> Seeded:
+    """``name``'s runs per seed of :data:`ENJA_SEEDS`: the rerun in ``reruns`` (its folders
+    named by the recipe with ``tag``, e.g. ``-control-random-projective``; the system's
+    folder ``abs+dep+rel``), else the run it reran in ``reran`` (``old_folder``)."""
+    return Seeded(name, tuple((Run(f"{reruns}/{d.replace('run-', f'run{tag}-')}", "abs+dep+rel"),
+                               Run(f"{reran}/{d.replace('run-', f'run{tag}-')}", old_folder))
+                              for d in ENJA_SEEDS))
+
+
+EVIDENCE = (
+    Evidence("small-enja-ja-en-50000-evidence", "Do the parsers' trees beat random trees?",
+             seeded_runs("abs+dep+rel", RERUN, ENJA, "", "dep+rel"),
+             seeded_runs(RANDOM, RERUN_CONTROL, CONTROL, "-control-random-projective",
+                         "abs+dep+rel"),
+             "small_parallel_enja/test.en", "en", ("--ref-from-tokens",),
+             f"{RERUN}/minimal-pairs.tsv",
+             # the papers' differences between syntax variants (Omote et al.: +0.50 BLEU); the
+             # dev NLL's differences between the Ja→En systems (0.004–0.018 nats a word); one
+             # point of minimal-pair accuracy
+             (("bleu", 0.5), ("nll", 0.01), (PAIRS, 1.0))),
+)
+
+
 def markers(name: str) -> tuple[str, str]:
     return f"<!-- report:{name} -->", f"<!-- /report:{name} -->"
 
@@ -435,9 +707,12 @@ def splice(page: str, name: str, text: str) -> str:
 
 
 def generate(page: str, report: Callable[[Comparison], Report] = run_report) -> str:
-    """``page`` with every comparison's block regenerated."""
+    """``page`` with every comparison's and every question's (:data:`EVIDENCE`) block
+    regenerated."""
     for comparison in COMPARISONS:
         page = splice(page, comparison.name, block(comparison, report))
+    for evidence in EVIDENCE:
+        page = splice(page, evidence.name, evidence_block(evidence, report))
     return page
 
 

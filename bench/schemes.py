@@ -47,7 +47,7 @@ from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.registry import build_schemes, learn_options, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
 from depnmt.parse import Sentence
-from depnmt.train import adam
+from depnmt.trainstep import adam
 from depnmt.trees import random_heads
 from depnmt.vocab import BOS, EOS
 
@@ -232,11 +232,11 @@ def sync(device: torch.device) -> None:
 
 def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: Batch,
                dtype: torch.dtype | None = None) -> None:
-    with autocast(batch.src.device, dtype):         # as depnmt.train does (None = fp32)
+    with autocast(batch.src.device, dtype):         # as depnmt.trainstep does (None = fp32)
         logits, extras = model(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
     loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
     for aux in extras.losses.values():
-        loss = loss + aux.weight * aux.value * batch.n_tokens      # as depnmt.train does
+        loss = loss + aux.weight * aux.value * batch.n_tokens      # as depnmt.trainstep does
     (loss / batch.n_tokens).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

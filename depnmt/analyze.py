@@ -18,6 +18,7 @@ without the syntax term has AWSL 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import torch
@@ -25,6 +26,7 @@ from torch import Tensor
 
 from .data import collate
 from .errors import DepnmtError
+from .optionspec import COUNT, Choice, File, Folder, check_options, option
 from .vocab import EOS, PAD
 
 
@@ -45,6 +47,36 @@ class LayerWeights:
     @property
     def standard(self) -> float:
         return self.standard_sum / self.count if self.count else 0.0
+
+
+@dataclass
+class AwslSettings:
+    """The options of ``depnmt analyze awsl`` (:func:`awsl`), each a field
+    (:func:`~depnmt.optionspec.option`)."""
+
+    model_dirs: tuple[Path, ...] = option((), "a GPS model directory (repeat to compare models, "
+                                          "e.g. GPS in layer 1, 2, … as in the paper's Fig. 3)",
+                                          Folder(), flag=("-m", "--model"), multiple=True,
+                                          required=True)
+    src_path: Path | None = option(None, "source sentences (raw text, or CoNLL-U with "
+                                   "--input-format conllu)", File(exists=True),
+                                   flag=("-i", "--input"), required=True)
+    input_format: str = option("text", "text: raw sentences, parsed with each model's own "
+                               "parser; conllu: trees", Choice(["text", "conllu"]))
+    prefix: Path = option(Path("awsl"), "writes OUT.tsv (the table) and OUT.png (the plot)",
+                          File(or_folder=True), flag=("-o", "--output"), metavar="OUT")
+    max_sentences: int = option(0, "use the first N sentences (0 = all)", COUNT)
+    checkpoint: Path | None = option(None, "checkpoint file (default: MODEL_DIR/checkpoints/"
+                                     "best.pt, else last.pt; only with one model)", File(),
+                                     flag=("-c", "--checkpoint"))
+    device: str = option("auto", "auto, cpu, cuda or cuda:N", str)
+
+    def __post_init__(self):
+        """Each value checked as its flag is; ``--checkpoint`` with several models is a
+        DepnmtError."""
+        check_options(self)
+        if self.checkpoint is not None and len(self.model_dirs) > 1:
+            raise DepnmtError("--checkpoint applies to one model; give one -m with it")
 
 
 def gps_module(model):

@@ -4,7 +4,7 @@ Both are thin façades over the code the commands run, so a result is the comman
 
 - :func:`train_model` trains the run a dict (keys as in ``depnmt train``'s YAML file: the
   flags without their dashes) or a YAML file describes, as ``depnmt train --config`` does
-  (:mod:`depnmt.runconfig`, :func:`depnmt.training.run`), and returns the model directory;
+  (:mod:`depnmt.trainconfig`, :func:`depnmt.trainjob.train`), and returns the model directory;
 - :class:`Translator` loads a model directory as ``depnmt translate -m`` does and translates
   raw sentences to raw sentences (the model's own tokenizer, parser when its scheme reads
   source trees, BPE, search settings).
@@ -47,11 +47,11 @@ def train_model(config: dict[str, Any] | str | Path) -> Path:
     >>> model_dir = train_model({"input": "work/bpe", "output": "work/model",
     ...                          "max-steps": 1000, "device": "cpu"})   # doctest: +SKIP
     """
-    from .runconfig import load
-    from .training import run
-    run_config = load(config)
-    run(run_config)
-    return Path(run_config.model_dir)
+    from .trainconfig import load
+    from .trainjob import train
+    run = load(config)
+    train(run)
+    return Path(run.model_dir)
 
 
 class Translator:

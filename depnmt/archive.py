@@ -37,16 +37,41 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from .datarecord import record_runs
-from .errors import DepnmtError
+from .errors import DepnmtError, UsageError
+from .optionspec import Folder, check_options, option
 from .runs import runs_in_folders
 from .stagedir import COMMIT_DELAY, hold_lock, sibling
 from .textio import atomic_open, make_dir, naming
 
 MODEL_FILES = ("config.json", "manifest.json", "metrics.jsonl")
+
+
+@dataclass
+class ArchiveSettings:
+    """The options of ``depnmt archive`` (:func:`archive`, :func:`depnmt.datarecord.check_folders`),
+    each a field (:func:`~depnmt.optionspec.option`)."""
+
+    out: Path | None = option(None, "archive folder: OUT/<FOLDER's name>/models/NAME/ and hyps/, "
+                              "OUT/data.json", Folder(), flag=("-o", "--output"), required=True,
+                              metavar="OUT")
+    check: tuple[Path, ...] = option((), "a data folder (bpe, parse; repeatable): check it and the "
+                                     "folders it was made from against OUT/data.json first "
+                                     "(nothing to check without one)", Folder(exists=True),
+                                     flag="--check-data", multiple=True)
+
+    def __post_init__(self):
+        check_options(self)
+
+    def check_request(self, folders: Sequence[Path]) -> None:
+        """A :class:`UsageError` when there is nothing to do: no ``folders`` to archive, no
+        ``--check-data``."""
+        if not folders and not self.check:
+            raise UsageError("give the results FOLDERS to archive, or --check-data DIR")
 
 
 def copy_file(src: Path, dst: Path) -> None:

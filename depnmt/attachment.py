@@ -14,10 +14,12 @@ only ``dep`` and ``root`` (a DBSA head predicts heads only) have no LAS (``las``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import DepnmtError, InputError
+from .optionspec import Choice, File, Folder, check_options, option
 from .parse import Sentence
 
 
@@ -40,6 +42,34 @@ class AttachmentScore:
         if not self.has_labels:
             return None
         return 100.0 * self.labelled / self.words if self.words else 0.0
+
+
+@dataclass
+class UasSettings:
+    """The options of ``depnmt analyze uas`` (:func:`attachment_score` of each predicted file
+    and of a parser's trees), each a field (:func:`~depnmt.optionspec.option`)."""
+
+    gold_path: Path | None = option(None, "gold trees (CoNLL-U), e.g. a UD treebank",
+                                    File(exists=True), flag="--gold", required=True)
+    backend: str | None = option(None, "also parse the gold words with this parser backend and "
+                                 "score it", Choice(["stanza", "spacy"]))
+    model: str | None = option(None, "the backend's model (e.g. ja_ginza)", str)
+    lang: str | None = option(None, "the backend's language (e.g. ja)", str)
+    stanza_dir: str | None = option(None, "stanza resources folder", Folder(text=True))
+    punct: bool = option(True, "count words whose gold label is punct", flag="--punct/--no-punct")
+
+    def __post_init__(self):
+        check_options(self)
+
+    def check_request(self, predicted: Sequence[Path]) -> None:
+        """A DepnmtError when there is nothing to score: no ``predicted`` files, no backend."""
+        if not predicted and self.backend is None:
+            raise DepnmtError("nothing to score: give PREDICTED CoNLL-U files and/or --backend")
+
+    def parser_settings(self) -> dict:
+        """The settings of :func:`depnmt.parse.make_parser` for ``--backend``."""
+        return {"backend": self.backend, "model": self.model, "lang": self.lang,
+                **({"resources_dir": self.stanza_dir} if self.stanza_dir else {})}
 
 
 def _label(deprel: str, universal: bool) -> str:

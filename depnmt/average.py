@@ -15,8 +15,11 @@ file's, not the model directory's, so a model can be averaged while it trains.
 
 from __future__ import annotations
 
+import os
+
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -25,9 +28,11 @@ from .checkpoint import save_checkpoint
 from .errors import DepnmtError
 from .modeldir import (RESERVED_CHECKPOINTS, checkpoint_dir, load_model_checkpoint, read_config,
                        read_metrics)
+from .optionspec import POSITIVE, Folder, check_options, option
 from .stagedir import hold_lock
 from .textio import make_dir
-from .train import selection_metric, snapshots
+from .traincheckpoints import snapshots
+from .trainvalidation import selection_metric
 
 
 def average_state_dicts(states: Sequence[dict[str, torch.Tensor]], names: Sequence[str] | None = None
@@ -84,6 +89,31 @@ def validation_scores(model_dir: Path, metric_name: str) -> dict[int, float]:
     return scores
 
 
+def default_model_dir() -> Path:
+    """The model directory a command reads when given none: ``$DEPNMT_MODEL``, else ./model."""
+    return Path(os.environ.get("DEPNMT_MODEL", "model"))
+
+
+@dataclass
+class AverageSettings:
+    """The options of ``depnmt average`` (:func:`average`), each a field
+    (:func:`~depnmt.optionspec.option`)."""
+
+    model_dir: Path = option(default_model_dir, "model directory written by `depnmt train "
+                             "--keep-last N`", Folder(), flag=("-m", "--model"),
+                             metavar="MODEL_DIR")
+    last: int | None = option(None, "average the N newest snapshots (checkpoints/step*.pt)",
+                              POSITIVE)
+    best: int | None = option(None, "average the N kept snapshots with the best validation by "
+                              "the run's --early-stop-metric", POSITIVE)
+    name: str | None = option(None, "write MODEL_DIR/checkpoints/NAME.pt (then `translate "
+                              "--checkpoint NAME`)", str, flag=("-o", "--output"), required=True,
+                              metavar="NAME")
+
+    def __post_init__(self):
+        check_options(self)
+
+
 def average(model_dir: Path, name: str, last: int | None = None, best: int | None = None) -> Path:
     """Average the chosen snapshots of ``model_dir`` into ``checkpoints/NAME.pt``; returns it."""
     if not name or "/" in name or name.removesuffix(".pt") in RESERVED_CHECKPOINTS or \
@@ -91,7 +121,7 @@ def average(model_dir: Path, name: str, last: int | None = None, best: int | Non
         raise DepnmtError(f"-o {name!r}: give a plain name other than last, best and stepN "
                           f"(the files train writes)")
     out = checkpoint_dir(model_dir) / (name if name.endswith(".pt") else f"{name}.pt")
-    model_config = read_config(model_dir)["model"]
+    model_config = read_config(model_dir, upgrade=True)["model"]
     with hold_lock(make_dir(out.parent) / f".{out.name}.lock", out,
                    "another `depnmt average` writes it", wait=True):
         paths = choose(model_dir, last, best)

@@ -1,6 +1,6 @@
 """TensorBoard scalars of a training run (``depnmt train --tensorboard DIR``).
 
-Every record the trainer appends to ``metrics.jsonl`` (:meth:`depnmt.train.Trainer.log`) is
+Every record the trainer appends to ``metrics.jsonl`` (:meth:`depnmt.trainloop.Trainer.log`) is
 also written to ``DIR`` at its update ``step``, with the record's own names:
 
 * ``train`` records as ``train/loss``, ``train/lr``, ``train/tgt_tokens_per_s``,

@@ -52,16 +52,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import islice
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
 from subword_nmt import apply_bpe
 
 from .bpelearn import codes_text, learn_merges
-from .errors import DepnmtError, InputError
+from .errors import DepnmtError, InputError, UsageError
 from .log import info, progress_bar, warn
 from .manifest import load_manifest, write_manifest
+from .optionspec import (COUNT, POSITIVE, Choice, Folder, check_options, field_param,
+                         jobs_option, option)
 # merge_subwords is re-exported: scripts written by `depnmt export` import it from here
 from .subwords import (ESCAPE, SEPARATOR, escape_token, merge_subwords,  # noqa: F401
                        unescape_word)
@@ -393,6 +395,95 @@ class BpeOptions:
                 "merge_min_freq": self.merge_min_freq if bpe else None,
                 "min_freq": {s: self.side_min_freq(s) for s in SIDES},
                 "max_vocab": self.max_vocab}
+
+
+# the options of `depnmt bpe` that only learning subwords uses, and those of bpe mode only
+LEARNING = ("mode", "merges", "joint", "vocab_threshold", "min_freq", "src_min_freq",
+            "tgt_min_freq", "max_vocab", "merge_min_freq")
+BPE_ONLY = ("merges", "vocab_threshold", "merge_min_freq")
+
+
+@dataclass
+class BpeSettings:
+    """The options of ``depnmt bpe``, each a field (:func:`~depnmt.optionspec.option`); what
+    the stage does with them: :meth:`options` (learning subwords, :func:`run_bpe`) or
+    ``source`` (:func:`depnmt.bpefrom.run_bpe_from`)."""
+
+    prepare_dir: Path | None = option(
+        None, "Folder written by `depnmt prepare` (tokenized {train,dev,test}.LANG).", Folder(),
+        flag=("-i", "--input"), required=True, metavar="PREPARE_DIR")
+    out_dir: Path | None = option(
+        None, "Folder to write subword text, vocabularies, codes and manifest.json into, all "
+        "or nothing: it appears (or replaces a previous `depnmt bpe` output) when the run "
+        "completes; one run at a time.", Folder(), flag=("-o", "--output"), required=True,
+        metavar="OUT_DIR")
+    mode: str = option("bpe", "bpe: split words into subwords with subword-nmt; word: keep "
+                       "whole words (rare ones become <unk> in training, see --min-freq).",
+                       Choice(("bpe", "word")), show_default=True)
+    merges: int = option(10000, "Number of BPE merge operations to learn (bpe mode).", POSITIVE,
+                         show_default=True, metavar="N")
+    joint: bool | None = option(
+        None, "Learn one set of codes and one vocabulary on both languages (lets train share "
+        "embeddings), or one per language. Default: --joint in bpe mode, --separate in word "
+        "mode.", bool, flag="--joint/--separate")
+    vocab_threshold: int = option(
+        0, "subword-nmt's vocabulary filter (bpe mode): undo merges that produce a subword "
+        "seen fewer than N times in that language's training text (0: off). subword-nmt "
+        "suggests 50 for corpora of millions of sentences; on Multi30k (29k) that splits most "
+        "words into single letters.", COUNT, show_default=True, metavar="N")
+    min_freq: int | None = option(
+        None, "Leave tokens seen fewer than N times in training out of the vocabulary (they "
+        "become <unk>). Default: 1 in bpe mode, 2 in word mode.", POSITIVE, metavar="N")
+    src_min_freq: int | None = option(
+        None, "--min-freq for the source language only (with --separate).", POSITIVE,
+        metavar="N")
+    tgt_min_freq: int | None = option(
+        None, "--min-freq for the target language only (with --separate).", POSITIVE,
+        metavar="N")
+    max_vocab: int | None = option(
+        None, "Keep at most the N most frequent tokens per vocabulary (besides specials).",
+        POSITIVE, metavar="N")
+    merge_min_freq: int = option(2, "Stop learning merges when no pair occurs N times (bpe "
+                                 "mode).", POSITIVE, show_default=True, metavar="N")
+    source: Path | None = option(
+        None, "Learn nothing: segment with the codes, filter vocabularies and vocabularies of "
+        "an earlier bpe folder or a trained model's folder, copied byte for byte (to fine-tune "
+        "that model with `train --init-from` on this data). Says how many training subwords "
+        "the copied vocabulary lacks (<unk>).", Folder(exists=True), flag="--subwords-from",
+        metavar="DIR")
+    jobs: int = jobs_option("Count the training words, learn --separate codes (each side in a "
+                            "process of its own; joint codes take one process) and apply the "
+                            "codes")
+
+    def __post_init__(self):
+        check_options(self)
+
+    def check(self, given: Iterable[str] = ()) -> None:
+        """A :class:`~depnmt.errors.UsageError` when one of ``given`` (the names of the options
+        the user gave) is a learning option (:data:`LEARNING`) and ``source`` is set; a
+        warning for each bpe-mode option given in word mode."""
+        given = set(given)
+        if self.source is not None:
+            learning = [name for name in LEARNING if name in given]
+            if learning:
+                flags = field_param(next(f for f in fields(self) if f.name == learning[0])).flags
+                flag = "/".join(f for f in flags if f.startswith("--"))
+                raise UsageError(f"{flag} does not go with --subwords-from (the subwords and "
+                                 f"vocabularies are {self.source}'s)")
+        elif self.mode == "word":
+            for name in BPE_ONLY:
+                if name in given:
+                    warn(f"--{name.replace('_', '-')} has no effect with --mode word")
+
+    def options(self) -> BpeOptions:
+        """What :func:`run_bpe` learns and applies (the defaults of ``joint`` and the
+        per-side minimum frequencies resolved)."""
+        per_side = {"src": self.src_min_freq or self.min_freq,
+                    "tgt": self.tgt_min_freq or self.min_freq}
+        return BpeOptions(mode=self.mode, merges=self.merges,
+                          joint=(self.mode == "bpe") if self.joint is None else self.joint,
+                          vocab_threshold=self.vocab_threshold, min_freq=per_side,
+                          max_vocab=self.max_vocab, merge_min_freq=self.merge_min_freq)
 
 
 def prepared_inputs(prepare_dir: Path) -> tuple[dict, dict[str, str], list[str]]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .errors import DepnmtError, InputError
+from .optionspec import POSITIVE, Choice, File, check_options, option
 from .significance import mean_sd
 from .textio import iter_lines
 
@@ -57,6 +58,70 @@ class Item:
     where: str = ""
     linear: int | None = None       # tokens between the two words in conflict (tsv, optional)
     tree: int | None = None         # dependency arcs between them
+
+
+FORMATS = ("auto", "tsv", "lingeval97", "contrapro")
+
+
+@dataclass
+class ContrastiveSettings:
+    """The options of ``depnmt contrastive`` (:func:`read_set`, :func:`evaluate`; the models and
+    the hardware options are translate's), each a field (:func:`~depnmt.optionspec.option`)."""
+
+    ensemble: bool = option(False, "score with the -m models as one ensemble (as translate -m A "
+                            "-m B decodes: they must share vocabularies, BPE and tokenizers) "
+                            "instead of each alone")
+    checkpoint: str | None = option(None, "checkpoint name in each MODEL/checkpoints  [default: "
+                                    "best, else last]", str, flag=("-c", "--checkpoint"),
+                                    metavar="NAME")
+    fmt: str = option("auto", "auto: contrapro for a .json SET with --src/--tgt, lingeval97 for "
+                      "another .json SET, else tsv", Choice(FORMATS), flag="--format")
+    src_path: Path | None = option(None, "contrapro: the source text (contrapro.text.en)", File(),
+                                   flag="--src")
+    tgt_path: Path | None = option(None, "contrapro: the target text (contrapro.text.de)", File(),
+                                   flag="--tgt")
+    normalized: bool = option(False, "compare length-normalised scores (logprob / lp(tokens), "
+                              "the model's length penalty) instead of log-probabilities")
+    output_path: Path | None = option(None, "also write the accuracies, intervals, p-values and "
+                                      "every decision as JSON (all or nothing)", File(),
+                                      flag=("-o", "--output"))
+    max_tokens: int | None = option(None, "pairs of similar length are scored together in "
+                                    "batches of at most this many source and target subwords "
+                                    "(padding included)", POSITIVE,
+                                    show_default="8000 on the CPU, 32000 on a GPU")
+    compare_paths: tuple[Path, ...] = option((), "compare systems instead of scoring: two or more "
+                                             "result files of -o on SET (each a system, its "
+                                             "models the system's runs), the first the baseline",
+                                             File(), flag="--compare", multiple=True,
+                                             metavar="RESULT")
+
+    def __post_init__(self):
+        check_options(self)
+
+    def set_format(self, set_path: Path) -> str:
+        """The format SET is read in: ``fmt``, or for ``auto`` contrapro for a .json SET with
+        --src/--tgt, lingeval97 for another .json SET, else tsv; a DepnmtError when --src or
+        --tgt is given for another format."""
+        fmt = self.fmt
+        if fmt == "auto":
+            fmt = "tsv" if set_path.suffix != ".json" else (
+                "contrapro" if self.src_path or self.tgt_path else "lingeval97")
+        if (self.src_path or self.tgt_path) and fmt != "contrapro":
+            raise DepnmtError("--src and --tgt are for --format contrapro")
+        return fmt
+
+    def check_scoring(self, model_dirs: Sequence[Path]) -> None:
+        """A DepnmtError when ``model_dirs`` (-m) and these options do not make a scoring:
+        a checkpoint that is no name, a model given twice, an ensemble of one."""
+        if self.checkpoint and "/" in self.checkpoint:
+            raise DepnmtError(f"--checkpoint {self.checkpoint}: give a checkpoint name that "
+                              f"each model folder has (best, last, stepN, an average's name)")
+        names = [str(d) for d in model_dirs]
+        if len(set(names)) < len(names):
+            raise DepnmtError("a model is given twice (-m)")
+        if self.ensemble and len(model_dirs) < 2:
+            raise DepnmtError("--ensemble scores with several models as one: give -m two or "
+                              "more times")
 
 
 def read_set(path: Path, fmt: str, src: Path | None = None, tgt: Path | None = None

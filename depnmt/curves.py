@@ -14,13 +14,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import DepnmtError
+from .errors import DepnmtError, UsageError
 from .figures import pyplot, save_png
 from .modeldir import read_metrics
+from .optionspec import File, Folder, check_options, option
 
 # (record key, axis label) of the rows and the columns of the figure
 METRICS = (("dev_nll", "dev loss (NLL per target token)"), ("dev_bleu", "dev BLEU"))
 X_AXES = (("step", "updates", 1.0), ("time", "training time (minutes)", 1 / 60))
+
+
+@dataclass
+class PlotSettings:
+    """The options of ``depnmt plot`` (:func:`load_run`, :func:`write_curves`), each a field
+    (:func:`~depnmt.optionspec.option`)."""
+
+    models: tuple[Path, ...] = option((), "model directory of `depnmt train` (repeatable: one "
+                                      "curve per run)", Folder(exists=True),
+                                      flag=("-m", "--model"), multiple=True, required=True)
+    labels: tuple[str, ...] = option((), "legend label of each --model in order  [default: the "
+                                     "model folder's name]", str, flag="--label", multiple=True)
+    output: Path | None = option(None, "the PNG to write", File(), flag=("-o", "--output"),
+                                 required=True)
+
+    def __post_init__(self):
+        check_options(self)
+        if self.labels and len(self.labels) != len(self.models):
+            raise UsageError(f"{len(self.labels)} --label for {len(self.models)} --model; "
+                             f"give one per model or none")
+
+    def label(self, index: int) -> str | None:
+        """The legend label of the ``index``-th model (None: its folder's name)."""
+        return self.labels[index] if self.labels else None
 
 
 @dataclass

@@ -32,10 +32,12 @@ with the tokenizer settings and search defaults that :mod:`depnmt.ct2translate` 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import DepnmtError
+from .optionspec import Choice, File, Folder, check_options, option
 from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, naming
 from .version import __version__
@@ -177,6 +179,26 @@ def build_spec(config: dict[str, Any], weights: dict, kind: str, src_itos: list[
     spec.register_source_vocabulary(src_itos)
     spec.register_target_vocabulary(tgt_itos)
     return spec
+
+
+@dataclass
+class ExportSettings:
+    """The options of ``depnmt export`` (:func:`export_ctranslate2`), each a field
+    (:func:`~depnmt.optionspec.option`)."""
+
+    fmt: str = option("ctranslate2", "target format", Choice(["ctranslate2"]), flag="--format")
+    model_dir: Path | None = option(None, "model directory written by `depnmt train`", Folder(),
+                                    flag=("-m", "--model"), metavar="MODEL_DIR", required=True)
+    output: Path | None = option(None, "folder to write (must not exist, unless --force)",
+                                 Folder(), flag=("-o", "--output"), required=True)
+    checkpoint: Path | None = option(None, "checkpoint file (default: MODEL_DIR/checkpoints/"
+                                     "best.pt, else last.pt)", File(), flag=("-c", "--checkpoint"))
+    quantization: str | None = option(None, "store the weights quantized (default: float32, as "
+                                      "trained)", Choice(QUANTIZATIONS))
+    force: bool = option(False, "replace OUTPUT if it is an earlier export (or an empty folder)")
+
+    def __post_init__(self):
+        check_options(self)
 
 
 # -- the folder -------------------------------------------------------------------------------

@@ -26,8 +26,13 @@ a pair beyond the clip gets the zero vector, exactly like ``non_dep``, and is sh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
+
+from .optionspec import Choice, File, IntRange, check_options, option
+from .trees import CHAIN_HEADS, SUBWORD_RULES
 
 
 def pair_schemes() -> tuple[str, ...]:
@@ -65,6 +70,58 @@ def inspected_part(name: str) -> str:
                           f"{', '.join(shown) if shown else 'none of them'} "
                           f"(e.g. --scheme abs+dep)")
     return shown[0]
+
+
+def check_scheme(name: str) -> str:
+    """The field check of ``--scheme``: ``name`` when inspect shows a part of it
+    (:func:`inspected_part`), a ValueError saying why not otherwise."""
+    from .errors import DepnmtError
+    try:
+        inspected_part(name)
+    except DepnmtError as exc:
+        raise ValueError(str(exc)) from None
+    return name
+
+
+@dataclass
+class InspectSettings:
+    """The options of ``depnmt inspect``, each a field (:func:`~depnmt.optionspec.option`)."""
+
+    scheme: str | None = option(
+        None, "a scheme name as `depnmt train --scheme` takes it; shown is its tree or pair "
+        "part: dep (abs+dep): relative depth (Omote et al. Eq. 16); deplabel: the Japanese "
+        "paper's labels; rel: j − i; treedist: path length on the tree; structural: relative "
+        "structural position (Wang et al.); pascal: the scale of key j around query i's parent; "
+        "gps (abs+gps): each token's root path, one line per token", str, check=check_scheme,
+        required=True)
+    clip: int | None = option(None, "show the values clipped to K as the model uses them "
+                              "(deplabel: pairs beyond K become non_dep)", IntRange(min=0))
+    bpe_codes: Path | None = option(None, "subword-nmt codes: show the matrix over subwords "
+                                    "after the tree projection", File(exists=True))
+    subword_tree: str = option("chain", "how a tree reaches subwords (see `depnmt train "
+                               "--help`)", Choice(SUBWORD_RULES))
+    chain_head: str = option("last", "chain rule: a word's arc lands on the head word's last or "
+                             "first piece", Choice(CHAIN_HEADS))
+    input_path: Path | None = option(None, "CoNLL-U file to read instead of standard input",
+                                     File(exists=True), flag=("-i", "--input"))
+    sentence: int | None = option(None, "only the N-th tree of the input (1-based)",
+                                  IntRange(min=1), metavar="N")
+    png: Path | None = option(None, "also draw each sentence: its tree as arcs over the words "
+                              "and the matrix as a labelled heatmap (FILE-1.png, FILE-2.png, … "
+                              "for several)", File(), metavar="FILE")
+
+    def __post_init__(self):
+        """Each value checked as its flag is; ``--clip`` with a scheme whose values are no
+        distances is a :class:`~depnmt.errors.UsageError`."""
+        from .errors import UsageError
+        check_options(self)
+        if self.clip is not None and self.scheme is not None and not clips(self.part()):
+            shown = "gps's root paths" if self.part() == GPS_PATHS else self.part()
+            raise UsageError(f"--clip does not apply to {shown}: its values are no distances")
+
+    def part(self) -> str:
+        """The part of ``scheme`` shown (:func:`inspected_part`: ``dep``, ``path``, …)."""
+        return inspected_part(self.scheme)
 
 
 def clips(scheme: str) -> bool:

@@ -12,7 +12,7 @@ curve, are the same with any number of workers, resumed or not.
 A worker's :class:`~depnmt.errors.DepnmtError` (a tree that does not fit its sentence)
 comes back as a value and is raised in the training process as it was raised, one line,
 not as the loader's wrapped traceback; so is a system refusing to start the workers
-(:func:`started`). ``--workers`` is at most 64 (:mod:`depnmt.runconfig`).
+(:func:`started`). ``--workers`` is at most 64 (:mod:`depnmt.trainconfig`).
 :class:`WaitClock` measures the time the loop spends waiting for its next update: each
 training record logs it (``batch_wait_s``, ``batch_wait_share``).
 """

@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from .errors import DepnmtError, InputError
+from .optionspec import File, check_options, option
 
 LANGUAGES = {"en"}
 CATEGORIES = ("subject-verb", "determiner", "negation", "adjective-noun")
@@ -123,6 +124,41 @@ def check_language(lang: str) -> None:
             f"minimal pairs are made from English references only (got '{lang}'): other "
             f"languages need a parser and inflection tables of their own (German: case, "
             f"gender and adjective declension), which depnmt does not ship")
+
+
+def reference_language(ref_path: Path) -> str:
+    """The language code a ``--ref`` file's suffix names (``test.de``: de), else ``en``."""
+    suffix = ref_path.suffix.lstrip(".").lower()
+    return suffix if len(suffix) == 2 and suffix.isalpha() else "en"
+
+
+@dataclass
+class MinimalPairsSettings:
+    """The options of ``depnmt minimal-pairs``, each a field (:func:`~depnmt.optionspec.option`)."""
+
+    src_path: Path | None = option(None, "the test set's source lines (raw text, a line per "
+                                   "sentence)", File(), flag="--src", required=True,
+                                   metavar="FILE")
+    ref_path: Path | None = option(None, "their reference translations, a line each (raw or "
+                                   "tokenized English)", File(), flag=("-r", "--ref"),
+                                   required=True, metavar="FILE")
+    lang: str | None = option(None, "the language of the references; only en is possible", str,
+                              flag=("-l", "--lang"), metavar="LANG",
+                              show_default="the --ref file's suffix when it is a language code "
+                                           "(test.en), else en")
+    output_path: Path | None = option(None, "write the contrastive set here (tsv; read by "
+                                      "`depnmt contrastive`)", File(), flag=("-o", "--output"),
+                                      required=True, metavar="FILE")
+
+    def __post_init__(self):
+        check_options(self)
+
+    def language(self) -> str:
+        """The references' language: ``lang``, else the one ``--ref``'s suffix names;
+        a :class:`DepnmtError` unless minimal pairs can be made in it."""
+        lang = self.lang or reference_language(Path(self.ref_path))
+        check_language(lang)
+        return lang
 
 
 def load_parser() -> Any:

@@ -86,36 +86,44 @@ def write_config(model_dir: Path, config: dict[str, Any]) -> None:
         fh.write("\n")
 
 
-def read_config(model_dir: Path) -> dict[str, Any]:
-    """Load ``config.json`` with a clear error when the folder is not a model directory."""
+def read_config(model_dir: Path, upgrade: bool = False) -> dict[str, Any]:
+    """Load ``config.json`` with a clear error when the folder is not a model directory; an
+    old one (``config_format`` 1) in today's form (:func:`upgrade_config`). ``upgrade``: the
+    model config in today's form whatever its format (options a model was saved without take
+    their defaults), as ``train --resume`` needs it: a reader that upgrades here never
+    upgrades it again (it needs the scheme registry, and so torch, which ``runs`` and
+    ``report``, naming saved models' schemes, do without)."""
     path = model_dir / CONFIG
     config = read_json(path, f"{model_dir}: not a depnmt model directory (no {CONFIG}); train "
                              f"one with `depnmt train` or pass -m MODEL_DIR")
     if config.get("config_format") not in (1, CONFIG_FORMAT):
         raise DepnmtError(f"{path}: model config format {config.get('config_format')} (depnmt "
                           f"{config.get('depnmt_version')}) is not readable by depnmt {__version__}")
-    if config["config_format"] == 1:
+    if config["config_format"] == 1 or upgrade:
         config = upgrade_config(path, config)
     check_config(path, config)
     return config
 
 
 def upgrade_config(path: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """A ``config_format`` 1 file in today's form (in memory; the file is left as it is):
-    ``model.scheme`` + the flat ``model.scheme_options`` become ``model.schemes``, each scheme
-    with the options it declares (:func:`~depnmt.model.schemes.upgrade.upgrade_model_config`);
-    and the training section of a model saved before ``--precision`` existed says ``fp32``
-    (what it trained in on the CPU), which ``train --resume`` inherits."""
+    """``config`` in today's form (in memory; the file is left as it is): the model config
+    upgraded (:func:`~depnmt.model.schemes.upgrade.upgrade_model_config`: a ``config_format``
+    1 file's ``model.scheme`` + flat ``model.scheme_options`` become ``model.schemes``, each
+    scheme with the options it declares; options saved under a 0.1.0 name or without a value
+    take today's name or their default); and the training section of a model saved before
+    ``--precision`` existed (format 1) says ``fp32`` (what it trained in on the CPU), which
+    ``train --resume`` inherits."""
     from .model.schemes.upgrade import upgrade_model_config
     out = {**config, "config_format": CONFIG_FORMAT}
     model = config.get("model")
-    if isinstance(model, dict) and isinstance(model.get("scheme"), list) \
-            and isinstance(model.get("scheme_options", {}), dict):
+    if isinstance(model, dict) and (isinstance(model.get("schemes"), list) or (
+            isinstance(model.get("scheme"), list)
+            and isinstance(model.get("scheme_options", {}), dict))):
         try:
             out["model"] = upgrade_model_config(model)
         except DepnmtError as exc:
             raise DepnmtError(f"{path}: {exc}") from None
-    if isinstance(config.get("training"), dict):
+    if config["config_format"] == 1 and isinstance(config.get("training"), dict):
         out["training"] = {"precision": "fp32", **config["training"]}
     return out
 
@@ -395,10 +403,12 @@ def check_parameters(path: Path, weights: Any, model: dict[str, Any]) -> None:
 
 
 def check_same_model(path: Path, found: dict, expected: dict) -> None:
-    """Error naming the first differing setting (scheme first: the most common mistake); a
-    checkpoint saved with an old model config (a flat options bag) is compared upgraded."""
+    """Error naming the first differing setting (scheme first: the most common mistake);
+    ``expected`` in today's form (a run's model, or one :func:`read_config` read), ``found``
+    the checkpoint's as saved: upgraded here, where it is read (a checkpoint saved with an old
+    model config, a flat options bag, is compared upgraded)."""
     from .model.schemes.upgrade import upgrade_model_config
-    found, expected = upgrade_model_config(found), upgrade_model_config(expected)
+    found = upgrade_model_config(found)
     keys = ["schemes"] + sorted(k for k in expected if k != "schemes")
     for key in keys:
         if found.get(key) != expected.get(key):

@@ -32,10 +32,12 @@ from __future__ import annotations
 import random
 from contextlib import ExitStack
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DepnmtError, InputError
 from .manifest import write_manifest
+from .optionspec import SEED, FloatRange, Folder, check_options, option
 from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, iter_lines
 from .trees import children
@@ -112,6 +114,28 @@ def _trees(parse_dir: Path, split: str, lang: str,
         yield line, linear
     if next(numbered, None) is not None:
         raise InputError(path, None, f"has more trees than the text's {index} lines")
+
+
+@dataclass
+class MultitaskSettings:
+    """The options of ``depnmt multitask`` (:func:`write_multitask`), each a field
+    (:func:`~depnmt.optionspec.option`)."""
+
+    prepare_dir: Path | None = option(None, "Folder written by `depnmt prepare`.",
+                                      Folder(exists=True), flag=("-i", "--input"), required=True)
+    parse_dir: Path | None = option(None, "Folder written by `depnmt parse` with the source side "
+                                    "(--side src or both).", Folder(exists=True),
+                                    flag=("-t", "--trees"), required=True)
+    out_dir: Path | None = option(None, "Output folder: a `prepare` folder for `depnmt bpe`, "
+                                  "written all or nothing (it appears, or replaces a previous "
+                                  "output, when the run completes).", Folder(),
+                                  flag=("-o", "--output"), required=True, metavar="OUT")
+    parse_fraction: float = option(1.0, "Share of the training sentences whose parse pair is "
+                                   "added.", FloatRange(0.0, 1.0), show_default=True)
+    seed: int = option(1, "Which sentences --parse-fraction < 1 picks.", SEED, show_default=True)
+
+    def __post_init__(self):
+        check_options(self)
 
 
 def write_multitask(prepare_dir: Path, parse_dir: Path, out_dir: Path,

@@ -1,5 +1,5 @@
 """What an option is, without a command line: a dataclass field with its help text, the values
-it takes and a check, read by the configuration (:mod:`depnmt.runconfig`), the schemes'
+it takes and a check, read by the configuration (:mod:`depnmt.trainconfig`), the schemes'
 options (:mod:`depnmt.model.schemes.options`) and the command layer, which turns each field
 into a flag (:mod:`depnmt.commands.fields`)::
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,10 +53,30 @@ class FloatRange:
 
 @dataclass(frozen=True)
 class Folder:
-    """A folder's path (a :class:`~pathlib.Path`; it need not exist yet)."""
+    """A folder's path (a :class:`~pathlib.Path`, or with ``text`` the string given; it need
+    not exist yet unless ``exists``)."""
+
+    exists: bool = False
+    text: bool = False
 
 
-Kind = Any  # Choice | IntRange | FloatRange | Folder | a Python type (str, int, float, bool) | None
+@dataclass(frozen=True)
+class File:
+    """A file's path (not a folder, unless ``or_folder``; it must exist if ``exists``), as a
+    :class:`~pathlib.Path` or, with ``text``, as the string given."""
+
+    exists: bool = False
+    text: bool = False
+    or_folder: bool = False
+
+
+@dataclass(frozen=True)
+class Processes:
+    """A number of worker processes ≥ 1, or ``auto`` (the cores this process may use)."""
+
+
+Kind = Any  # Choice | IntRange | FloatRange | Folder | File | Processes | a Python type
+#             (str, int, float, bool) | a tuple of kinds (an option of several values) | None
 
 POSITIVE = IntRange(min=1)
 COUNT = IntRange(min=0)                         # 0 usually means "off" or "no limit"
@@ -67,13 +87,36 @@ SEED = IntRange(0, 2**32 - 1)                   # what every random generator ac
 
 
 def option(default: Any, help: str, type: Kind = None, check: Callable[[Any], Any] | None = None,
-           flag: str | None = None, envvar: str | None = None) -> Any:
+           flag: str | tuple[str, ...] | None = None, envvar: str | None = None,
+           **shown: Any) -> Any:
     """A dataclass field that is also an option: ``help`` its help text, ``type`` the values it
     takes (None: the type of ``default``), ``check`` a further check of a value, ``flag`` its
-    flag when not the field's name (``--heads``; a boolean's ``--amp/--no-amp``), ``envvar``
-    an environment variable that sets its value when no flag gives it."""
-    return field(default=default, metadata={"help": help, "type": type, "check": check,
-                                            "flag": flag, "envvar": envvar})
+    flag when not the field's name (``--heads``; a boolean's ``--amp/--no-amp``; several:
+    ``("-o", "--output")``), ``envvar`` an environment variable that sets its value when no
+    flag gives it. ``shown``: how the flag is given and shown (:data:`SHOWN`: ``metavar``,
+    ``required``, ``multiple``, ``nargs``, ``show_default``, ``hidden``). A function
+    ``default`` (no arguments) gives the default when it is needed: the dataclass's default
+    factory, and the flag's dynamic default (``$DEPNMT_MODEL``, read when the command runs)."""
+    unknown = set(shown) - set(SHOWN)
+    if unknown:
+        raise TypeError(f"option(): unknown {', '.join(sorted(unknown))}")
+    metadata = {"help": help, "type": type, "check": check, "flag": flag, "envvar": envvar,
+                **shown}
+    if callable(default):
+        return field(default_factory=default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def jobs_option(work: str) -> Any:
+    """The ``jobs`` field of a data stage that does ``work`` in N processes (``--jobs N``)."""
+    return option(1, f"{work} in N worker processes (auto: one per core this process may "
+                  f"use). The output is the same for every N, byte for byte, and N is not "
+                  f"recorded in the manifest.", Processes(), show_default=True,
+                  metavar="N|auto")
+
+
+# how a flag is given and shown, besides its value kind: Param's fields of these names
+SHOWN = ("metavar", "required", "multiple", "nargs", "show_default", "hidden")
 
 
 @dataclass(frozen=True)
@@ -81,7 +124,9 @@ class Param:
     """One option of a command, as the configuration sees it: ``name`` its parameter name (the
     key of a run's parameters, e.g. ``train_max_tokens``), ``flags`` its flags (``-i``,
     ``--input``; a boolean's ``--amp/--no-amp``), ``kind`` the values it takes (``bool``: an
-    on/off flag), ``show_default`` None to follow the command's setting."""
+    on/off flag), ``show_default`` None to follow the command's setting (a string: what the
+    help says instead of the value), ``multiple`` given several times (its value a tuple),
+    ``nargs`` values a flag takes."""
 
     name: str
     flags: tuple[str, ...]
@@ -93,7 +138,9 @@ class Param:
     required: bool = False
     metavar: str | None = None
     hidden: bool = False
-    show_default: bool | None = None
+    show_default: bool | str | None = None
+    multiple: bool = False
+    nargs: int = 1
 
     @property
     def keys(self) -> list[str]:
@@ -103,18 +150,70 @@ class Param:
 
 
 def field_param(f: Field, prefix: str = "", **extra: Any) -> Param:
-    """The :class:`Param` of an :func:`option` field, named ``prefix`` + the field's name."""
+    """The :class:`Param` of an :func:`option` field, named ``prefix`` + the field's name;
+    ``extra``: Param fields that override the field's own (``show_default=True``)."""
     meta = f.metadata
-    default = None if f.default is MISSING else f.default
-    return Param(prefix + f.name, (meta.get("flag") or flag_name(f.name),), default, meta["help"],
-                 bool if isinstance(default, bool) else meta.get("type"), meta.get("check"),
-                 meta.get("envvar"), **extra)
+    default = f.default if f.default is not MISSING else (
+        None if f.default_factory is MISSING else f.default_factory)
+    flags = meta.get("flag") or flag_name(f.name)
+    shown = {key: meta[key] for key in SHOWN if key in meta}
+    return Param(prefix + f.name, (flags,) if isinstance(flags, str) else tuple(flags), default,
+                 meta["help"], bool if isinstance(default, bool) else meta.get("type"),
+                 meta.get("check"), meta.get("envvar"), **{**shown, **extra})
 
 
 def field_params(cls: type, prefix: str = "", **extra: Any) -> list[Param]:
     """The :class:`Param` of each field of the dataclass ``cls`` that has help (an option)."""
-    return [field_param(f, prefix, **extra) for f in fields(cls) if "help" in f.metadata
-            and not is_learned(f)]
+    return [field_param(f, prefix, **extra) for f in option_fields(cls)]
+
+
+def option_fields(cls: type) -> list[Field]:
+    """The fields of the dataclass ``cls`` that are options (:func:`option`), in order."""
+    return [f for f in fields(cls) if "help" in f.metadata and not is_learned(f)]
+
+
+def from_options(cls: type, values: dict[str, Any], **others: Any) -> Any:
+    """The ``cls`` (a dataclass of :func:`option` fields) of a command's parameters ``values``
+    (name -> value; each option field's value is taken from there), and ``others``."""
+    return cls(**{f.name: values[f.name] for f in option_fields(cls)}, **others)
+
+
+def check_options(settings: Any) -> None:
+    """Check each option field of the dataclass instance ``settings`` as its flag would be
+    (:func:`convert`; None: not given, not checked); a :class:`~depnmt.errors.DepnmtError`
+    ``NAME VALUE: what is wrong`` (the API's keyword, its value) otherwise. The values stay as
+    they are."""
+    from .errors import DepnmtError
+    for f in option_fields(type(settings)):
+        value = getattr(settings, f.name)
+        if value is None or value == ():
+            continue
+        try:
+            check_value(field_param(f), value)
+        except ValueError as exc:
+            raise DepnmtError(f"{f.name} {value!r}: {exc}") from None
+
+
+def check_value(param: Param, value: Any) -> None:
+    """A ValueError when ``value`` is not what ``param``'s flag takes: one value, or for a
+    ``multiple`` or ``nargs`` option each of its values (each part of a tuple of kinds), then
+    the option's ``check`` of the whole, as its click callback sees it."""
+    if not (param.multiple or param.nargs > 1):
+        convert(param, value)
+        return
+    kinds = param.kind if isinstance(param.kind, tuple) else None
+    one = replace(param, multiple=False, nargs=1, default=None, check=None,
+                  kind=None if kinds else param.kind)
+    for each in (value if param.multiple else [value]):
+        if kinds is None:
+            convert(one, each)
+        elif not isinstance(each, (list, tuple)) or len(each) != len(kinds):
+            raise ValueError(f"expected {len(kinds)} values, not {each!r}.")
+        else:
+            for kind, part in zip(kinds, each):
+                convert(replace(one, kind=kind), part)
+    if param.check:
+        param.check(value)
 
 
 def learned(help: str) -> Any:
@@ -140,7 +239,8 @@ def convert(param: Param, value: Any) -> Any:
     """``value`` (from YAML or Python) as ``param``'s flag would take it: converted to its kind
     and checked; a ValueError saying what is wrong, worded as the command line words it."""
     kind = param.kind
-    if isinstance(value, (list, dict)) and not isinstance(param.default, (list, tuple, dict)):
+    if isinstance(value, (list, dict)) and not isinstance(param.default, (list, tuple, dict)) \
+            and not param.multiple:
         # said without the value: a YAML alias bomb prints to gigabytes
         raise ValueError(f"{'a list' if isinstance(value, list) else 'a mapping'} where one "
                          f"value belongs.")
@@ -155,15 +255,36 @@ def convert(param: Param, value: Any) -> Any:
             raise ValueError(f"{value!r} is not one of {', '.join(map(repr, kind.choices))}.")
     elif kind is bool:
         value = _boolean(value)
-    elif isinstance(kind, Folder):
-        if not isinstance(value, (str, os.PathLike)):
-            raise ValueError(f"expected a folder's path, not {type(value).__name__} {value!r}.")
-        value = Path(value)
-        if value.is_file():
-            raise ValueError(f"Directory {str(value)!r} is a file.")
+    elif isinstance(kind, (Folder, File)):
+        value = _path(kind, value)
+    elif isinstance(kind, Processes):
+        from .errors import DepnmtError
+        from .workers import resolve_jobs
+        try:
+            value = resolve_jobs(value)
+        except DepnmtError:
+            raise ValueError(f"{value!r} is not a number of processes (1, 2, ...) or "
+                             f"'auto'") from None
     elif not isinstance(value, (list, dict)) and value is not None:
         value = str(value)
     return param.check(value) if param.check else value
+
+
+def _path(kind: Folder | File, value: Any) -> Path | str:
+    """``value`` as the path ``kind`` takes, in click's words when it does not."""
+    folder = isinstance(kind, Folder)
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"expected a {'folder' if folder else 'file'}'s path, not "
+                         f"{type(value).__name__} {value!r}.")
+    path, name = Path(value), os.fspath(value)          # "" is no folder (Path("") is ".")
+    if folder and os.path.isfile(name):
+        raise ValueError(f"Directory {str(path)!r} is a file.")
+    if not folder and not kind.or_folder and os.path.isdir(name):
+        raise ValueError(f"File {str(path)!r} is a directory.")
+    if kind.exists and not os.path.exists(name):
+        raise ValueError(f"{'Directory' if folder else 'File'} {str(path)!r} does not "
+                         f"exist.")
+    return str(value) if kind.text else path
 
 
 def number_in_range(kind: IntRange | FloatRange, value: Any) -> int | float:

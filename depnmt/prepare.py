@@ -29,41 +29,128 @@ from __future__ import annotations
 
 import re
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import chain, islice
 from pathlib import Path
 from typing import Iterator
 
-from .errors import DepnmtError
+from .corpora import CORPORA
+from .errors import DepnmtError, UsageError
 from .log import info, track, warn
 from .manifest import write_manifest
+from .optionspec import (COUNT, POSITIVE, Choice, File, Folder, check_options, jobs_option,
+                         option)
 from .stagedir import check_distinct, stage_output
 from .textio import atomic_open, count_lines, iter_lines
-from .tokenize import Tokenizer, default_kind, make_tokenizer
+from .tokenize import KINDS, Tokenizer, default_kind, make_tokenizer
 from .workers import InProcess, Workers, blocks, worker_pool
 
 SPLITS = ("train", "dev", "test")
+SIDES = ("src", "tgt")
 DROP_REASONS = ("empty", "too_short", "too_long", "wrong_language")
 LANGID_SIDES = ("none", "src", "both")
 
 
 @dataclass
 class Settings:
-    """The options of one ``prepare`` run (recorded as the manifest's ``options``)."""
+    """The options of one ``prepare`` run (recorded as the manifest's ``options``; each field
+    an option of ``depnmt prepare``, :func:`~depnmt.optionspec.option`). ``src_lang`` and
+    ``tgt_lang`` are needed (the command fills them in from a named corpus)."""
 
-    src_lang: str
-    tgt_lang: str
-    lowercase: bool = False
-    first: int | None = None
-    min_len: int = 1
-    max_len: int = 0
-    filter_eval: bool = False
-    dev_size: int = 1000
-    test_size: int = 1000
-    corpus: str | None = None
-    langid_filter: str = "none"     # none | src | both
-    max_pairs: int | None = None    # training: the first N pairs that pass the filters
+    src_lang: str | None = option(None, "Source language code, e.g. en, de, ja (with --corpus: "
+                                  "chooses the direction; default: the corpus's usual "
+                                  "direction).", str, metavar="LANG")
+    tgt_lang: str | None = option(None, "Target language code.", str, metavar="LANG")
+    lowercase: bool = option(False, "Lowercase both sides (tokens and references).")
+    first: int | None = option(None, "Use only the first N training pairs (e.g. ASPEC's first "
+                               "1,500,000), before filtering and before holding out dev/test.",
+                               POSITIVE, metavar="N")
+    min_len: int = option(1, "Drop training pairs where either side has fewer than N tokens (1: "
+                          "drop pairs with an empty side; 0: keep them).", COUNT,
+                          show_default=True, metavar="N")
+    max_len: int = option(0, "Drop training pairs where either side has more than N tokens (0: "
+                          "no limit).", COUNT, show_default=True, metavar="N")
+    filter_eval: bool = option(False, "Also apply --min-len/--max-len to dev and test. By "
+                               "default they keep every line, so scores stay comparable with "
+                               "other work.", flag="--filter-eval/--no-filter-eval",
+                               show_default=True)
+    dev_size: int = option(1000, "Without dev files: hold out N pairs for dev.", COUNT,
+                           show_default=True, metavar="N")
+    test_size: int = option(1000, "Without test files: hold out the last N pairs for test.",
+                            COUNT, show_default=True, metavar="N")
+    corpus: str | None = option(None, "A named corpus, found in $DEPNMT_DATA_DIR, a shared/data "
+                                "folder nearby or downloaded: " + "; ".join(
+                                    f"{c.name}: {c.description}" for c in CORPORA.values())
+                                + ".", Choice(sorted(CORPORA)))
+    langid_filter: str = option("none", "Drop training pairs whose source (src) or either side "
+                                "(both) an offline language identifier (py3langid; pip install "
+                                "'depnmt[langid]') does not place in --src-lang/--tgt-lang: the "
+                                "GPS paper's WMT16 filter. Counted as wrong_language in the "
+                                "manifest; dev/test only with --filter-eval.",
+                                Choice(LANGID_SIDES), show_default=True)
+    max_pairs: int | None = option(None, "Keep only the first N training pairs that pass the "
+                                   "filters (Omote et al.'s ablation: the first 100,000 pairs of "
+                                   "≤ 50 words); --first limits the pairs read, before "
+                                   "filtering.", POSITIVE, metavar="N")
     held_out: dict[str, int] = field(default_factory=dict)  # filled in by plan_splits
+
+    def __post_init__(self):
+        check_options(self)
+
+    def check(self) -> None:
+        """A :class:`~depnmt.errors.UsageError` for settings that do not go together."""
+        if self.max_len and self.min_len > self.max_len:
+            raise UsageError(f"--min-len {self.min_len} is above --max-len {self.max_len}: "
+                             f"every pair would be dropped")
+
+
+@dataclass
+class Sources:
+    """Where one ``prepare`` run reads and writes, how it tokenizes and in how many processes:
+    the other options of ``depnmt prepare`` (the manifest records the files as its ``inputs``
+    and the tokenizers as ``tokenizers``; not ``jobs``)."""
+
+    train_src: Path | None = option(None, "Training source file (plain text or .gz, one sentence "
+                                    "per line).", File(exists=True))
+    train_tgt: Path | None = option(None, "Training target file, line-aligned with --train-src.",
+                                    File(exists=True))
+    dev_src: Path | None = option(None, "Development source file (default: held out from the "
+                                  "end of the training files, see --dev-size).", File(exists=True))
+    dev_tgt: Path | None = option(None, "Development target file.", File(exists=True))
+    test_src: Path | None = option(None, "Test source file (default: held out from the end of "
+                                   "the training files, see --test-size).", File(exists=True))
+    test_tgt: Path | None = option(None, "Test target file.", File(exists=True))
+    tokenizer_src: str = option("auto", "moses: sacremoses (English, German, ...); sudachi: "
+                                "Japanese segmentation as used by the GiNZA parser; keep: input "
+                                "is already tokenized, split on spaces; auto: the corpus's "
+                                "choice, else sudachi for ja and moses otherwise.",
+                                Choice(("auto",) + KINDS), show_default=True)
+    tokenizer_tgt: str = option("auto", "Same for the target side.", Choice(("auto",) + KINDS),
+                                show_default=True)
+    jobs: int = jobs_option("Tokenize and filter")
+    out_dir: Path | None = option(None, "Output folder, written all or nothing: it appears (or "
+                                  "replaces a previous `depnmt prepare` output) when the run "
+                                  "completes; one run at a time.", Folder(),
+                                  flag=("-o", "--output"), required=True, metavar="OUT_DIR")
+
+    def __post_init__(self):
+        check_options(self)
+
+    def files(self) -> dict[str, tuple[Path, Path]]:
+        """``{split: (src, tgt)}`` of the splits given; both sides or neither, and train
+        with any other (a :class:`~depnmt.errors.UsageError` otherwise)."""
+        files = {}
+        for split in SPLITS:
+            pair = (getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt"))
+            given = [f"--{split}-{side}" for side, path in zip(SIDES, pair) if path]
+            if len(given) == 1:
+                missing = f"--{split}-{'tgt' if given[0].endswith('src') else 'src'}"
+                raise UsageError(f"{given[0]} needs {missing} too (a split has two sides)")
+            if given:
+                files[split] = pair
+        if files and "train" not in files:
+            raise UsageError("--dev-*/--test-* files need --train-src and --train-tgt too")
+        return files
 
 
 @dataclass
@@ -102,6 +189,44 @@ def make_side_tokenizer(kind: str, lang: str, lowercase: bool,
     if kind == "auto":
         kind = corpus_default or default_kind(lang)
     return make_tokenizer({"kind": kind, "lang": lang, "lowercase": lowercase})
+
+
+def resolve_langs(corpus_langs: tuple[str, str], src: str | None,
+                  tgt: str | None) -> tuple[str, str]:
+    """Fill in missing languages of a named corpus: its default direction, or the other side."""
+    if not src and not tgt:
+        return corpus_langs
+    other = {corpus_langs[0]: corpus_langs[1], corpus_langs[1]: corpus_langs[0]}
+    return src or other.get(tgt, tgt), tgt or other.get(src, src)
+
+
+def resolve_inputs(settings: Settings, sources: Sources
+                   ) -> tuple[Settings, dict[str, tuple[Path, Path]], tuple[Tokenizer, Tokenizer],
+                              dict[str, str]]:
+    """What :func:`prepare` takes for ``settings`` and ``sources`` (``depnmt prepare``'s
+    options): the settings with a named corpus's languages filled in, ``{split: (src, tgt)}``,
+    the two tokenizers and the manifest's extra inputs (the corpus's name). A
+    :class:`~depnmt.errors.UsageError` for options that do not go together."""
+    from .corpora import corpus_files, get_corpus
+    settings.check()
+    files = sources.files()
+    inputs_extra, corpus_tokenizer = {}, None
+    if settings.corpus:
+        if files:
+            raise UsageError("give either --corpus or --train-src/--train-tgt, not both")
+        spec = get_corpus(settings.corpus)
+        src_lang, tgt_lang = resolve_langs(spec.langs, settings.src_lang, settings.tgt_lang)
+        settings = replace(settings, src_lang=src_lang, tgt_lang=tgt_lang)
+        files = corpus_files(spec, src_lang, tgt_lang)
+        inputs_extra, corpus_tokenizer = {"corpus": settings.corpus}, spec.tokenizer
+    elif not files:
+        raise UsageError("give a corpus: --corpus NAME, or --train-src F --train-tgt F")
+    elif not (settings.src_lang and settings.tgt_lang):
+        raise UsageError("--src-lang and --tgt-lang are required with your own files")
+    tokenizers = tuple(make_side_tokenizer(kind, lang, settings.lowercase, corpus_tokenizer)
+                       for kind, lang in ((sources.tokenizer_src, settings.src_lang),
+                                          (sources.tokenizer_tgt, settings.tgt_lang)))
+    return settings, files, tokenizers, inputs_extra
 
 
 def check_parallel(src: Path, tgt: Path) -> int:

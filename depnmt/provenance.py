@@ -100,7 +100,7 @@ def init_from_record(source: Path | None) -> dict[str, Any] | None:
 
 def record(run: Any, bpe: dict[str, Any], saved: dict[str, Any] | None = None
            ) -> dict[str, Any]:
-    """The provenance of the training run ``run`` (a :class:`~depnmt.trainrun.TrainingRun`
+    """The provenance of the training run ``run`` (a :class:`~depnmt.trainconfig.TrainingRun`
     whose ``tree_parsers`` are known) on the bpe folder of manifest ``bpe``; ``saved``: the
     provenance the model recorded (``--resume``: its ``init_from`` is kept)."""
     langs = {"src": bpe["src_lang"], "tgt": bpe["tgt_lang"]}

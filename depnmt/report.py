@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +43,91 @@ from .datarecord import sha256
 from .errors import DepnmtError
 from .log import warn
 from .modeldir import read_config
+from .optionspec import COUNT, SEED, Choice, File, Folder, check_options, option
 from .runs import System, mean_of, training_summary
 from .textio import atomic_open, read_lines
 
 METRICS = ("bleu", "chrf")
 MEASURES = (*METRICS, "nll")        # nll: test NLL per word (depnmt.likelihood)
+
+
+def check_deltas(values: Sequence[str | tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    """``--delta MEASURE=VALUE`` values as ``(measure, value)`` pairs: a difference of one of
+    :data:`MEASURES` to plan the runs for (a pair stays as it is); a ValueError for a value
+    of another form, a difference that is not positive, or a measure given twice."""
+    pairs, seen = [], {}
+    for value in values:
+        measure, amount = value if isinstance(value, tuple) else delta(value)
+        if measure in seen:
+            raise ValueError(f"{measure} given twice ({seen[measure]:g} and {amount:g})")
+        seen[measure] = amount
+        pairs.append((measure, amount))
+    return tuple(pairs)
+
+
+def delta(value: str) -> tuple[str, float]:
+    """``bleu=0.5`` -> ``("bleu", 0.5)``; a ValueError saying what is wrong otherwise."""
+    measure, sep, number = str(value).partition("=")
+    measure = measure.strip().lower()
+    if not sep or measure not in MEASURES:
+        raise ValueError(f"{value!r}: expected MEASURE=VALUE, MEASURE one of "
+                         f"{', '.join(MEASURES)} (e.g. bleu=0.5)")
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = math.nan
+    if not math.isfinite(amount) or amount <= 0:
+        raise ValueError(f"{value!r}: the difference must be a positive number")
+    return measure, amount
+
+
+@dataclass
+class ReportSettings:
+    """The options of ``depnmt report``, each a field (:func:`~depnmt.optionspec.option`)."""
+
+    refs: tuple[str, ...] | None = option(None, "reference file (repeatable)",
+                                          File(exists=True, text=True), flag=("-r", "--ref"),
+                                          multiple=True, required=True)
+    systems: tuple[tuple[str, Path, Path], ...] | None = option(
+        None, "a run of a system: its name, model directory and test hypotheses (repeat for "
+        "each system; repeat a NAME for its other runs, e.g. seeds, each with hypotheses of its "
+        "own: a file or a copy given twice is refused)",
+        (str, Folder(exists=True), File(exists=True)), flag=("-s", "--system"), multiple=True,
+        nargs=3, metavar="NAME MODEL_DIR HYP")
+    folders: tuple[Path, ...] | None = option(
+        None, "a results folder of the comparison recipes (models/NAME, hyps/NAME.LANG); each "
+        "is one run of every system finished in it (repeat for the seeds)", Folder(exists=True),
+        flag=("-f", "--runs-dir"), multiple=True)
+    baselines: tuple[str, ...] | None = option(
+        None, "system NAME to test the others against with paired bootstrap (repeatable; "
+        "default: the first system); tokens/s ratios are to the first baseline", str,
+        flag=("-b", "--baseline"), multiple=True)
+    ref_from_tokens: bool = option(
+        False, "the references are tokenized text (a corpus distributed tokenized, e.g. "
+        "small_parallel_enja's test.en): each line becomes the reference prepare wrote for it, "
+        "by the runs' target tokenizer")
+    tokenize: str | None = option(None, "BLEU tokenizer [default: sacrebleu's default for "
+                                  "--lang, else 13a]", Choice(sc.TOKENIZERS))
+    lang: str | None = option(None, "target language", str, flag=("-l", "--lang"),
+                              metavar="LANG")
+    n_samples: int = option(sc.DEFAULT_SAMPLES, "paired bootstrap resamples (0 disables the "
+                            "p-values)", COUNT, flag="--bootstrap")
+    shuffles: int = option(sig.DEFAULT_SHUFFLES, "approximate randomization shuffles (0 "
+                           "disables its p-values)", COUNT)
+    seed: int = option(sc.DEFAULT_SEED, "bootstrap and shuffling seed", SEED)
+    deltas: tuple[tuple[str, float], ...] | None = option(
+        None, "a difference to plan for (repeatable; MEASURE is bleu, chrf or nll, the test "
+        "NLL per word; e.g. --delta bleu=0.5 --delta nll=0.01): the power table gives the runs "
+        "a side it needs to be found with power 0.8 at two-sided α 0.05, from the pooled "
+        "run-to-run sd", str, flag="--delta", multiple=True, metavar="MEASURE=VALUE",
+        check=check_deltas)
+    prefix: Path | None = option(
+        None, "also write OUT.md, OUT.json and OUT.png (every run as a point, means and 95 % "
+        "intervals); all three are written in full before any is put in place, OUT.json last",
+        File(or_folder=True), flag=("-o", "--output"), metavar="OUT")
+
+    def __post_init__(self):
+        check_options(self)
 POWER = 0.8                         # of the runs a --delta needs (significance.runs_to_resolve)
 SIGNIFICANCE = 0.05                 # of the answer rule (answer)
 NO_LIKELIHOOD = "no test likelihood archived"

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 from .errors import DepnmtError
 from .log import warn
 from .manifest import load_manifest
+from .optionspec import check_options, option
 from .modeldir import checkpoint_dir, read_config, read_metrics
 from .provenance import EVENT
 from .schemename import scheme_name
@@ -50,6 +51,16 @@ class System:
         """Its test likelihood file, beside the hypotheses (:mod:`depnmt.likelihood`)."""
         from .likelihood import likelihood_file
         return likelihood_file(Path(self.hyp))
+
+
+@dataclass
+class RunsSettings:
+    """The options of ``depnmt runs``, each a field (:func:`~depnmt.optionspec.option`)."""
+
+    as_json: bool = option(False, "one JSON object per run instead of a table", flag="--json")
+
+    def __post_init__(self):
+        check_options(self)
 
 
 def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict:

@@ -37,6 +37,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
 from .errors import DepnmtError
+from .optionspec import COUNT, SEED, Choice, File, IntRange, check_options, option
 
 METRICS = ("bleu", "chrf", "ter")
 BOOTSTRAP_METRICS = ("bleu", "chrf")  # TER's p-value is not reported (slow and rarely asked for)
@@ -45,6 +46,48 @@ DEFAULT_TOKENIZE = "13a"
 DEFAULT_BUCKETS = (0, 20, 30, 40, 50)
 DEFAULT_SEED = 12345
 DEFAULT_SAMPLES = 1000
+
+
+def check_file_name(value: str | None) -> str | None:
+    """``value`` unless it is empty (e.g. an unset shell variable: not "no file")."""
+    if value == "":
+        raise ValueError("an empty file name")
+    return value
+
+
+@dataclass
+class ScoreSettings:
+    """The options of ``depnmt score``, each a field (:func:`~depnmt.optionspec.option`)."""
+
+    refs: tuple[str, ...] | None = option(
+        None, "Reference file, one sentence per line; repeat for several references.",
+        File(text=True), flag=("-r", "--ref"), multiple=True, required=True)
+    tokenize: str | None = option(None, "BLEU tokenizer [default: sacrebleu's default for "
+                                  "--lang, else 13a].", Choice(TOKENIZERS))
+    lang: str | None = option(None, "Target language; picks sacrebleu's default BLEU tokenizer "
+                              "(ja-mecab for ja, zh for zh) unless --tokenize is given.", str,
+                              flag=("-l", "--lang"), metavar="LANG")
+    metric_names: str = option(",".join(METRICS), "Comma-separated metrics to compute (TER is "
+                               "the slow one).", str, flag="--metrics", show_default=True)
+    chrf_word_order: int = option(0, "chrF word n-gram order (2 = chrF++).", IntRange(0, 9),
+                                  show_default=True)
+    n_samples: int = option(DEFAULT_SAMPLES, "Paired bootstrap resamples of each system vs the "
+                            "first (0 disables).", COUNT, flag="--bootstrap", show_default=True)
+    seed: int = option(DEFAULT_SEED, "Random seed of the bootstrap resampling.", SEED,
+                       show_default=True)
+    src: str | None = option(None, "Source file: also report BLEU by source length "
+                             "(whitespace-separated words).", File(text=True))
+    buckets: str = option(",".join(map(str, DEFAULT_BUCKETS)), "Lower bounds of the "
+                          "source-length buckets; half-open, so the default gives 0-19, 20-29, "
+                          "30-39, 40-49 and 50+ words.", str, show_default=True)
+    bucket_plot: str | None = option(None, "Write a PNG of Δ-BLEU per bucket of each system vs "
+                                     "the first (needs --src).", File(text=True),
+                                     check=check_file_name)
+    as_json: bool = option(False, "One JSON object per hypothesis per line on stdout instead "
+                           "of tables.", flag="--json")
+
+    def __post_init__(self):
+        check_options(self)
 # Resamples are drawn in chunks so that a chunk's weight matrix stays below ~4M cells.
 _CHUNK_CELLS = 4_000_000
 

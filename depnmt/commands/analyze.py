@@ -1,4 +1,6 @@
-"""``depnmt analyze``: analyses of trained models (see ``depnmt/analyze.py``)."""
+"""``depnmt analyze``: analyses of trained models (see ``depnmt/analyze.py``); the flags of
+``awsl`` are the fields of :class:`depnmt.analyze.AwslSettings`, those of ``uas`` the fields of
+:class:`depnmt.attachment.UasSettings`."""
 
 from __future__ import annotations
 
@@ -6,6 +8,10 @@ from pathlib import Path
 
 import click
 
+from ..analyze import AwslSettings
+from ..attachment import UasSettings
+from ..optionspec import field_params, from_options
+from .fields import click_options
 from .options import deprecated_aliases
 
 
@@ -17,26 +23,8 @@ def command() -> None:
 
 @deprecated_aliases("analyze awsl")
 @command.command("awsl", context_settings={"show_default": True})
-@click.option("-m", "--model", "model_dirs", multiple=True, required=True,
-              type=click.Path(path_type=Path, file_okay=False),
-              help="a GPS model directory (repeat to compare models, e.g. GPS in layer 1, 2, … "
-                   "as in the paper's Fig. 3)")
-@click.option("-i", "--input", "src_path", required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="source sentences (raw text, or CoNLL-U with --input-format conllu)")
-@click.option("--input-format", type=click.Choice(["text", "conllu"]), default="text",
-              help="text: raw sentences, parsed with each model's own parser; conllu: trees")
-@click.option("-o", "--output", "prefix", type=click.Path(path_type=Path), default=Path("awsl"),
-              metavar="OUT",
-              help="writes OUT.tsv (the table) and OUT.png (the plot)")
-@click.option("--max-sentences", type=click.IntRange(min=0), default=0,
-              help="use the first N sentences (0 = all)")
-@click.option("-c", "--checkpoint", type=click.Path(path_type=Path, dir_okay=False),
-              help="checkpoint file (default: MODEL_DIR/checkpoints/best.pt, else last.pt; "
-                   "only with one model)")
-@click.option("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-def awsl_command(model_dirs: tuple[Path, ...], src_path: Path, input_format: str, prefix: Path,
-                 max_sentences: int, checkpoint: Path | None, device: str) -> None:
+@click_options(field_params(AwslSettings))
+def awsl_command(**values) -> None:
     """Average Weight of Syntax Logits per encoder layer (GPS paper, Eq. 7, Fig. 3).
 
     \b
@@ -53,16 +41,17 @@ def awsl_command(model_dirs: tuple[Path, ...], src_path: Path, input_format: str
     from ..textio import atomic_open, write_stdout
     from ..translate import Translator
 
-    if checkpoint is not None and len(model_dirs) > 1:
-        raise DepnmtError("--checkpoint applies to one model; give one -m with it")
+    settings = from_options(AwslSettings, values)
+    model_dirs, src_path, prefix = settings.model_dirs, settings.src_path, settings.prefix
+    checkpoint, input_format = settings.checkpoint, settings.input_format
     check_output_files({f"output {prefix.name}{ext}": prefix.with_name(prefix.name + ext)
                         for ext in (".tsv", ".png")},
                        [("input", src_path), ("checkpoint", checkpoint),
                         *model_reads(model_dirs)])
     results = []
     for model_dir in model_dirs:
-        translator = Translator.from_model_dir(model_dir, checkpoint, device)
-        examples = _examples(translator, src_path, input_format, max_sentences)
+        translator = Translator.from_model_dir(model_dir, checkpoint, settings.device)
+        examples = _examples(translator, src_path, input_format, settings.max_sentences)
         if not examples:
             raise DepnmtError(f"{src_path}: no non-empty sentence to analyse")
         results.append((model_dir.name, awsl(translator.model, examples)))
@@ -95,19 +84,8 @@ def _examples(translator, src_path: Path, input_format: str, max_sentences: int)
 
 @command.command("uas", context_settings={"show_default": True})
 @click.argument("predicted", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--gold", "gold_path", required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="gold trees (CoNLL-U), e.g. a UD treebank")
-@click.option("--backend", type=click.Choice(["stanza", "spacy"]), default=None,
-              help="also parse the gold words with this parser backend and score it")
-@click.option("--model", default=None, help="the backend's model (e.g. ja_ginza)")
-@click.option("--lang", default=None, help="the backend's language (e.g. ja)")
-@click.option("--stanza-dir", type=click.Path(file_okay=False), default=None,
-              help="stanza resources folder")
-@click.option("--punct/--no-punct", default=True,
-              help="count words whose gold label is punct")
-def uas_command(predicted: tuple[Path, ...], gold_path: Path, backend: str | None,
-                model: str | None, lang: str | None, stanza_dir: str | None, punct: bool) -> None:
+@click_options(field_params(UasSettings))
+def uas_command(predicted: tuple[Path, ...], **values) -> None:
     """UAS and LAS of PREDICTED trees (CoNLL-U, same words as --gold) against --gold.
 
     PREDICTED may be the source trees a DBSA model induces for a treebank's own words
@@ -118,18 +96,17 @@ def uas_command(predicted: tuple[Path, ...], gold_path: Path, backend: str | Non
     'dep' and 'root' labels, as DBSA induces) get LAS '-'.
     """
     from ..attachment import attachment_score
-    from ..errors import DepnmtError
     from ..parse import make_parser, read_conllu
     from ..textio import write_stdout
 
-    if not predicted and backend is None:
-        raise DepnmtError("nothing to score: give PREDICTED CoNLL-U files and/or --backend")
+    settings = from_options(UasSettings, values)
+    settings.check_request(predicted)
+    gold_path, punct = settings.gold_path, settings.punct
     gold = list(read_conllu(gold_path))
     rows = [(str(path), attachment_score(read_conllu(path), gold, str(path), str(gold_path),
                                          punct)) for path in predicted]
-    if backend is not None:
-        parser = make_parser({"backend": backend, "model": model, "lang": lang,
-                              **({"resources_dir": stanza_dir} if stanza_dir else {})})
+    if settings.backend is not None:
+        parser = make_parser(settings.parser_settings())
         parsed = [t for i in range(0, len(gold), 256)
                   for t in parser.parse([list(s.words) for s in gold[i:i + 256]])]
         rows.append((parser.describe(), attachment_score(parsed, gold, parser.describe(),

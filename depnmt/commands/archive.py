@@ -1,5 +1,6 @@
 """``depnmt archive``: a campaign's results without its checkpoints (see ``depnmt/archive.py``)
-and the identity of its data (``data.json``, see ``depnmt/datarecord.py``)."""
+and the identity of its data (``data.json``, see ``depnmt/datarecord.py``); its flags are the
+fields of :class:`depnmt.archive.ArchiveSettings`."""
 
 from __future__ import annotations
 
@@ -7,21 +8,18 @@ from pathlib import Path
 
 import click
 
-from .options import deprecated_aliases
+from ..archive import ArchiveSettings
+from ..optionspec import field_params, from_options
+from .fields import click_options
+from .options import deprecated_aliases, usage_errors
 
 
 @deprecated_aliases("archive")
 @click.command("archive")
 @click.argument("folders", nargs=-1,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("-o", "--output", "out", required=True, metavar="OUT",
-              type=click.Path(file_okay=False, path_type=Path),
-              help="archive folder: OUT/<FOLDER's name>/models/NAME/ and hyps/, OUT/data.json")
-@click.option("--check-data", "check", multiple=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="a data folder (bpe, parse; repeatable): check it and the folders it was "
-                   "made from against OUT/data.json first (nothing to check without one)")
-def command(folders: tuple[Path, ...], out: Path, check: tuple[Path, ...]) -> None:
+@click_options(field_params(ArchiveSettings))
+def command(folders: tuple[Path, ...], **values) -> None:
     """Copy what the results table of finished runs is computed from — each run's
     config.json, manifest.json and metrics.jsonl, its test hypotheses and, where the recipes
     wrote it, its test likelihood (hyps/NAME.LANG.ref-logprob: the log-probability of every test
@@ -43,8 +41,10 @@ def command(folders: tuple[Path, ...], out: Path, check: tuple[Path, ...]) -> No
     from ..datarecord import check_folders
     from ..log import info
 
-    if not folders and not check:
-        raise click.UsageError("give the results FOLDERS to archive, or --check-data DIR")
+    settings = from_options(ArchiveSettings, values)
+    with usage_errors():
+        settings.check_request(folders)
+    out, check = settings.out, settings.check
     if check:
         checked = check_folders(list(check), out)
         if checked:

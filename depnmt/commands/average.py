@@ -1,29 +1,20 @@
-"""``depnmt average``: average a run's last or best checkpoints (see ``depnmt/average.py``)."""
+"""``depnmt average``: average a run's last or best checkpoints (see ``depnmt/average.py``); its
+flags are the fields of :class:`depnmt.average.AverageSettings`."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
+from ..average import AverageSettings
+from ..optionspec import field_params, from_options
+from .fields import click_options
 from .options import deprecated_aliases
 
 
 @deprecated_aliases("average")
 @click.command("average", context_settings={"show_default": True})
-@click.option("-m", "--model", "model_dir", metavar="MODEL_DIR",
-              type=click.Path(path_type=Path, file_okay=False),
-              default=lambda: os.environ.get("DEPNMT_MODEL", "model"),
-              help="model directory written by `depnmt train --keep-last N`")
-@click.option("--last", type=click.IntRange(min=1), default=None,
-              help="average the N newest snapshots (checkpoints/step*.pt)")
-@click.option("--best", type=click.IntRange(min=1), default=None,
-              help="average the N kept snapshots with the best validation by the run's "
-                   "--early-stop-metric")
-@click.option("-o", "--output", "name", required=True, metavar="NAME",
-              help="write MODEL_DIR/checkpoints/NAME.pt (then `translate --checkpoint NAME`)")
-def command(model_dir: Path, last: int | None, best: int | None, name: str) -> None:
+@click_options(field_params(AverageSettings))
+def command(**values) -> None:
     """Average the parameters of several checkpoints of one training run.
 
     \b
@@ -37,5 +28,6 @@ def command(model_dir: Path, last: int | None, best: int | None, name: str) -> N
     from ..average import average
     from ..log import info
 
-    out = average(model_dir, name, last, best)
+    settings = from_options(AverageSettings, values)
+    out = average(settings.model_dir, settings.name, settings.last, settings.best)
     info(f"wrote {out}")

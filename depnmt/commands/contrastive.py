@@ -1,4 +1,6 @@
-"""``depnmt contrastive``: accuracy of models on a contrastive test set."""
+"""``depnmt contrastive``: accuracy of models on a contrastive test set; its own flags are the
+fields of :class:`depnmt.contrastive.ContrastiveSettings` (-m and the hardware options are
+translate's)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ from pathlib import Path
 
 import click
 
-from .options import POSITIVE
+from ..contrastive import ContrastiveSettings
+from ..optionspec import field_params, from_options
+from .fields import click_options
 from .translate import hardware_options, models_option
 
 HELP = """Contrastive evaluation: how often a model prefers a correct translation to a minimally
@@ -40,84 +44,49 @@ stratified over runs, with Holm's adjustment over all the tests.
 @click.argument("set_path", metavar="SET", type=click.Path(path_type=Path, dir_okay=False))
 @models_option("give it more than once to compare models (each evaluated alone) or, with "
                "--ensemble, to evaluate their ensemble")
-@click.option("--ensemble", is_flag=True,
-              help="score with the -m models as one ensemble (as translate -m A -m B decodes: "
-                   "they must share vocabularies, BPE and tokenizers) instead of each alone")
-@click.option("-c", "--checkpoint", metavar="NAME",
-              help="checkpoint name in each MODEL/checkpoints  [default: best, else last]")
-@click.option("--format", "fmt", type=click.Choice(["auto", "tsv", "lingeval97", "contrapro"]),
-              default="auto", help="auto: contrapro for a .json SET with --src/--tgt, "
-                                   "lingeval97 for another .json SET, else tsv")
-@click.option("--src", "src_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="contrapro: the source text (contrapro.text.en)")
-@click.option("--tgt", "tgt_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="contrapro: the target text (contrapro.text.de)")
-@click.option("--normalized", is_flag=True,
-              help="compare length-normalised scores (logprob / lp(tokens), the model's length "
-                   "penalty) instead of log-probabilities")
-@click.option("-o", "--output", "output_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="also write the accuracies, intervals, p-values and every decision as JSON "
-                   "(all or nothing)")
-@click.option("--max-tokens", type=POSITIVE, default=None,
-              help="pairs of similar length are scored together in batches of at most this "
-                   "many source and target subwords (padding included)",
-              show_default="8000 on the CPU, 32000 on a GPU")
-@click.option("--compare", "compare_paths", metavar="RESULT", multiple=True,
-              type=click.Path(path_type=Path, dir_okay=False),
-              help="compare systems instead of scoring: two or more result files of -o on SET "
-                   "(each a system, its models the system's runs), the first the baseline")
+@click_options(field_params(ContrastiveSettings))
 @hardware_options("pairs", "arithmetic of the matrix multiplies, as translate --precision")
-def command(set_path: Path, model_dirs: tuple[Path, ...], ensemble: bool, checkpoint: str | None,
-            fmt: str, src_path: Path | None, tgt_path: Path | None, normalized: bool,
-            output_path: Path | None, max_tokens: int | None, batch_size: int, device: str,
-            precision: str, compare_paths: tuple[Path, ...]) -> None:
+def command(set_path: Path, model_dirs: tuple[Path, ...], batch_size: int, device: str,
+            precision: str, **values) -> None:
     import json
 
     from ..contrastive import evaluate, read_set, scored_pairs
     from ..contrastivestats import evaluation_dict, evaluation_markdown, set_digest
-    from ..errors import DepnmtError
     from ..forced import ForcedScorer
     from ..modeldir import model_reads, named_checkpoint
     from ..stagedir import check_output_files
     from ..textio import atomic_open, write_stdout
     from .translate import input_progress
+    settings = from_options(ContrastiveSettings, values)
+    output_path, src_path, tgt_path = settings.output_path, settings.src_path, settings.tgt_path
+    compare_paths, checkpoint = settings.compare_paths, settings.checkpoint
     check_output_files({"output": output_path}, [("set", set_path), ("--src file", src_path),
                                                  ("--tgt file", tgt_path),
                                                  *model_reads(model_dirs),
                                                  *(("--compare file", p) for p in compare_paths)])
-    if fmt == "auto":
-        fmt = "tsv" if set_path.suffix != ".json" else (
-            "contrapro" if src_path or tgt_path else "lingeval97")
-    if (src_path or tgt_path) and fmt != "contrapro":
-        raise DepnmtError("--src and --tgt are for --format contrapro")
+    fmt = settings.set_format(set_path)
     items = read_set(set_path, fmt, src_path, tgt_path)
     if compare_paths:
         return compare_systems(set_path, items, compare_paths, output_path)
-    if checkpoint and "/" in checkpoint:
-        raise DepnmtError(f"--checkpoint {checkpoint}: give a checkpoint name that each model "
-                          f"folder has (best, last, stepN, an average's name)")
-    names = [str(d) for d in model_dirs]
-    if len(set(names)) < len(names):
-        raise DepnmtError("a model is given twice (-m)")
-    if ensemble and len(model_dirs) < 2:
-        raise DepnmtError("--ensemble scores with several models as one: give -m two or more "
-                          "times")
-    groups = [list(model_dirs)] if ensemble else [[d] for d in model_dirs]
+    settings.check_scoring(model_dirs)
+    groups = [list(model_dirs)] if settings.ensemble else [[d] for d in model_dirs]
 
     def scorers(advance):
         for group in groups:
             ckpts = [named_checkpoint(d, checkpoint) if checkpoint else None for d in group]
             scorer = ForcedScorer.from_model_dirs(group, ckpts, device=device,
-                                                  precision=precision, max_tokens=max_tokens,
+                                                  precision=precision,
+                                                  max_tokens=settings.max_tokens,
                                                   batch_size=batch_size)
             scorer.progress = advance
             yield " + ".join(str(d) for d in group), scorer
     with input_progress("scoring", lambda: len(scored_pairs(items)) * len(groups),
                         streams_stdout=False) as advance:
-        result = evaluate(items, scorers(advance), normalized)
+        result = evaluate(items, scorers(advance), settings.normalized)
     if output_path is not None:
         with atomic_open(output_path) as fh:
-            fh.write(json.dumps({"set": str(set_path), "format": fmt, "normalized": normalized,
+            fh.write(json.dumps({"set": str(set_path), "format": fmt,
+                                 "normalized": settings.normalized,
                                  "set_sha256": set_digest(set_path), **evaluation_dict(result)},
                                 indent=1) + "\n")
     write_stdout(evaluation_markdown(result), flush=True)

@@ -1,32 +1,20 @@
-"""``depnmt export``: a trained model in another toolkit's format (see depnmt/export.py)."""
+"""``depnmt export``: a trained model in another toolkit's format (see depnmt/export.py); its
+flags are the fields of :class:`depnmt.export.ExportSettings`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from ..export import QUANTIZATIONS
+from ..export import ExportSettings
+from ..optionspec import field_params, from_options
+from .fields import click_options
 from .options import deprecated_aliases
 
 
 @deprecated_aliases("export")
 @click.command("export", context_settings={"show_default": True})
-@click.option("--format", "fmt", type=click.Choice(["ctranslate2"]), default="ctranslate2",
-              help="target format")
-@click.option("-m", "--model", "model_dir", metavar="MODEL_DIR",
-              type=click.Path(path_type=Path, file_okay=False),
-              required=True, help="model directory written by `depnmt train`")
-@click.option("-o", "--output", type=click.Path(path_type=Path, file_okay=False), required=True,
-              help="folder to write (must not exist, unless --force)")
-@click.option("-c", "--checkpoint", type=click.Path(path_type=Path, dir_okay=False),
-              help="checkpoint file (default: MODEL_DIR/checkpoints/best.pt, else last.pt)")
-@click.option("--quantization", type=click.Choice(QUANTIZATIONS), default=None,
-              help="store the weights quantized (default: float32, as trained)")
-@click.option("--force", is_flag=True,
-              help="replace OUTPUT if it is an earlier export (or an empty folder)")
-def command(fmt: str, model_dir: Path, output: Path, checkpoint: Path | None,
-            quantization: str | None, force: bool) -> None:
+@click_options(field_params(ExportSettings))
+def command(**values) -> None:
     """Export a trained model to CTranslate2, ready to serve.
 
     Needs the ct2 extra (pip install 'depnmt[ct2]'); `depnmt translate --ct2 OUTPUT` then
@@ -44,6 +32,9 @@ def command(fmt: str, model_dir: Path, output: Path, checkpoint: Path | None,
     from ..export import export_ctranslate2
     from ..log import info
 
-    record = export_ctranslate2(model_dir, output, checkpoint, quantization, force)
+    settings = from_options(ExportSettings, values)
+    model_dir, output = settings.model_dir, settings.output
+    record = export_ctranslate2(model_dir, output, settings.checkpoint, settings.quantization,
+                                settings.force)
     info(f"exported {model_dir} ({record['checkpoint']}, step {record['step']}, positions "
          f"{record['positions']}) to {output}")

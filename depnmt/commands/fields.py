@@ -1,6 +1,7 @@
 """Flags from configuration fields: each :class:`~depnmt.optionspec.Param` (a training run's
-options, :func:`depnmt.runconfig.train_params`; the schemes' options among them) becomes one
-click option with its help, default and value checks, so adding an option is adding a field."""
+options, :func:`depnmt.trainconfig.train_params`; the schemes' options among them; the settings
+dataclasses of the other commands, :func:`depnmt.optionspec.field_params`) becomes one click
+option with its help, default and value checks, so adding an option is adding a field."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 import click
 
-from ..optionspec import Choice, FloatRange, Folder, IntRange, Kind, Param
+from ..optionspec import Choice, File, FloatRange, Folder, IntRange, Kind, Param, Processes
 
 
 def click_type(kind: Kind) -> Any:
@@ -24,8 +25,30 @@ def click_type(kind: Kind) -> Any:
         return FiniteFloatRange(kind.min, kind.max, min_open=kind.min_open,
                                 max_open=kind.max_open)
     if isinstance(kind, Folder):
-        return click.Path(path_type=Path, file_okay=False)
+        return click.Path(path_type=None if kind.text else Path, file_okay=False,
+                          exists=kind.exists)
+    if isinstance(kind, File):
+        return click.Path(path_type=None if kind.text else Path, dir_okay=kind.or_folder,
+                          exists=kind.exists)
+    if isinstance(kind, Processes):
+        return Jobs()
+    if isinstance(kind, tuple):
+        return tuple(click_type(part) for part in kind)
     return kind
+
+
+class Jobs(click.ParamType):
+    """``--jobs``: a number of processes ≥ 1, or ``auto`` (the cores this process may use)."""
+
+    name = "jobs"
+
+    def convert(self, value, param, ctx):
+        from ..errors import DepnmtError
+        from ..workers import resolve_jobs
+        try:
+            return resolve_jobs(value)
+        except DepnmtError:
+            self.fail(f"{value!r} is not a number of processes (1, 2, ...) or 'auto'", param, ctx)
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -56,6 +79,10 @@ def click_option(param: Param) -> click.Option:
     """The flag of ``param``."""
     kind = dict(is_flag=True) if param.kind is bool else dict(type=click_type(param.kind))
     extra = {} if param.show_default is None else dict(show_default=param.show_default)
+    if param.multiple:
+        extra["multiple"] = True
+    if param.nargs != 1:
+        extra["nargs"] = param.nargs
     return click.Option([*param.flags, param.name], default=param.default, help=param.help,
                         required=param.required, metavar=param.metavar, hidden=param.hidden,
                         envvar=param.envvar, show_envvar=param.envvar is not None,

@@ -1,4 +1,5 @@
-"""``depnmt inspect``: print the per-pair matrices a relative scheme sees (see depnmt/inspect.py)."""
+"""``depnmt inspect``: print the per-pair matrices a relative scheme sees (see depnmt/inspect.py);
+its flags are the fields of :class:`depnmt.inspect.InspectSettings`."""
 
 from __future__ import annotations
 
@@ -6,46 +7,15 @@ from pathlib import Path
 
 import click
 
-from ..trees import CHAIN_HEADS, SUBWORD_RULES
-
-
-def _inspected(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """click callback of ``--scheme``: the scheme name -> the part shown (``dep``, ``path``)."""
-    from ..errors import DepnmtError
-    from ..inspect import inspected_part
-    try:
-        return inspected_part(value)
-    except DepnmtError as exc:
-        raise click.BadParameter(str(exc)) from None
+from ..inspect import InspectSettings
+from ..optionspec import field_params, from_options
+from .fields import click_options
+from .options import usage_errors
 
 
 @click.command("inspect", context_settings={"show_default": True})
-@click.option("--scheme", required=True, callback=_inspected,
-              help="a scheme name as `depnmt train --scheme` takes it; shown is its tree or "
-                   "pair part: dep (abs+dep): relative depth (Omote et al. Eq. 16); deplabel: "
-                   "the Japanese paper's labels; rel: j − i; treedist: path length on the tree; "
-                   "structural: relative structural position (Wang et al.); pascal: the scale of "
-                   "key j around query i's parent; gps (abs+gps): each token's root path, one "
-                   "line per token")
-@click.option("--clip", type=click.IntRange(min=0), default=None,
-              help="show the values clipped to K as the model uses them (deplabel: pairs "
-                   "beyond K become non_dep)")
-@click.option("--bpe-codes", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="subword-nmt codes: show the matrix over subwords after the tree projection")
-@click.option("--subword-tree", type=click.Choice(SUBWORD_RULES), default="chain",
-              help="how a tree reaches subwords (see `depnmt train --help`)")
-@click.option("--chain-head", type=click.Choice(CHAIN_HEADS), default="last",
-              help="chain rule: a word's arc lands on the head word's last or first piece")
-@click.option("-i", "--input", "input_path", type=click.Path(exists=True, dir_okay=False,
-              path_type=Path), help="CoNLL-U file to read instead of standard input")
-@click.option("--sentence", type=click.IntRange(min=1), default=None, metavar="N",
-              help="only the N-th tree of the input (1-based)")
-@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              metavar="FILE", help="also draw each sentence: its tree as arcs over the words and "
-              "the matrix as a labelled heatmap (FILE-1.png, FILE-2.png, … for several)")
-def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree: str,
-            chain_head: str, input_path: Path | None, sentence: int | None,
-            png: Path | None) -> None:
+@click_options(field_params(InspectSettings))
+def command(**values) -> None:
     """Print, for each tree of a CoNLL-U file, the per-pair matrix SCHEME uses.
 
     \b
@@ -56,13 +26,14 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
     """
     from ..bpe import Segmenter
     from ..errors import DepnmtError
-    from ..inspect import check_tokens, clips, format_matrix, format_paths, pair_cells
+    from ..inspect import check_tokens, format_matrix, format_paths, pair_cells
     from ..parse.conllu import read_conllu_input
     from ..textio import iter_lines, write_stdout
 
-    if clip is not None and not clips(scheme):
-        shown = "gps's root paths" if scheme == "path" else scheme
-        raise click.UsageError(f"--clip does not apply to {shown}: its values are no distances")
+    with usage_errors():
+        settings = from_options(InspectSettings, values)
+    scheme, bpe_codes, input_path = settings.part(), settings.bpe_codes, settings.input_path
+    sentence, png = settings.sentence, settings.png
     segmenter = None
     if bpe_codes is not None:
         segmenter = Segmenter("\n".join(iter_lines(bpe_codes)) + "\n", source=bpe_codes)
@@ -79,7 +50,8 @@ def command(scheme: str, clip: int | None, bpe_codes: Path | None, subword_tree:
             blocks.append(format_paths(tree, tokens))
             pictures.append((tree, tokens, None, blocks[-1].splitlines()))
             continue
-        cells = pair_cells(scheme, tree.heads, tokens, clip, subword_tree, chain_head)
+        cells = pair_cells(scheme, tree.heads, tokens, settings.clip, settings.subword_tree,
+                           settings.chain_head)
         blocks.append(format_matrix(tokens, cells))
         pictures.append((tree, tokens, cells, None))
     write_stdout("\n".join(blocks))

@@ -1,11 +1,14 @@
 """``depnmt minimal-pairs``: a contrastive set made from a test set's own English references
-(see ``depnmt/minimalpairs.py``)."""
+(see ``depnmt/minimalpairs.py``); its flags are the fields of
+:class:`depnmt.minimalpairs.MinimalPairsSettings`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
+
+from ..minimalpairs import MinimalPairsSettings
+from ..optionspec import field_params, from_options
+from .fields import click_options
 
 HELP = """Minimal pairs from a test set's English references, for `depnmt contrastive`.
 
@@ -30,29 +33,19 @@ of their own, which are not shipped.
 
 
 @click.command("minimal-pairs", help=HELP, context_settings={"show_default": True})
-@click.option("--src", "src_path", required=True, metavar="FILE",
-              type=click.Path(path_type=Path, dir_okay=False),
-              help="the test set's source lines (raw text, a line per sentence)")
-@click.option("-r", "--ref", "ref_path", required=True, metavar="FILE",
-              type=click.Path(path_type=Path, dir_okay=False),
-              help="their reference translations, a line each (raw or tokenized English)")
-@click.option("-l", "--lang", metavar="LANG", default=None,
-              help="the language of the references; only en is possible",
-              show_default="the --ref file's suffix when it is a language code (test.en), "
-                           "else en")
-@click.option("-o", "--output", "output_path", required=True, metavar="FILE",
-              type=click.Path(path_type=Path, dir_okay=False),
-              help="write the contrastive set here (tsv; read by `depnmt contrastive`)")
-def command(src_path: Path, ref_path: Path, lang: str | None, output_path: Path) -> None:
+@click_options(field_params(MinimalPairsSettings))
+def command(**values) -> None:
     from collections import Counter
 
     from ..log import info
-    from ..minimalpairs import CATEGORIES, check_language, make_pairs, read_parallel, tsv_lines
+    from ..minimalpairs import CATEGORIES, make_pairs, read_parallel, tsv_lines
     from ..stagedir import check_output_files
     from ..textio import atomic_open
+    settings = from_options(MinimalPairsSettings, values)
+    src_path, ref_path, output_path = settings.src_path, settings.ref_path, settings.output_path
     check_output_files({"output": output_path}, [("--src file", src_path),
                                                  ("--ref file", ref_path)])
-    check_language(lang or reference_language(ref_path))
+    settings.language()
     sources, references = read_parallel(src_path, ref_path)
     counts: Counter = Counter()
     pairs = make_pairs(references, counts=counts)
@@ -65,9 +58,3 @@ def command(src_path: Path, ref_path: Path, lang: str | None, output_path: Path)
     if dropped:
         info(f"{dropped} pairs left out: their source line is empty")
     info(f"wrote {output_path}")
-
-
-def reference_language(ref_path: Path) -> str:
-    """The language code a ``--ref`` file's suffix names (``test.de``: de), else ``en``."""
-    suffix = ref_path.suffix.lstrip(".").lower()
-    return suffix if len(suffix) == 2 and suffix.isalpha() else "en"

@@ -5,6 +5,9 @@ the 0.1.0 spellings of options that still work, with a warning
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import click
 
 from .. import optionspec
@@ -167,25 +170,12 @@ def deprecated_keys(command: click.Command) -> dict[str, DeprecatedAlias]:
             if isinstance(param, DeprecatedAlias) and param.old.startswith("--")}
 
 
-# -- --jobs N: the data stages' worker processes ------------------------------------------------
-class Jobs(click.ParamType):
-    """``--jobs``: a number of processes ≥ 1, or ``auto`` (the cores this process may use)."""
-
-    name = "jobs"
-
-    def convert(self, value, param, ctx):
-        from ..errors import DepnmtError
-        from ..workers import resolve_jobs
-        try:
-            return resolve_jobs(value)
-        except DepnmtError:
-            self.fail(f"{value!r} is not a number of processes (1, 2, ...) or 'auto'", param, ctx)
-
-
-def jobs_option(work: str):
-    """The ``--jobs N`` option of a data stage that does ``work`` in N processes."""
-    return click.option(
-        "--jobs", type=Jobs(), default="1", show_default=True, metavar="N|auto",
-        help=f"{work} in N worker processes (auto: one per core this process may use). The "
-             f"output is the same for every N, byte for byte, and N is not recorded in the "
-             f"manifest.")
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """A :class:`~depnmt.errors.UsageError` of the library (options that do not go together)
+    raised in the block becomes click's, as the command line reports a malformed flag."""
+    from ..errors import UsageError
+    try:
+        yield
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None

@@ -1,13 +1,14 @@
-"""``depnmt parse``: dependency trees (CoNLL-U) for the tokenized text of a prepare folder."""
+"""``depnmt parse``: dependency trees (CoNLL-U) for the tokenized text of a prepare folder; its
+flags are the fields of :class:`depnmt.parse.stage.ParseSettings`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from ..errors import DepnmtError
-from .options import jobs_option
+from ..optionspec import field_params, from_options
+from ..parse.stage import ParseSettings
+from .fields import click_options
+from .options import usage_errors
 
 HELP = """Dependency-parse the tokenized text of a `depnmt prepare` folder into CoNLL-U.
 
@@ -46,66 +47,14 @@ contiguous blocks of lines), put the outputs in one OUT_DIR, then run `--merge`.
 """
 
 
-def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
-    """Validate ``--shard i/N``."""
-    if value is None:
-        return None
-    from ..parse.stage import parse_shard
-    try:
-        return parse_shard(value)
-    except DepnmtError as exc:
-        raise click.BadParameter(str(exc).split(": ", 1)[-1]) from None
-
-
 @click.command("parse", help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-i", "--input", "prepare_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder written by `depnmt prepare` (required, except with --merge).")
-@click.option("-o", "--output", "out_dir", required=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for the .conllu files and manifest.json, written all or nothing: it "
-                   "appears (or replaces a previous output) when the run or --merge completes; "
-                   "--shard writes its files into it.")
-@click.option("--side", type=click.Choice(["src", "tgt", "both"]), default="src",
-              show_default=True, help="Which side(s) of the corpus to parse.")
-@click.option("--splits", default=None, metavar="LIST",
-              help="Comma-separated splits, e.g. train,dev,test  [default: all that exist]")
-@click.option("--backend", type=click.Choice(["stanza", "spacy", "conllu"]), default="stanza",
-              show_default=True, help="Where the trees come from (see above).")
-@click.option("--model", "models", multiple=True, metavar="NAME",
-              help="spaCy pipeline name/path, or stanza package; `src=NAME`/`tgt=NAME` for "
-                   "one side (repeatable).")
-@click.option("--lang", "langs", multiple=True, metavar="L",
-              help="Parser language code if it differs from the prepare manifest's "
-                   "(`src=L`/`tgt=L` for one side).")
-@click.option("--stanza-dir", type=click.Path(file_okay=False), default=None,
-              help="stanza resources folder  [default: $STANZA_RESOURCES_DIR, else "
-                   "~/.cache/stanza/<resources version>/resources]")
-@click.option("--conllu-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="For --backend conllu: folder holding {split}.{lang}.conllu.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
-              help="Lines given to the parser at once.")
-@jobs_option("Parse (stanza, spacy)")
-@click.option("--shard", callback=_shard, default=None, metavar="i/N",
-              help="Parse only block i (0-based) of N; writes *.conllu.shard-i-of-N.")
-@click.option("--merge", is_flag=True,
-              help="Merge the N shards found in OUT_DIR into the final files (checks them).")
-def command(prepare_dir, out_dir, side, splits, backend, models, langs, stanza_dir, conllu_dir,
-            batch_size, jobs, shard, merge) -> None:
-    from ..parse.stage import ParseOptions, per_side, run_merge, run_parse
-    if jobs > 1 and (shard is not None or merge):
-        raise click.UsageError("--jobs parses a whole run in N processes; with --shard run more "
-                               "shards instead (--merge works in one process)")
-    if merge:
-        if shard is not None:
-            raise click.UsageError("--merge and --shard exclude each other")
-        run_merge(prepare_dir, out_dir)
+@click_options(field_params(ParseSettings))
+def command(**values) -> None:
+    from ..parse.stage import run_merge, run_parse
+    settings = from_options(ParseSettings, values)
+    with usage_errors():
+        settings.check()
+    if settings.merge:
+        run_merge(settings.prepare_dir, settings.out_dir)
         return
-    if prepare_dir is None:
-        raise click.UsageError("missing option -i/--input PREPARE_DIR")
-    run_parse(ParseOptions(
-        prepare_dir=prepare_dir, out_dir=out_dir,
-        sides=["src", "tgt"] if side == "both" else [side],
-        splits=[s.strip() for s in splits.split(",") if s.strip()] if splits else None,
-        backend=backend, models=per_side(models, "--model"), langs=per_side(langs, "--lang"),
-        stanza_dir=stanza_dir, conllu_dir=conllu_dir, batch_size=batch_size, shard=shard,
-        jobs=jobs))
+    run_parse(settings.options())

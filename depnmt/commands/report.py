@@ -1,98 +1,23 @@
-"""``depnmt report``: the results table of several trained systems (see ``depnmt/report.py``)."""
+"""``depnmt report``: the results table of several trained systems (see ``depnmt/report.py``);
+its flags are the fields of :class:`depnmt.report.ReportSettings`."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
 
-from ..score import DEFAULT_SAMPLES, DEFAULT_SEED, TOKENIZERS
-from ..significance import DEFAULT_SHUFFLES
-from .options import SEED, deprecated_aliases
-
-
-class Delta(click.ParamType):
-    """``MEASURE=VALUE``: a difference of one of the report's measures (``bleu``, ``chrf``,
-    ``nll``: test NLL per word) to plan the runs for, as ``(measure, value)``."""
-
-    name = "MEASURE=VALUE"
-
-    def convert(self, value, param, ctx):
-        from ..report import MEASURES
-        if isinstance(value, tuple):
-            return value
-        measure, sep, number = str(value).partition("=")
-        measure = measure.strip().lower()
-        if not sep or measure not in MEASURES:
-            self.fail(f"{value!r}: expected MEASURE=VALUE, MEASURE one of "
-                      f"{', '.join(MEASURES)} (e.g. bleu=0.5)", param, ctx)
-        try:
-            amount = float(number)
-        except ValueError:
-            amount = math.nan
-        if not math.isfinite(amount) or amount <= 0:
-            self.fail(f"{value!r}: the difference must be a positive number", param, ctx)
-        return measure, amount
-
-
-def deltas_by_measure(pairs: tuple[tuple[str, float], ...]) -> dict[str, float]:
-    """The ``--delta`` values by measure; a measure given twice is a usage error."""
-    out: dict[str, float] = {}
-    for measure, value in pairs:
-        if measure in out:
-            raise click.BadParameter(f"{measure} given twice ({out[measure]:g} and {value:g})",
-                                     param_hint="'--delta'")
-        out[measure] = value
-    return out
+from ..optionspec import field_params, from_options
+from ..report import ReportSettings
+from .fields import click_options
+from .options import deprecated_aliases
 
 
 @deprecated_aliases("report")
 @click.command("report", context_settings={"show_default": True})
-@click.option("-r", "--ref", "refs", multiple=True, required=True,
-              type=click.Path(exists=True, dir_okay=False), help="reference file (repeatable)")
-@click.option("-s", "--system", "systems", multiple=True, nargs=3,
-              type=(str, click.Path(exists=True, file_okay=False, path_type=Path),
-                    click.Path(exists=True, dir_okay=False, path_type=Path)),
-              metavar="NAME MODEL_DIR HYP", help="a run of a system: its name, model directory "
-              "and test hypotheses (repeat for each system; repeat a NAME for its other runs, "
-              "e.g. seeds, each with hypotheses of its own: a file or a copy given twice is "
-              "refused)")
-@click.option("-f", "--runs-dir", "folders", multiple=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="a results folder of the comparison recipes (models/NAME, hyps/NAME.LANG); "
-                   "each is one run of every system finished in it (repeat for the seeds)")
-@click.option("-b", "--baseline", "baselines", multiple=True,
-              help="system NAME to test the others against with paired bootstrap (repeatable; "
-                   "default: the first system); tokens/s ratios are to the first baseline")
-@click.option("--ref-from-tokens", is_flag=True,
-              help="the references are tokenized text (a corpus distributed tokenized, e.g. "
-                   "small_parallel_enja's test.en): each line becomes the reference prepare "
-                   "wrote for it, by the runs' target tokenizer")
-@click.option("--tokenize", type=click.Choice(TOKENIZERS), default=None,
-              help="BLEU tokenizer [default: sacrebleu's default for --lang, else 13a]")
-@click.option("-l", "--lang", default=None, metavar="LANG", help="target language")
-@click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=DEFAULT_SAMPLES,
-              help="paired bootstrap resamples (0 disables the p-values)")
-@click.option("--shuffles", type=click.IntRange(min=0), default=DEFAULT_SHUFFLES,
-              help="approximate randomization shuffles (0 disables its p-values)")
-@click.option("--seed", type=SEED, default=DEFAULT_SEED, help="bootstrap and shuffling seed")
-@click.option("--delta", "deltas", multiple=True, type=Delta(),
-              help="a difference to plan for (repeatable; MEASURE is bleu, chrf or nll, the "
-                   "test NLL per word; e.g. --delta bleu=0.5 --delta nll=0.01): the power table "
-                   "gives the runs a side it needs to be found with power 0.8 at two-sided "
-                   "α 0.05, from the pooled run-to-run sd")
-@click.option("-o", "--output", "prefix", type=click.Path(path_type=Path), default=None,
-              metavar="OUT",
-              help="also write OUT.md, OUT.json and OUT.png (every run as a point, means "
-                   "and 95 % intervals); all three are written in full before any is put in "
-                   "place, OUT.json last")
-def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
-            folders: tuple[Path, ...], baselines: tuple[str, ...], ref_from_tokens: bool,
-            tokenize: str | None,
-            lang: str | None, n_samples: int, shuffles: int, seed: int,
-            deltas: tuple[tuple[str, float], ...], prefix: Path | None) -> None:
+@click_options(field_params(ReportSettings))
+def command(**values) -> None:
     """Results table of trained systems, each trained once or several times (runs, e.g.
     seeds): per system the mean ± sd of BLEU and chrF over its runs and every run's BLEU, the
     mean dev loss, updates and epochs at the selected checkpoint, training time, target
@@ -125,19 +50,23 @@ def command(refs: tuple[str, ...], systems: tuple[tuple[str, Path, Path], ...],
     from ..stagedir import check_output_files
     from ..textio import read_lines, write_stdout
 
+    settings = from_options(ReportSettings, values)
+    refs, prefix = settings.refs, settings.prefix
     outputs = output_files(prefix)
-    runs = [System(*s) for s in systems] + (runs_in_folders(folders) if folders else [])
+    runs = [System(*s) for s in settings.systems] + (runs_in_folders(settings.folders)
+                                                     if settings.folders else [])
     if not runs:
         raise DepnmtError("no systems: give -s NAME MODEL_DIR HYP or -f RESULTS_DIR")
     check_output_files(outputs, [*(("reference", Path(ref)) for ref in refs),
                                  *((f"hypotheses of {run.name}", run.hyp) for run in runs),
                                  *model_reads(dict.fromkeys(run.model_dir for run in runs))])
     ref_lines = [read_lines(path) for path in refs]
-    if ref_from_tokens:
+    if settings.ref_from_tokens:
         ref_lines = references_from_tokens(runs, ref_lines, refs)
-    chosen = list(baselines) or [runs[0].name]
-    records = results(runs, ref_lines, refs, chosen, tokenize, lang, n_samples, seed, shuffles)
-    table = markdown(records, chosen, deltas_by_measure(deltas))
+    chosen = list(settings.baselines) or [runs[0].name]
+    records = results(runs, ref_lines, refs, chosen, settings.tokenize, settings.lang,
+                      settings.n_samples, settings.seed, settings.shuffles)
+    table = markdown(records, chosen, dict(settings.deltas))
     write_stdout(table)
     if prefix is not None:                  # all written before any is put in place
         write_together({prefix.with_name(prefix.name + ext): data for ext, data in (

@@ -1,4 +1,5 @@
-"""``depnmt runs``: where every training run under some folders stands (see ``depnmt/runs.py``)."""
+"""``depnmt runs``: where every training run under some folders stands (see ``depnmt/runs.py``);
+its flags are the fields of :class:`depnmt.runs.RunsSettings`."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ from pathlib import Path
 
 import click
 
+from ..optionspec import field_params, from_options
+from ..runs import RunsSettings
+from .fields import click_options
+
 
 @click.command("runs")
 @click.argument("folders", nargs=-1, required=True,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per run instead of a table")
-def command(folders: tuple[Path, ...], as_json: bool) -> None:
+@click_options(field_params(RunsSettings))
+def command(folders: tuple[Path, ...], **values) -> None:
     """Where every training run under FOLDERS stands: for a campaign stopped and continued
     over days.
 
@@ -38,7 +43,7 @@ def command(folders: tuple[Path, ...], as_json: bool) -> None:
         raise DepnmtError(f"no model directories (config.json + metrics.jsonl) under "
                           f"{', '.join(map(str, folders))}")
     states = [run_state(d) for d in dirs]
-    if as_json:
+    if from_options(RunsSettings, values).as_json:
         for state in states:
             click.echo(json.dumps(state))
     else:

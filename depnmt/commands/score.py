@@ -1,4 +1,5 @@
-"""``depnmt score``: sacrebleu BLEU / chrF / TER of hypothesis files (see ``depnmt/score.py``)."""
+"""``depnmt score``: sacrebleu BLEU / chrF / TER of hypothesis files (see ``depnmt/score.py``);
+its flags are the fields of :class:`depnmt.score.ScoreSettings`."""
 
 from __future__ import annotations
 
@@ -14,42 +15,18 @@ from ..errors import DepnmtError
 from ..log import info, track
 from ..stagedir import check_output_files
 from ..textio import STDOUT, atomic_open, naming, read_lines
-from .options import SEED, deprecated_aliases
+from ..optionspec import field_params, from_options
+from .fields import click_options
+from .options import deprecated_aliases
 
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 
 
 @deprecated_aliases("score")
 @click.command(name="score")
-@click.option("-r", "--ref", "refs", multiple=True, required=True, type=click.Path(dir_okay=False),
-              help="Reference file, one sentence per line; repeat for several references.")
-@click.option("--tokenize", type=click.Choice(sc.TOKENIZERS), default=None,
-              help="BLEU tokenizer [default: sacrebleu's default for --lang, else 13a].")
-@click.option("-l", "--lang", default=None, metavar="LANG",
-              help="Target language; picks sacrebleu's default BLEU tokenizer (ja-mecab for ja, "
-                   "zh for zh) unless --tokenize is given.")
-@click.option("--metrics", "metric_names", default=",".join(sc.METRICS), show_default=True,
-              help="Comma-separated metrics to compute (TER is the slow one).")
-@click.option("--chrf-word-order", type=click.IntRange(0, 9), default=0, show_default=True,
-              help="chrF word n-gram order (2 = chrF++).")
-@click.option("--bootstrap", "n_samples", type=click.IntRange(min=0), default=sc.DEFAULT_SAMPLES,
-              show_default=True,
-              help="Paired bootstrap resamples of each system vs the first (0 disables).")
-@click.option("--seed", type=SEED, default=sc.DEFAULT_SEED, show_default=True,
-              help="Random seed of the bootstrap resampling.")
-@click.option("--src", type=click.Path(dir_okay=False), default=None,
-              help="Source file: also report BLEU by source length (whitespace-separated words).")
-@click.option("--buckets", default=",".join(map(str, sc.DEFAULT_BUCKETS)), show_default=True,
-              help="Lower bounds of the source-length buckets; half-open, so the default gives "
-                   "0-19, 20-29, 30-39, 40-49 and 50+ words.")
-@click.option("--bucket-plot", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG of Δ-BLEU per bucket of each system vs the first (needs --src).")
-@click.option("--json", "as_json", is_flag=True,
-              help="One JSON object per hypothesis per line on stdout instead of tables.")
+@click_options(field_params(sc.ScoreSettings))
 @click.argument("hyps", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def command(refs: tuple[str, ...], tokenize: str | None, lang: str | None, metric_names: str,
-            chrf_word_order: int, n_samples: int, seed: int, src: str | None, buckets: str,
-            bucket_plot: str | None, as_json: bool, hyps: tuple[str, ...]) -> None:
+def command(hyps: tuple[str, ...], **values) -> None:
     """Score HYP files against --ref with sacrebleu BLEU, chrF and TER.
 
     \b
@@ -57,11 +34,12 @@ def command(refs: tuple[str, ...], tokenize: str | None, lang: str | None, metri
     for BLEU and chrF: the share of resamples in which it is not better than the baseline in
     the direction of the observed difference.
     """
-    bounds = sc.parse_buckets(buckets)
-    metrics = sc.make_metrics([name.strip() for name in metric_names.split(",") if name.strip()],
-                              tokenize=tokenize, lang=lang, chrf_word_order=chrf_word_order)
-    if bucket_plot == "":                   # e.g. an unset shell variable: not "no plot"
-        raise click.BadParameter("an empty file name", param_hint="'--bucket-plot'")
+    settings = from_options(sc.ScoreSettings, values)
+    refs, src, bucket_plot = settings.refs, settings.src, settings.bucket_plot
+    bounds = sc.parse_buckets(settings.buckets)
+    metrics = sc.make_metrics(
+        [name.strip() for name in settings.metric_names.split(",") if name.strip()],
+        tokenize=settings.tokenize, lang=settings.lang, chrf_word_order=settings.chrf_word_order)
     if bucket_plot and (not src or len(hyps) < 2 or "bleu" not in metrics):
         raise DepnmtError("--bucket-plot needs --src, BLEU and at least two HYP files (Δ-BLEU "
                           "vs the first)")
@@ -71,14 +49,15 @@ def command(refs: tuple[str, ...], tokenize: str | None, lang: str | None, metri
                         ("--src file", src and Path(src))])
     ref_lines, systems, src_lines = load_inputs(refs, hyps, src)
     bucket_ids = sc.assign_buckets(src_lines, bounds) if src_lines is not None else None
-    records = sc.evaluate(track(systems, "scoring"), ref_lines, metrics, n_samples=n_samples,
-                          seed=seed, buckets=bucket_ids, bounds=bounds)
+    records = sc.evaluate(track(systems, "scoring"), ref_lines, metrics,
+                          n_samples=settings.n_samples, seed=settings.seed, buckets=bucket_ids,
+                          bounds=bounds)
     with naming(STDOUT):
-        if as_json:
+        if settings.as_json:
             for record in records:
                 click.echo(json.dumps(record, ensure_ascii=False))
         else:
-            print_report(records, chrf_word_order, n_samples, seed)
+            print_report(records, settings.chrf_word_order, settings.n_samples, settings.seed)
     if bucket_plot:
         plot_bucket_deltas(records, bucket_plot)
         info(f"wrote {bucket_plot}")

@@ -1,5 +1,6 @@
 """``depnmt train``: its flags, made from the fields of a training run's configuration
-(:func:`depnmt.runconfig.train_params`), parsed and handed to :func:`depnmt.training.run`."""
+(:func:`depnmt.trainconfig.train_params`), parsed into the run
+(:func:`~depnmt.trainconfig.from_params`) and handed to :func:`depnmt.trainjob.train`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import click
 from ..model.schemes.names import ABS, NO_POSITIONS, NOABS, VARIANTS
 from ..model.schemes.registry import FUSIONS, SCHEMES, load_builtin_schemes
 from ..optionspec import flag_name
-from ..runconfig import core_params, scheme_option_params
+from ..trainconfig import core_params, scheme_option_params
 from .fields import click_option
 from .options import config_option, deprecated_aliases
 
@@ -56,13 +57,13 @@ def command(ctx: click.Context, **params) -> None:
     runs the same again (the flags you give win; give another -o).
     """
     from ..errors import UsageError
-    from ..runconfig import from_params
-    from ..training import run
+    from ..trainconfig import from_params
+    from ..trainjob import train
     try:
-        config = from_params(params, given_params(ctx))
+        run = from_params(params, given_params(ctx))
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
-    run(config)
+    train(run)
 
 
 def scheme_list() -> str:
@@ -80,7 +81,7 @@ def scheme_list() -> str:
     return "\n".join(f"  {name:<14} {text}" for name, text in lines)
 
 
-# The run's options are flags (depnmt.runconfig), then the 0.1.0 spellings of -i and -o, then
+# The run's options are flags (depnmt.trainconfig), then the 0.1.0 spellings of -i and -o, then
 # each registered scheme's options (model/schemes/options.py).
 command.params.extend(click_option(p) for p in core_params())
 command = deprecated_aliases("train")(command)

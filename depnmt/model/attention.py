@@ -49,7 +49,21 @@ path's; the widths are padded with zeros to a multiple of 8. It is taken on CUDA
 the CPU) when every term is factored and the heads stay at most :data:`MAX_FUSED_HEAD_DIM` wide;
 ``DEPNMT_ATTENTION`` (:data:`PATH_SWITCH`) forces it (``fused``, also on the CPU, for tests and
 benchmarks) or turns it off (``explicit``). Shaw's clipped ``j − i`` has no such form narrower
-than ``Tk`` (the classes would be the key's position): its terms keep the paths below.
+than ``Tk`` (the classes would be the key's position): it takes the kernel below.
+
+**The label-bins kernel** (:meth:`MultiHeadAttention._attend_kernel`, :mod:`depnmt.model.kernels`,
+Triton, FlashAttention-2's tiling). One relative term whose label depends on the pair (Shaw's
+``j − i``, computed in the kernel from the positions a :class:`ClippedDistance` carries; tree
+relations, read from the ``[B, Tq, Tk]`` labels as int8) goes inside the fused kernel: the key
+term from the per-query row ``q_i · a^K_r`` of every label ``[B, H, Tq, R]`` (a small matrix
+multiply before it), the value term as per-query label bins ``β_ir = Σ_{j: l(i,j) = r} α_ij``
+rescaled with the output (``z_i = O_i + β_i a^V`` after it); the other terms, if any, as extra
+head dimensions of its heads (dep+rel: dep's depths). It is taken without dropout, for padding
+and causal masks, heads at most :data:`MAX_KERNEL_HEAD_DIM` wide and at most
+:data:`MAX_KERNEL_LABELS` labels: under ``auto`` on a CUDA GPU where Triton runs
+(:func:`depnmt.model.kernels.runs_on`), under ``fused`` also on the CPU with Triton's
+interpreter (tests). Elsewhere (the CPU, no Triton, dropout, two label tensors as deplabel+rel's)
+the paths below.
 
 :func:`reference_attention` writes the same equations literally (einsum over ``[B, Tq, Tk, d_k]``
 tensors of the per-pair vectors); every test of the fast paths compares against it
@@ -68,6 +82,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import DepnmtError
+from . import kernels
 from .dropout import dropout
 from .packed import PackedWeights
 
@@ -75,6 +90,9 @@ PATH_SWITCH = "DEPNMT_ATTENTION"     # auto | fused | explicit (read at import; 
 PATHS = ("auto", "fused", "explicit")
 attention_path = os.environ.get(PATH_SWITCH, "") or "auto"
 MAX_FUSED_HEAD_DIM = 256            # the widest heads of SDPA's flash and cuDNN kernels
+MAX_KERNEL_HEAD_DIM = 128           # the widest heads of the label-bins kernel (registers)
+MAX_KERNEL_LABELS = 64              # the most labels its bins hold (one pass per label)
+KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def path() -> str:
@@ -112,14 +130,36 @@ class LabelFactors:
 
 
 @dataclass
+class ClippedDistance:
+    """Labels that are a clipped distance of positions, ``labels[i, j] = clip(key[j] − query[i],
+    −clip, clip) + clip + 1`` (Shaw et al.'s Eqs. 13–15 in Omote et al.; label 0 stays free),
+    which the fused kernel computes from the positions instead of reading ``[Tq, Tk]``."""
+
+    query: Tensor                  # [Tq] int, absolute positions of the queries
+    key: Tensor                    # [Tk] int, of the keys
+    clip: int                      # k
+
+    def labels(self) -> Tensor:
+        """``[Tq, Tk]``: the labels these positions stand for."""
+        dist = self.key[None, :] - self.query[:, None]
+        return dist.clamp(-self.clip, self.clip) + self.clip + 1
+
+
+@dataclass
 class RelativeTerm:
     """Per-pair labels with their key/value tables (either table may be ``None``: ablations);
-    ``factors``, when given, are the same labels as per-token classes (:class:`LabelFactors`)."""
+    ``factors``, when given, are the same labels as per-token classes (:class:`LabelFactors`),
+    ``positions`` the same labels as a clipped distance (:class:`ClippedDistance`)."""
 
     labels: Tensor                 # [B, Tq, Tk] or [Tq, Tk], int64, 0 = no term
     key_table: Tensor | None       # [R, d_k]  a^K (Shaw) / b^K (Omote)
     value_table: Tensor | None     # [R, d_k]  a^V / b^V
     factors: LabelFactors | None = None
+    positions: ClippedDistance | None = None
+
+    def rows(self) -> int:
+        """R, the number of labels of the tables."""
+        return (self.key_table if self.key_table is not None else self.value_table).shape[0]
 
 
 @dataclass
@@ -270,6 +310,14 @@ class AttentionTerms:
         return AttentionTerms(self.relative, sliced(self.logit_bias), [],
                               sliced(self.logit_scale), [t.heads(lo, hi) for t in self.low_rank])
 
+    def pair_term(self) -> tuple[RelativeTerm, "AttentionTerms"] | None:
+        """The one relative term without factors (labels of the pair: Shaw's ``j − i``, tree
+        relations) and the other terms, or None when there is no such term or several."""
+        pairs = [r for r in self.relative if r.factors is None]
+        if len(pairs) != 1:
+            return None
+        return pairs[0], replace(self, relative=[r for r in self.relative if r is not pairs[0]])
+
     def extended_widths(self, d_k: int) -> tuple[int, int] | None:
         """The head widths of queries/keys and of values on the extra-dimensions path
         (:meth:`MultiHeadAttention._attend_extended`), or None where these terms have no such
@@ -330,6 +378,62 @@ def _value_term(weights: Tensor, rel: RelativeTerm) -> Tensor:
     b, h, tq, _ = weights.shape
     bins = weights.new_zeros(b, h, tq, rel.value_table.shape[0])
     return bins.scatter_add_(-1, _expand_labels(rel.labels, b, h), weights) @ rel.value_table
+
+
+def _plus_value_terms(out: Tensor, d: int, values: list) -> Tensor:
+    """The first ``d`` columns of an output on the extra dimensions ``[B, H, Tq, ≥ d]`` plus
+    the value term of each key-class mass in its other columns, ``Σ_w m_i[w] a^V_{L[c(i), w]}``
+    (``values``: :meth:`MultiHeadAttention._extended`'s)."""
+    z = out[..., :d]
+    for offset, rows, table in values:
+        mass = out[..., offset:offset + rows.shape[-1]]
+        z = z + _value_term(mass, RelativeTerm(rows, None, table)).to(z.dtype)
+    return z
+
+
+def _takes_kernel(q: Tensor, k: Tensor, mask: Tensor | None, terms: AttentionTerms,
+                  causal: bool, dropout_p: float, d_k: int) -> bool:
+    """Whether ``terms`` take the label-bins kernel (:mod:`depnmt.model.kernels`; the module
+    docstring): one relative term without factors, the others with the extra-dimensions form,
+    no dropout, a padding or causal mask, heads at most :data:`MAX_KERNEL_HEAD_DIM` wide, at
+    most :data:`MAX_KERNEL_LABELS` labels; :func:`path` ``fused`` where the kernel runs,
+    ``auto`` there but on the CPU (where it runs only interpreted). ``q [B, H, Tq, d_k]``,
+    ``k [B, H, Tk, d_k]``, the rest as :meth:`MultiHeadAttention.forward`'s."""
+    mode = path()
+    if mode == "explicit" or dropout_p or (mode == "auto" and q.device.type == "cpu"):
+        return False
+    split = terms.pair_term()
+    if split is None:
+        return False
+    pair, rest = split
+    widths = rest.extended_widths(d_k)
+    return (widths is not None and pair.rows() <= MAX_KERNEL_LABELS
+            and max(widths) <= MAX_KERNEL_HEAD_DIM and q.dtype in KERNEL_DTYPES
+            and _kernel_mask(mask, causal, q.shape[0], q.shape[2], k.shape[2]) is not False
+            and kernels.runs_on(q.device))
+
+
+def _kernel_mask(mask: Tensor | None, causal: bool, batch: int, tq: int,
+                 tk: int) -> Tensor | None | bool:
+    """The label-bins kernel's key mask ``[B, Tk]`` of an attention ``mask`` (None: none, or
+    the causal one), or False where the kernel takes no such mask (only padded keys
+    ``[B or 1, 1, 1, Tk]`` and the causal mask of a self-attention, ``Tq = Tk``, are
+    taken)."""
+    if causal:
+        return None if tq == tk else False
+    if mask is None:
+        return None
+    if mask.dim() != 4 or mask.shape[1:3] != (1, 1) or mask.dtype != torch.bool:
+        return False
+    return mask[:, 0, 0, :].expand(batch, tk)
+
+
+def _kernel_labels(rel: RelativeTerm) -> dict:
+    """``rel``'s labels for the kernel: its positions where it has them, else its labels, int8
+    where they fit (a quarter of a [B, T, T] int32 read) or int32."""
+    if rel.positions is not None:
+        return {"positions": (rel.positions.query, rel.positions.key, rel.positions.clip)}
+    return {"labels": rel.labels.to(torch.int8 if rel.rows() <= 128 else torch.int32)}
 
 
 def _multiple_of_8(width: int) -> int:
@@ -451,6 +555,8 @@ class MultiHeadAttention(nn.Module):
         ``k``, ``v [B, H, Tk, d_k]`` -> ``[B, H, Tq, d_k]``, by the fastest path that computes
         them (``mask``, ``causal``: :meth:`forward`)."""
         dropout_p = self.dropout if self.training else 0.0
+        if terms is not None and _takes_kernel(q, k, mask, terms, causal, dropout_p, self.d_k):
+            return self._attend_kernel(q, k, v, mask, terms, causal)
         if terms is not None and self._extends(q, terms):
             return self._attend_extended(q, k, v, mask, terms, dropout_p)
         # On the CPU, SDPA with dropout falls back to its unfused path with a per-element mask
@@ -483,15 +589,38 @@ class MultiHeadAttention(nn.Module):
             return False
         return mode == "fused" or _multiple_of_8(max(widths)) <= MAX_FUSED_HEAD_DIM
 
-    def _attend_extended(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-                         terms: AttentionTerms, dropout_p: float) -> Tensor:
-        """Eq. 2 with factored relative terms and low-rank logits as extra dimensions of the
-        heads, in one fused SDPA call (the module docstring): ``q [B, H, Tq, d_k]``, ``k``, ``v
-        [B, H, Tk, d_k]`` -> ``[B, H, Tq, d_k]``; ``mask`` as :meth:`forward`'s (the causal one
-        included). Exact: the logits are the explicit path's, and dropout drops the weights of
-        the value terms' masses with those of the values."""
-        b, h, _, d = q.shape
+    def _attend_kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                       terms: AttentionTerms, causal: bool) -> Tensor:
+        """Eq. 2 with a relative term of pair labels in the label-bins kernel, the other terms
+        as extra dimensions of its heads (dep's depths beside Shaw's ``j − i`` in dep+rel):
+        ``q [B, H, Tq, d_k]``, ``k``, ``v [B, H, Tk, d_k]`` -> ``[B, H, Tq, d_k]``; ``mask``,
+        ``causal`` as :meth:`forward`'s. Exact: the key term ``q_i · a^K_r`` of every label
+        ``[B, H, Tq, R]`` goes in, the label bins ``β [B, H, Tq, R]`` come out and ``β a^V`` is
+        the value term (:mod:`depnmt.model.kernels.label_bins`)."""
+        pair, rest = terms.pair_term()
+        d = q.shape[-1]
         q = self._scaled(q)
+        key_scores = None if pair.key_table is None else q @ pair.key_table.t().to(q.dtype)
+        if rest.relative or rest.low_rank:
+            q, k, v, values = self._extended(q, k, v, rest)
+        else:
+            values = []
+        out, bins = kernels.label_bin_attention(
+            q, k, v, key_scores, pair.rows(), pair.value_table is not None,
+            key_mask=_kernel_mask(mask, causal, q.shape[0], q.shape[2], k.shape[2]),
+            causal=causal, **_kernel_labels(pair))
+        z = _plus_value_terms(out, d, values)
+        if bins is not None:                                       # Σ_r β_ir a^V_r
+            z = z + (bins @ pair.value_table).to(z.dtype)
+        return z
+
+    def _extended(self, q: Tensor, k: Tensor, v: Tensor,
+                  terms: AttentionTerms) -> tuple[Tensor, Tensor, Tensor, list]:
+        """Scaled queries ``q``, keys ``k`` and values ``v`` ``[B, H, T, d_k]`` with the extra
+        dimensions of ``terms`` (the module docstring), zero-padded to a multiple of 8, and
+        the value terms to add to the output, ``(offset, labels [B, Tq, W], a^V)`` each
+        (:func:`_plus_value_terms`)."""
+        b, h = q.shape[:2]
         qs, ks, vs, values = [q], [k], [v], []
         for rel in terms.relative:
             rows = rel.factors.query_labels()                              # (B, Tq, W)
@@ -508,13 +637,19 @@ class MultiHeadAttention(nn.Module):
             qs.append(extra_q.to(q.dtype))
             ks.append(extra_k.to(k.dtype))
         width = _multiple_of_8(max(sum(t.shape[-1] for t in parts) for parts in (qs, vs)))
-        out = F.scaled_dot_product_attention(*(_padded_cat(parts, width) for parts in (qs, ks, vs)),
-                                             attn_mask=mask, dropout_p=dropout_p, scale=1.0)
-        z = out[..., :d]
-        for offset, rows, table in values:                 # Σ_w m_i[w] a^V_{L[c(i), w]}
-            mass = out[..., offset:offset + rows.shape[-1]]
-            z = z + _value_term(mass, RelativeTerm(rows, None, table)).to(z.dtype)
-        return z
+        return (*(_padded_cat(parts, width) for parts in (qs, ks, vs)), values)
+
+    def _attend_extended(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                         terms: AttentionTerms, dropout_p: float) -> Tensor:
+        """Eq. 2 with factored relative terms and low-rank logits as extra dimensions of the
+        heads, in one fused SDPA call (the module docstring): ``q [B, H, Tq, d_k]``, ``k``, ``v
+        [B, H, Tk, d_k]`` -> ``[B, H, Tq, d_k]``; ``mask`` as :meth:`forward`'s (the causal one
+        included). Exact: the logits are the explicit path's, and dropout drops the weights of
+        the value terms' masses with those of the values."""
+        q_, k_, v_, values = self._extended(self._scaled(q), k, v, terms)
+        out = F.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask, dropout_p=dropout_p,
+                                             scale=1.0)
+        return _plus_value_terms(out, q.shape[-1], values)
 
     @staticmethod
     def _override(override: HeadOverride, query: Tensor, kv: Tensor, mask: Tensor | None,

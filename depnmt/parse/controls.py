@@ -64,9 +64,11 @@ import heapq
 import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import DepnmtError
+from ..errors import DepnmtError, UsageError
+from ..optionspec import SEED, Choice, FloatRange, Folder, check_options, option
 from .conllu import Sentence
 
 KINDS = ("random-projective", "random-nonprojective", "shuffled", "left-branching",
@@ -361,6 +363,49 @@ class Control:
                   legacy_control_labels(tree.deprels, heads, self.labels, rng))
         return Sentence(list(tree.words), heads, labels,
                         list(tree.upos) if tree.upos is not None else None, None)
+
+
+@dataclass
+class ControlSettings:
+    """The options of ``depnmt controls``, each a field (:func:`~depnmt.optionspec.option`):
+    :meth:`control` is the :class:`Control` they ask for, :meth:`sides` the sides replaced."""
+
+    parse_dir: Path | None = option(None, "Folder of the parser's trees, written by `depnmt "
+                                    "parse`.", Folder(), flag=("-i", "--input"), required=True)
+    out_dir: Path | None = option(None, "Folder for the control trees and manifest.json, "
+                                  "written all or nothing; not the input folder, inside it or "
+                                  "around it.", Folder(), flag=("-o", "--output"), required=True)
+    kind: str | None = option(None, "Which control trees (see above).", Choice(KINDS),
+                              required=True, metavar="KIND")
+    seed: int = option(1, "Seed of the random kinds (every kind records it).", SEED,
+                       show_default=True)
+    labels: str = option("keep", "DEPRELs besides `root`, which is always on the root word and "
+                         "only there: each word keeps its own (the old root's word gets `dep`), "
+                         "the parser's other labels are shuffled among the other words, or "
+                         "`dep` on every one.", Choice(LABEL_MODES), show_default=True)
+    noise: float | None = option(None, "For --kind noise: the fraction of non-root words whose "
+                                 "head is re-drawn.", FloatRange(0, 1, min_open=True),
+                                 metavar="P")
+    side: str | None = option(None, "Which side's trees to replace (the other is copied).  "
+                              "[default: every side the folder has]",
+                              Choice(["src", "tgt", "both"]))
+
+    def __post_init__(self):
+        check_options(self)
+
+    def control(self) -> Control:
+        """The control asked for; a :class:`~depnmt.errors.UsageError` when ``noise`` and
+        ``kind`` do not go together."""
+        if self.kind == "noise" and self.noise is None:
+            raise UsageError("--kind noise needs --noise P, the fraction of heads to corrupt")
+        if self.kind != "noise" and self.noise is not None:
+            raise UsageError(f"--noise is for --kind noise, not {self.kind}")
+        return Control(self.kind, self.seed, self.labels, self.noise)
+
+    def sides(self) -> list[str] | None:
+        """The sides whose trees are replaced (None: every side the folder has)."""
+        return None if self.side is None else ["src", "tgt"] if self.side == "both" \
+            else [self.side]
 
 
 def sentence_rng(control: Control, words: Sequence[str]) -> random.Random:

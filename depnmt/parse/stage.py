@@ -28,9 +28,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ..errors import DepnmtError, InputError
+from ..errors import DepnmtError, InputError, UsageError
 from ..log import info, progress_bar
 from ..manifest import load_manifest, write_manifest
+from ..optionspec import POSITIVE, Choice, Folder, check_options, jobs_option, option
 from ..stagedir import check_distinct, hold_lock, sibling, stage_output
 from ..textio import atomic_open, count_lines, iter_lines, make_dir, naming, read_json
 from ..workers import report, worker_pool
@@ -72,6 +73,78 @@ class ParseOptions:
     batch_size: int = 256
     shard: tuple[int, int] | None = None  # (i, N)
     jobs: int = 1                         # worker processes of a whole run (not recorded)
+
+
+def check_shard(value: str | None) -> str | None:
+    """``value`` when it is ``i/N`` (:func:`parse_shard`) or None; a ValueError otherwise."""
+    if value is not None:
+        try:
+            parse_shard(value)
+        except DepnmtError as exc:
+            raise ValueError(str(exc).split(": ", 1)[-1]) from None
+    return value
+
+
+@dataclass
+class ParseSettings:
+    """The options of ``depnmt parse``, each a field (:func:`~depnmt.optionspec.option`), as
+    given: :meth:`options` resolves them into the stage's :class:`ParseOptions`."""
+
+    prepare_dir: Path | None = option(None, "Folder written by `depnmt prepare` (required, "
+                                      "except with --merge).", Folder(), flag=("-i", "--input"))
+    out_dir: Path | None = option(
+        None, "Folder for the .conllu files and manifest.json, written all or nothing: it "
+        "appears (or replaces a previous output) when the run or --merge completes; --shard "
+        "writes its files into it.", Folder(), flag=("-o", "--output"), required=True)
+    side: str = option("src", "Which side(s) of the corpus to parse.",
+                       Choice(["src", "tgt", "both"]), show_default=True)
+    splits: str | None = option(None, "Comma-separated splits, e.g. train,dev,test  [default: "
+                                "all that exist]", str, metavar="LIST")
+    backend: str = option("stanza", "Where the trees come from (see above).",
+                          Choice(["stanza", "spacy", "conllu"]), show_default=True)
+    models: tuple[str, ...] | None = option(
+        None, "spaCy pipeline name/path, or stanza package; `src=NAME`/`tgt=NAME` for one side "
+        "(repeatable).", str, flag="--model", multiple=True, metavar="NAME")
+    langs: tuple[str, ...] | None = option(
+        None, "Parser language code if it differs from the prepare manifest's (`src=L`/`tgt=L` "
+        "for one side).", str, flag="--lang", multiple=True, metavar="L")
+    stanza_dir: str | None = option(None, "stanza resources folder  [default: "
+                                    "$STANZA_RESOURCES_DIR, else ~/.cache/stanza/<resources "
+                                    "version>/resources]", Folder(text=True))
+    conllu_dir: Path | None = option(None, "For --backend conllu: folder holding "
+                                     "{split}.{lang}.conllu.", Folder())
+    batch_size: int = option(256, "Lines given to the parser at once.", POSITIVE,
+                             show_default=True)
+    jobs: int = jobs_option("Parse (stanza, spacy)")
+    shard: str | None = option(None, "Parse only block i (0-based) of N; writes "
+                               "*.conllu.shard-i-of-N.", str, check=check_shard, metavar="i/N")
+    merge: bool = option(False, "Merge the N shards found in OUT_DIR into the final files "
+                         "(checks them).")
+
+    def __post_init__(self):
+        check_options(self)
+
+    def check(self) -> None:
+        """A :class:`~depnmt.errors.UsageError` for options that do not go together."""
+        if self.jobs > 1 and (self.shard is not None or self.merge):
+            raise UsageError("--jobs parses a whole run in N processes; with --shard run more "
+                             "shards instead (--merge works in one process)")
+        if self.merge and self.shard is not None:
+            raise UsageError("--merge and --shard exclude each other")
+        if not self.merge and self.prepare_dir is None:
+            raise UsageError("missing option -i/--input PREPARE_DIR")
+
+    def options(self) -> ParseOptions:
+        """The stage's options (not for ``merge``): sides, splits, per-side models and
+        languages, the shard as ``(i, N)``."""
+        return ParseOptions(
+            prepare_dir=self.prepare_dir, out_dir=self.out_dir,
+            sides=["src", "tgt"] if self.side == "both" else [self.side],
+            splits=[s.strip() for s in self.splits.split(",") if s.strip()] if self.splits
+            else None, backend=self.backend, models=per_side(self.models or (), "--model"),
+            langs=per_side(self.langs or (), "--lang"), stanza_dir=self.stanza_dir,
+            conllu_dir=self.conllu_dir, batch_size=self.batch_size,
+            shard=parse_shard(self.shard) if self.shard is not None else None, jobs=self.jobs)
 
 
 # ---------------------------------------------------------------------------------------------

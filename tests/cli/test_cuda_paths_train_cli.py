@@ -10,7 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-import depnmt.train
+import depnmt.trainloop
+import depnmt.trainstep
+import depnmt.trainvalidation
 from depnmt import distributed as dist
 from depnmt.checkpoint import load_checkpoint
 from depnmt.model.transformer import TransformerNMT
@@ -20,7 +22,7 @@ from .conftest import TINY_MODEL, import_random_trees, run_cli
 
 def cpu_fp16(monkeypatch) -> None:
     """``--precision fp16`` allowed on the CPU (it is refused there: "needs a CUDA GPU")."""
-    monkeypatch.setattr(depnmt.train, "train_precision", lambda device, name: torch.float16)
+    monkeypatch.setattr(depnmt.trainloop, "train_precision", lambda device, name: torch.float16)
 
 
 def test_fp32_checkpoint_resumes_in_fp16_with_a_fresh_loss_scale(tiny_bpe, tmp_path, monkeypatch,
@@ -93,13 +95,16 @@ def make_trainer(tiny_bpe, model_dir, schemes=("abs",), trees=None, **opts):
     """A Trainer of a 1-layer model on the tiny corpus (CPU, fp32 unless patched)."""
     from depnmt.model.schemes.registry import scheme_entries
     from depnmt.model.transformer import ModelConfig
-    from depnmt.train import TrainOptions, Trainer
-    from depnmt.trainrun import prepare_run
+    from depnmt.search import SearchConfig
+    from depnmt.trainconfig import TrainingRun, TrainOptions
+    from depnmt.trainloop import Trainer
+    from depnmt.trainsetup import prepare_run
     cfg = ModelConfig(0, 0, d_model=32, n_heads=2, d_ff=64, encoder_layers=1, decoder_layers=1,
                       schemes=scheme_entries(list(schemes), {}))
     options = TrainOptions(**{"max_tokens": 400, "warmup": 10, "lr": 3e-3, "device": "cpu",
                               "precision": "fp32", **opts})
-    return Trainer(prepare_run(tiny_bpe, model_dir, cfg, options, trees_dir=trees))
+    return Trainer(prepare_run(TrainingRun(tiny_bpe, model_dir, cfg, options, SearchConfig(),
+                                           trees_dir=trees)))
 
 
 def first_update(trainer):
@@ -112,19 +117,19 @@ def test_fp16_update_with_inf_gradients_is_skipped_and_not_counted(tiny_bpe, tmp
     nor the step count may advance (else the LR runs ahead of the updates really made)."""
     cpu_fp16(monkeypatch)
     trainer = make_trainer(tiny_bpe, tmp_path / "m", update_freq=2)
-    assert trainer.scaler.is_enabled() and trainer.amp is torch.float16
+    assert trainer.updater.scaler.is_enabled() and trainer.amp is torch.float16
     batches = first_update(trainer)
     weight = next(trainer.model.parameters())
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     hook = weight.register_hook(lambda g: torch.full_like(g, float("inf")))
     stats = trainer.train_step(batches)
     hook.remove()
-    assert trainer.progress.step == 0 and trainer.scheduler.last_epoch == 0
-    assert stats["stepped"] is False and trainer.scaler.get_scale() == 2.0 ** 15
+    assert trainer.progress.step == 0 and trainer.updater.scheduler.last_epoch == 0
+    assert stats["stepped"] is False and trainer.updater.scaler.get_scale() == 2.0 ** 15
     assert all(torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
     stats = trainer.train_step(batches)
     assert stats["stepped"] is True and trainer.progress.step == 1
-    assert trainer.scheduler.last_epoch == 1
+    assert trainer.updater.scheduler.last_epoch == 1
     assert not all(torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
 
 
@@ -133,10 +138,11 @@ SYNCS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__")
 
 def count_device_reads(monkeypatch) -> list[tuple[str, int]]:
     """From now on, each read of a tensor's value on the host (``item``, ``float(t)``,
-    ``tolist``, ...: each waits for the GPU) made by the training loop's own code (train.py,
-    data.py) is appended to the returned list as (method, line)."""
+    ``tolist``, ...: each waits for the GPU) made by the training loop's own code (its update,
+    validation, data.py) is appended to the returned list as (method, line)."""
     import sys
-    ours = {depnmt.train.__file__, sys.modules["depnmt.data"].__file__}
+    ours = {depnmt.trainloop.__file__, depnmt.trainstep.__file__,
+            depnmt.trainvalidation.__file__, sys.modules["depnmt.data"].__file__}
     calls: list[tuple[str, int]] = []
 
     def counting(name):
@@ -169,9 +175,9 @@ def test_validation_reads_the_device_once(tiny_bpe, tmp_path, monkeypatch):
     """The dev loss and token accuracy are read once, after the last dev batch (BLEU's
     decoding and the schemes' dev metrics are not the loop's code)."""
     trainer = make_trainer(tiny_bpe, tmp_path / "m", max_tokens=200)
-    trainer.setup.dev_refs = []                 # no BLEU
+    trainer.run.dev_refs = []                   # no BLEU
     calls = count_device_reads(monkeypatch)
-    result = trainer.validate()
+    result = trainer.validator.validate()
     monkeypatch.undo()
     assert len(calls) == 1, calls
     assert 0 < result["dev_nll"] < 20 and 0 <= result["dev_acc"] <= 100
@@ -230,8 +236,8 @@ def test_no_process_keeps_the_corpus_or_its_features(tiny_bpe, tmp_path_factory,
     trees = import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-lazy"), "parse-lazy",
                                 ("en",), ["nsubj", "obj"], seed=4)
     one = make_trainer(tiny_bpe, tmp_path / "one", ("deplabel", "rel"), trees, workers=0)
-    assert isinstance(one.setup.train_data, TrainCorpus)
-    assert not vars(one.setup.train_data).keys() - {"src", "tgt", "keep", "source_digests"}
+    assert isinstance(one.run.train_data, TrainCorpus)
+    assert not vars(one.run.train_data).keys() - {"src", "tgt", "keep", "source_digests"}
     workers = make_trainer(tiny_bpe, tmp_path / "workers", ("deplabel", "rel"), trees, workers=2)
     monkeypatch.setattr(dist, "world_size", lambda: 2)
     two = make_trainer(tiny_bpe, tmp_path / "two", ("deplabel", "rel"), trees, workers=0)

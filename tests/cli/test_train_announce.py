@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from depnmt.model.transformer import ModelConfig
-from depnmt.train import (NO_LIMIT_WARNING, Trainer, TrainOptions, budget_summary, has_limit,
-                          model_summary)
+from depnmt.trainconfig import TrainOptions
+from depnmt.trainlog import NO_LIMIT_WARNING, budget_summary, has_limit, model_summary
+from depnmt.trainloop import Trainer
 
 from .conftest import TINY_MODEL, run_cli
 

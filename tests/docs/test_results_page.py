@@ -27,19 +27,22 @@ def test_results_page_is_what_the_archive_gives(shared_data):
 
 def test_every_comparison_has_one_block_on_the_page():
     page = PAGE.read_text(encoding="utf-8")
-    for comparison in gen.COMPARISONS:
+    for comparison in (*gen.COMPARISONS, *gen.EVIDENCE):
         begin, end = gen.markers(comparison.name)
         assert page.count(begin) == 1 and page.count(end) == 1
 
 
-def test_a_hand_edited_number_is_replaced_and_the_prose_kept():
+def test_a_hand_edited_number_is_replaced_and_the_prose_kept(monkeypatch):
+    monkeypatch.setattr(gen, "EVIDENCE", ())     # its verdict table: tests/cli/test_results_evidence
     page = ("intro\n<!-- report:multi30k-en-de -->\n| abs | 99.99 |\n"
             "<!-- /report:multi30k-en-de -->\nprose after\n"
             "<!-- report:small-enja-ja-en-50000 -->\n<!-- /report:small-enja-ja-en-50000 -->\n"
             "<!-- report:small-enja-ja-en-50000-control -->\n"
             "<!-- /report:small-enja-ja-en-50000-control -->\n"
             "<!-- report:small-enja-ja-en-50000-control-left-branching -->\n"
-            "<!-- /report:small-enja-ja-en-50000-control-left-branching -->\n")
+            "<!-- /report:small-enja-ja-en-50000-control-left-branching -->\n"
+            "<!-- report:small-enja-ja-en-50000-evidence -->\n"
+            "<!-- /report:small-enja-ja-en-50000-evidence -->\n")
     out = gen.generate(page, fake_report)
     assert "99.99" not in out
     assert out.startswith("intro\n<!-- report:multi30k-en-de -->\n```bash\ndepnmt report ")
@@ -175,3 +178,17 @@ def test_questions_are_answered_once_every_run_is_in():
     assert lines[-1].startswith("Answer rule: **yes**")
     assert gen.questions_table(questions, records[:1], 3) == (
         "Answers: once every system has its 3 runs (so far: random 3, tree 0).")
+
+
+def test_the_readme_gives_the_pages_generated_verdict():
+    """The README's summary of "is it the tree?" is the verdict line the page generated from the
+    archive (which ``test_results_page_is_what_the_archive_gives`` checks), word for word."""
+    page = PAGE.read_text(encoding="utf-8")
+    readme = [line.strip()
+              for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()]
+    for evidence in gen.EVIDENCE:
+        begin, end = gen.markers(evidence.name)
+        block = page.split(begin)[1].split(end)[0]
+        summary = next(line for line in block.splitlines()
+                       if line.startswith(f"**{evidence.question}**"))
+        assert summary in readme, f"README.md: expected the line\n{summary}"

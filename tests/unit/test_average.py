@@ -1,15 +1,15 @@
-"""Checkpoint averaging (``depnmt/average.py``) and model selection (``Trainer._improved``)."""
+"""Checkpoint averaging (``depnmt/average.py``) and model selection
+(``trainvalidation.improved``)."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from depnmt.average import average_state_dicts
 from depnmt.errors import DepnmtError
-from depnmt.train import Progress, Trainer, TrainOptions, snapshots
+from depnmt.traincheckpoints import Progress, snapshots
+from depnmt.trainvalidation import improved as is_improved
 
 
 def test_average_is_the_mean_of_known_state_dicts():
@@ -41,14 +41,13 @@ def test_snapshots_are_sorted_by_update(tmp_path):
 
 
 def improved(metric: str, results: list[dict], progress: Progress | None = None):
-    """Trainer._improved over a sequence of validations: the flags and the final progress."""
-    trainer = SimpleNamespace(opts=TrainOptions(early_stop_metric=metric),
-                              progress=progress or Progress())
+    """``improved`` over a sequence of validations: the flags and the final progress."""
+    progress = progress or Progress()
     flags = []
     for r in results:
-        flags.append(Trainer._improved(trainer, r))
-        trainer.progress.history.append(r)
-    return flags, trainer.progress
+        flags.append(is_improved(progress, metric, r))
+        progress.history.append(r)
+    return flags, progress
 
 
 VALIDATIONS = [{"dev_nll": 3.0, "dev_acc": 40.0, "dev_bleu": 10.0},

@@ -10,7 +10,7 @@ from torch import nn
 
 
 def test_adam_is_fused_on_cuda_where_torch_has_it_and_unchanged_on_the_cpu(monkeypatch):
-    from depnmt.train import adam, adam_kernel
+    from depnmt.trainstep import adam, adam_kernel
     assert adam_kernel(torch.device("cuda:0")) == {"fused": True}
     assert adam_kernel(torch.device("cpu")) == {}
     optimizer = adam(nn.Linear(2, 2).parameters(), 1e-3, torch.device("cpu"))

@@ -465,21 +465,17 @@ def test_model_induces_source_trees_after_encode():
 # -- the objective ----------------------------------------------------------------------------
 
 def step_gradients(m: TransformerNMT, batch, weight: float) -> tuple[dict, dict]:
-    """One Trainer.train_step (without data loading) with both λ set to ``weight``."""
-    from depnmt.device import grad_scaler
-    from depnmt.train import Progress, TrainOptions, Trainer
+    """One update (Updater.step, without data loading) with both λ set to ``weight``."""
+    from depnmt.trainconfig import TrainOptions
+    from depnmt.trainstep import Updater
     for part in parts(m).values():
         part.weight = weight
-    trainer = Trainer.__new__(Trainer)
-    trainer.model, trainer.opts, trainer.progress = m, TrainOptions(), Progress()
-    trainer.net = m                                   # no DDP wrapper in one process
-    trainer.device, trainer.amp = torch.device("cpu"), None
-    trainer.scaler = grad_scaler(trainer.device, None)
-    trainer.optimizer = torch.optim.SGD(m.parameters(), lr=0.0)
-    trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lambda s: 1.0)
-    trainer.optimizer.zero_grad = lambda set_to_none=True: None   # keep the step's gradients
+    updater = Updater(m, torch.device("cpu"), None, TrainOptions())   # net: the model itself
+    updater.optimizer = torch.optim.SGD(m.parameters(), lr=0.0)
+    updater.scheduler = torch.optim.lr_scheduler.LambdaLR(updater.optimizer, lambda s: 1.0)
+    updater.optimizer.zero_grad = lambda set_to_none=True: None   # keep the step's gradients
     m.zero_grad()
-    stats = trainer.train_step([batch])
+    stats = updater.step([batch])
     grads = {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
     return stats, grads
 

@@ -18,6 +18,7 @@ import torch
 import depnmt.model.attention as attention
 from depnmt.data import Example, add_features, collate
 from depnmt.errors import DepnmtError
+from depnmt.model import kernels
 from depnmt.model.attention import (AttentionTerms, LabelFactors, LowRankLogits,
                                     MultiHeadAttention, RelativeTerm, reference_attention)
 from depnmt.model.schemes.names import resolve
@@ -355,12 +356,113 @@ def test_a_gpu_step_takes_the_extended_path_and_the_cpu_keeps_its_own(spec, monk
     assert not calls["_attend_extended"]
 
 
-def test_shaw_terms_keep_the_explicit_path(monkeypatch):
-    """``rel``'s clipped j − i has no narrow factors: abs+dep+rel attends as before, also on a
-    GPU (``meta``)."""
+def kernel_on(monkeypatch, device_type: str) -> None:
+    """The label-bins kernel "runs" on ``device_type`` (``meta``: a GPU's path choice, with
+    shapes and no launches)."""
+    monkeypatch.setattr(kernels, "runs_on", lambda device: device.type == device_type)
+
+
+needs_triton = pytest.mark.skipif(not kernels.triton_installed(),
+                                  reason="the label-bins kernel's module imports Triton")
+
+
+@needs_triton
+@pytest.mark.parametrize("spec,options", [("abs+rel", {}), ("abs+rel", {"rel_terms": "key"}),
+                                          ("abs+dep+rel", {}), ("abs+deplabel+rel", {})])
+def test_a_gpu_step_takes_the_kernel_for_pair_labels(spec, options, monkeypatch):
+    """``auto`` where the kernel runs (``meta`` standing for a GPU: forward and backward
+    through its shapes, no launch): rel in every self-attention of both sides, rel with key
+    terms only, and dep+rel (dep as extra dimensions of the kernel's heads) attend through the
+    label-bins kernel, never the explicit path or the dense additive mask; deplabel+rel's two
+    label tensors (no factors) keep the explicit path in the encoder."""
     use_path(monkeypatch, "auto")
-    model, batch = model_and_batch("abs+dep+rel", {}, LINES)
-    extended = counted(monkeypatch, "_attend_extended")
+    kernel_on(monkeypatch, "meta")
+    model, batch = model_and_batch(spec, options, LINES)
+    calls = {name: counted(monkeypatch, name)
+             for name in ("_attend_kernel", "_attend_with_terms", "_additive_mask")}
     meta = torch.device("meta")
     logits_and_grads(model.train().to(meta), batch.to(meta))
-    assert not extended
+    cfg = model.cfg
+    if spec == "abs+deplabel+rel":
+        assert len(calls["_attend_kernel"]) == cfg.decoder_layers
+        assert len(calls["_attend_with_terms"]) == cfg.encoder_layers
+    else:
+        assert len(calls["_attend_kernel"]) == cfg.encoder_layers + cfg.decoder_layers
+        assert not calls["_attend_with_terms"] and not calls["_additive_mask"]
+
+
+def test_where_the_kernel_does_not_run_shaw_terms_keep_their_paths(monkeypatch):
+    """Without the kernel (no Triton, an older GPU; ``meta`` here), with attention dropout,
+    with ``DEPNMT_ATTENTION=explicit`` and on the CPU under ``auto``, abs+dep+rel attends as
+    before: the explicit path, dep through the extra dimensions where rel is absent."""
+    use_path(monkeypatch, "auto")
+    meta = torch.device("meta")
+    kernel = counted(monkeypatch, "_attend_kernel")
+    explicit = counted(monkeypatch, "_attend_with_terms")
+    model, batch = model_and_batch("abs+dep+rel", {}, LINES)
+    logits_and_grads(model.train().to(meta), batch.to(meta))            # no kernel
+    assert not kernel and explicit
+    kernel_on(monkeypatch, "meta")
+    for attn in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
+        attn.dropout = 0.1
+    logits_and_grads(model, batch.to(meta))                             # dropout
+    assert not kernel
+    use_path(monkeypatch, "explicit")
+    for attn in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
+        attn.dropout = 0.0
+    logits_and_grads(model, batch.to(meta))
+    assert not kernel
+    use_path(monkeypatch, "auto")
+    kernel_on(monkeypatch, "cpu")
+    cpu_model, cpu_batch = model_and_batch("abs+dep+rel", {}, LINES)
+    logits_and_grads(cpu_model, cpu_batch)
+    assert not kernel
+
+
+def test_the_kernel_runs_only_where_it_can(monkeypatch):
+    """:func:`kernels.runs_on`: a CUDA GPU of compute capability 8.0 or newer with Triton 3.5
+    or newer, where a tiny attention ran; the CPU only under the interpreter
+    (``TRITON_INTERPRET=1``) of Triton 3.9 or newer; nowhere without Triton."""
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(kernels, "probe", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    for version, on_cuda in (((3, 9), True), ((3, 5), True), ((3, 4), False), (None, False)):
+        monkeypatch.setattr(kernels, "triton_version", lambda: version)
+        assert (kernels.runs_on(cuda), kernels.runs_on(cpu)) == (on_cuda, False), version
+    monkeypatch.setattr(kernels, "triton_version", lambda: (3, 9))
+    monkeypatch.setattr(kernels, "probe", lambda device: "RuntimeError: no C compiler")
+    assert not kernels.runs_on(cuda)
+    monkeypatch.setattr(kernels, "probe", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert not kernels.runs_on(cuda)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert kernels.runs_on(cpu) and not kernels.runs_on(cuda)
+    monkeypatch.setattr(kernels, "triton_version", lambda: (3, 5))
+    assert not kernels.runs_on(cpu)
+
+
+def test_a_kernel_that_fails_to_start_is_said_once_and_left_alone(monkeypatch, capsys):
+    """The probe's tiny attention failing (Triton compiles the kernel at its first use: a
+    machine without a C compiler fails there) gives the reason, warned once per device, and
+    the kernel is not used there."""
+    monkeypatch.setattr(kernels, "_probed", {})
+
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("Failed to find C compiler. Please specify via CC")
+    monkeypatch.setattr(kernels, "label_bin_attention", no_compiler)
+    cpu = torch.device("cpu")
+    for _ in range(2):
+        assert kernels.probe(cpu) == ("RuntimeError: Failed to find C compiler. Please "
+                                      "specify via CC")
+    assert capsys.readouterr().err.count("label-bins attention kernel does not run on cpu") == 1
+
+
+def test_attention_imports_no_triton():
+    """The model imports without Triton (CPU builds of torch lack it): the kernel's module is
+    imported on first use only."""
+    code = ("import sys, depnmt.model.transformer, depnmt.model.attention; "
+            "print('triton' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"

@@ -1,7 +1,8 @@
 """The package's layering, read from its source with :mod:`ast`: imports go one way (commands →
 library → model; no cycle among ``depnmt``'s modules, lazy imports inside functions included),
 the model layer knows no command line (neither click nor ``depnmt.commands``), the library
-imports no command, and no function is longer than :data:`MAX_FUNCTION_LINES` lines."""
+imports no command, no function is longer than :data:`MAX_FUNCTION_LINES` lines and no class
+longer than :data:`MAX_CLASS_LINES`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "depnmt"
 MAX_FUNCTION_LINES = 60
+MAX_CLASS_LINES = 300
 COMMAND_LINE = ("click", "rich_click", "depnmt.commands", "depnmt.cli")
 
 
@@ -139,6 +141,20 @@ def test_no_function_longer_than_the_limit():
                     long.append(f"{name}.{node.name} ({path.relative_to(REPO)}:{node.lineno}): "
                                 f"{lines} lines")
     assert not long, f"functions longer than {MAX_FUNCTION_LINES} lines:\n  " + "\n  ".join(long)
+
+
+def test_no_class_longer_than_the_limit():
+    """A class a reader can hold: one concern each (a training loop's update, validation,
+    checkpoints and log are classes of their own, not one 560-line ``Trainer``)."""
+    long = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_CLASS_LINES:
+                    long.append(f"{name}.{node.name} ({path.relative_to(REPO)}:{node.lineno}): "
+                                f"{lines} lines")
+    assert not long, f"classes longer than {MAX_CLASS_LINES} lines:\n  " + "\n  ".join(long)
 
 
 def test_the_cycle_finder_names_the_modules():

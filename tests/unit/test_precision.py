@@ -160,7 +160,7 @@ def test_dropout_masks_follow_the_torch_rng_state():
 
 def test_resume_keeps_the_saved_precision_and_older_models_stay_fp32(tmp_path):
     import json
-    from depnmt.runconfig import inherit_saved
+    from depnmt.trainconfig import inherit_saved
     params = {"train_precision": "auto", "train_max_steps": 9}
     # config.json files before --precision existed were config_format 1 (a flat options bag)
     model = {"src_vocab_size": 10, "tgt_vocab_size": 10, "d_model": 512, "n_heads": 8,

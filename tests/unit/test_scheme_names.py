@@ -20,7 +20,7 @@ from depnmt.schemename import scheme_name
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.schemes.upgrade import upgrade_model_config
 from depnmt.model.transformer import ModelConfig, TransformerNMT
-from depnmt.runconfig import today_terms
+from depnmt.trainconfig import today_terms
 
 REPO = Path(__file__).resolve().parents[2]
 SAFE = re.compile(r"[A-Za-z0-9+._-]+")
@@ -169,10 +169,10 @@ def test_a_name_must_say_whether_it_keeps_the_absolute_pe():
 def train_config(monkeypatch, tmp_path, *args) -> tuple[dict, str]:
     """``depnmt train ARGS`` up to the training itself: (the model config's scheme entries
     as the run would save them, stderr)."""
-    import depnmt.training
+    import depnmt.trainjob
     from depnmt.commands.train import command
     seen = {}
-    monkeypatch.setattr(depnmt.training, "run", lambda config: seen.update(config=config))
+    monkeypatch.setattr(depnmt.trainjob, "train", lambda run: seen.update(config=run))
     result = CliRunner().invoke(command, ["-i", str(tmp_path / "bpe"), "-o",
                                           str(tmp_path / "model"), "--layers", "3", *args],
                                 catch_exceptions=False)
@@ -356,7 +356,7 @@ def test_train_takes_every_name(name, monkeypatch, tmp_path):
 
 def test_resuming_a_0_1_0_model_takes_its_options_in_todays_terms_silently(capsys):
     from depnmt.commands.train import command
-    from depnmt.runconfig import inherit_saved
+    from depnmt.trainconfig import inherit_saved
     folder = REPO / "docs" / "results" / "multi30k-en-de" / "compare-plateau" / "models" / "gps"
     ctx = command.make_context("train", ["-i", "d", "-o", str(folder)])
     params, given = today_terms(inherit_saved(ctx.params, set(), folder), set())

@@ -15,7 +15,7 @@ from depnmt.model.schemes.registry import (OPTION_FIELDS, SCHEMES, declared_opti
                                            learn_options, register, scheme_entries,
                                            with_learned)
 from depnmt.model.schemes.relative import ShawOptions
-from depnmt.runconfig import scheme_option_params
+from depnmt.trainconfig import scheme_option_params
 
 
 def test_two_meanings_of_one_option_name_are_refused_at_registration():
@@ -84,7 +84,7 @@ def test_learned_options_are_a_step_of_their_own_and_resume_keeps_the_saved_ones
 
 
 def test_a_flag_of_a_scheme_not_in_use_is_ignored_with_a_warning(capsys):
-    from depnmt.runconfig import scheme_entries_of
+    from depnmt.trainconfig import scheme_entries_of
     entries = scheme_entries_of("abs", {"rel_k": 5}, {"rel_k"})
     assert entries == [{"name": "abs", "options": {}}]
     assert "--rel-k is ignored: it is an option of rel, deplabel_rel, which --scheme abs " \

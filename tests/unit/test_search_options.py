@@ -17,7 +17,7 @@ from depnmt import searchlimits
 from depnmt.errors import DepnmtError
 from depnmt.modeldir import SEARCH_FIELDS, SECTIONS, check_sections
 from depnmt.optionspec import COUNT
-from depnmt.runconfig import from_params, parse_values
+from depnmt.trainconfig import from_params, parse_values
 from depnmt.searchlimits import SearchConfig, search_option
 
 

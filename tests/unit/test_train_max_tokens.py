@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depnmt import device, runconfig
+from depnmt import device, trainconfig
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def gpu(monkeypatch):
 
 
 def max_tokens(tmp_path, **values) -> int:
-    config = runconfig.load({"input": str(tmp_path / "bpe"), "output": str(tmp_path / "m"),
+    config = trainconfig.load({"input": str(tmp_path / "bpe"), "output": str(tmp_path / "m"),
                              **values})
     return config.training.max_tokens
 
@@ -39,6 +39,6 @@ def test_the_cpu_keeps_4096_and_a_given_value_is_kept(gpu, tmp_path):
 
 
 def test_the_default_is_recorded_for_resume(gpu, tmp_path):
-    config = runconfig.load({"input": str(tmp_path / "bpe"), "output": str(tmp_path / "m"),
+    config = trainconfig.load({"input": str(tmp_path / "bpe"), "output": str(tmp_path / "m"),
                              "device": "cuda"})
     assert config.settings["max-tokens"] == 25_000

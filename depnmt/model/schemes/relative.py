@@ -55,7 +55,7 @@ from torch import Tensor, nn
 
 from ...trees import (LINEAL, NON_DEP, SIB, SubwordTree, depths, pair_relations, project_tree,
                       relative_depth)
-from ..attention import AttentionTerms, LabelFactors, RelativeTerm
+from ..attention import AttentionTerms, ClippedDistance, LabelFactors, RelativeTerm
 from ..derived import Derived
 from .base import ModelDims, Scheme, SchemeModule, sentence_errors
 from .options import Choice, IntRange, SubwordTreeOptions, option
@@ -186,13 +186,14 @@ class RelativeTables(nn.Module):
         return (with_zero_row(None if self.key is None else self.key[layer]),
                 with_zero_row(None if self.value is None else self.value[layer]))
 
-    def term(self, labels: Tensor, layer: int,
-             factors: LabelFactors | None = None) -> AttentionTerms | None:
-        """The relative term of ``labels`` (with their ``factors``, if any) in ``layer``."""
+    def term(self, labels: Tensor, layer: int, factors: LabelFactors | None = None,
+             positions: ClippedDistance | None = None) -> AttentionTerms | None:
+        """The relative term of ``labels`` (with their ``factors`` or ``positions``, if any) in
+        ``layer``."""
         key, value = self.tables(layer)
         if key is None and value is None:
             return None
-        return AttentionTerms([RelativeTerm(labels, key, value, factors)])
+        return AttentionTerms([RelativeTerm(labels, key, value, factors, positions)])
 
 
 class ShawModule(SchemeModule):
@@ -207,7 +208,8 @@ class ShawModule(SchemeModule):
 
     def attention_terms(self, side: str, layer: int, feats: dict[str, Tensor], q_pos: Tensor,
                         k_pos: Tensor) -> AttentionTerms | None:
-        return self.sides[side].term(shaw_labels(q_pos, k_pos, self.k), layer)
+        return self.sides[side].term(shaw_labels(q_pos, k_pos, self.k), layer,
+                                     positions=ClippedDistance(q_pos, k_pos, self.k))
 
 
 class TreeModule(SchemeModule):

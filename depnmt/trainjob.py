@@ -1,8 +1,9 @@
-"""A training run from its configuration: what ``depnmt train`` and :func:`depnmt.train_model`
-both call (:func:`run`). It joins torchrun's processes (if any), holds the model directory's
-lock (rank 0, which writes it), sets the run up (:func:`depnmt.trainrun.prepare_run`), trains
-(:class:`depnmt.train.Trainer`) until a budget ends it or a signal stops it (``last.pt`` saved,
-exit 143/130, no manifest) and writes the manifest."""
+"""A training run from its configuration to its manifest: what ``depnmt train`` and
+:func:`depnmt.train_model` both call (:func:`train`). It joins torchrun's processes (if any),
+holds the model directory's lock (rank 0, which writes it), sets the run up
+(:func:`depnmt.trainsetup.prepare_run`), trains (:class:`depnmt.trainloop.Trainer`) until a
+budget ends it or a signal stops it (``last.pt`` saved, exit 143/130, no manifest) and writes
+the manifest."""
 
 from __future__ import annotations
 
@@ -13,28 +14,26 @@ from pathlib import Path
 
 from . import distributed as dist
 from .manifest import write_manifest
-from .runconfig import RunConfig
-from .train import Trainer
-from .trainrun import METRICS, check_not_foreign, prepare_run
+from .trainconfig import TrainingRun
+from .trainlog import METRICS
+from .trainloop import Trainer
+from .trainsetup import check_not_foreign, prepare_run
 
 
-def run(config: RunConfig) -> None:
-    """Train the run ``config`` describes (:mod:`depnmt.runconfig`)."""
+def train(run: TrainingRun) -> None:
+    """Train the run ``run`` describes (:mod:`depnmt.trainconfig`)."""
     from .board import TensorBoardLog
     from .device import bound_onednn_cache
     from .stopsignals import StopSignals, Stopped
-    check_not_foreign(config.model_dir, config.resume, config.data_dir)   # before any write
+    check_not_foreign(run.model_dir, run.resume, run.data_dir)   # before any write
     bound_onednn_cache()          # before the first bf16 matrix multiply of this process
-    board = TensorBoardLog(config.tensorboard) if config.tensorboard else None   # fails early
-    with dist.process_group(config.training.device):
-        with lock_if_main(config.model_dir):
-            setup = prepare_run(config.data_dir, config.model_dir, config.model, config.training,
-                                config.trees_dir, config.resume, config.search, config.settings,
-                                config.init_from, config.resume_on_changed_data)
-            trainer = Trainer(setup, board)
+    board = TensorBoardLog(run.tensorboard) if run.tensorboard else None   # fails early
+    with dist.process_group(run.training.device):
+        with lock_if_main(run.model_dir):
+            trainer = Trainer(prepare_run(run), board)
             try:
                 with StopSignals() as signals:
-                    trainer.run(signals)
+                    trainer.train(signals)
             except Stopped as exc:
                 sys.exit(exc.exit_status)
             finally:
@@ -51,12 +50,14 @@ def lock_if_main(model_dir: Path):
 
 
 def write_train_manifest(trainer: Trainer) -> None:
+    """The model directory's ``manifest.json``: the inputs, the run's training options, the
+    progress reached and the precision it trained in."""
     from .device import precision_name
-    run = trainer.setup
+    run = trainer.run
     write_manifest(run.model_dir, "train",
                    inputs={"bpe": str(run.data_dir.resolve()),
                            "trees": str(run.trees_dir.resolve()) if run.trees_dir else None},
-                   options=asdict(run.opts), outputs=[METRICS],
+                   options=asdict(run.training), outputs=[METRICS],
                    extra={"progress": {k: v for k, v in asdict(trainer.progress).items()
                                        if k != "history"},
                           "precision": precision_name(trainer.amp)})

@@ -1,7 +1,8 @@
 """One training run's configuration, in one place and without a command line: the typed
-:class:`RunConfig` (paths, the model with its scheme's entries, training, search) that
+:class:`TrainingRun` (paths, the model with its scheme's entries, training, search) that
 ``depnmt train`` and :func:`depnmt.train_model` both build and hand to
-:func:`depnmt.training.run`.
+:func:`depnmt.trainjob.run`, which sets it up (:mod:`depnmt.trainsetup`) and trains it
+(:mod:`depnmt.trainloop`): the same object all the way, its fields under the same names.
 
 Every option of a run is a field with its help: :class:`TrainOptions` here,
 :class:`~depnmt.searchlimits.SearchConfig`'s search defaults, :data:`ARCH` for the
@@ -13,7 +14,8 @@ run's parameters are named by section (``arch_d_model``, ``train_max_tokens``,
 
 - a mapping (a ``--config`` YAML file, ``train_model``'s dict; :func:`parse_values`: keys as
   the flags without dashes, values checked as the flag's), or the flags of the command line;
-- with ``--resume``, the saved settings of the run it continues (:func:`inherit_saved`);
+- with ``--resume``, the saved settings of the run it continues (:func:`inherit_saved`), from
+  its ``config.json`` read once (:func:`read_saved`; an old one upgraded as it is read);
 
 and validated in one place (:func:`from_params`). ``MODEL_DIR/train.yaml`` records the run's
 settings as such a file (:func:`saved_settings`).
@@ -22,9 +24,9 @@ settings as such a file (:func:`saved_settings`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .compat import (DEPRECATED, RENAMED_OPTIONS, check_old_layer_list, deprecation,
                      deprecation_message)
@@ -32,8 +34,7 @@ from .device import PRECISIONS, train_max_tokens
 from .errors import DepnmtError, UsageError
 from .log import warn
 from .model.schemes.names import SchemeName, parse_name, resolve
-from .model.schemes.registry import OPTION_FIELDS, declared_options, scheme_entries
-from .model.schemes.upgrade import upgrade_model_config
+from .model.schemes.registry import OPTION_FIELDS, SCHEMES, declared_options, scheme_entries
 from .model.transformer import ModelConfig
 from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, Folder, IntRange,
                          Param,
@@ -42,6 +43,12 @@ from .optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, F
 from .schemename import scheme_name
 from .searchlimits import SearchConfig, search_config, search_params
 from .stagedir import check_distinct
+
+if TYPE_CHECKING:
+    from .data import Example
+    from .datacache import TrainCorpus
+    from .model.schemes.base import Scheme
+    from .vocab import Vocab
 
 
 @dataclass
@@ -161,22 +168,47 @@ OUTPUTS = [
 
 
 @dataclass
-class RunConfig:
-    """One training run: where its data and model go, the model (its ``schemes`` entries
-    complete with the options each declares; the vocabulary sizes are set from the data), the
-    training and search settings, and what ``train.yaml`` records (:func:`saved_settings`)."""
+class TrainingRun:
+    """One training run, the one object from its configuration to the trainer.
+
+    Its configuration (:func:`from_params`): where its data and model go, the model (its
+    ``schemes`` entries complete with the options each declares), the training and search
+    settings, what ``train.yaml`` records (:func:`saved_settings`) and, on ``--resume``, the
+    model's ``config.json`` as read once (``saved``). What the set-up adds before the first
+    update (:func:`depnmt.trainsetup.prepare_run`): the vocabularies (and their sizes in
+    ``model``), the trees' parsers, the data and its provenance, the learned options (in
+    ``model``), the schemes built from them and the ``config.json`` written."""
 
     data_dir: Path
     model_dir: Path
-    model: ModelConfig
+    model: ModelConfig                  # completed by the set-up: vocabularies, learned options
     training: TrainOptions
     search: SearchConfig
     trees_dir: Path | None = None
     resume: bool = False
     tensorboard: Path | None = None
-    settings: dict[str, Any] | None = None
-    init_from: Path | None = None
+    settings: dict[str, Any] | None = None          # what train.yaml records (None: no file)
+    init_from: Path | None = None                   # a trained model to start from (warmstart)
     resume_on_changed_data: bool = False
+    saved: dict[str, Any] | None = None             # --resume: the model's config.json, read once
+    # -- set up by depnmt.trainsetup.prepare_run --
+    src_vocab: Vocab | None = None
+    tgt_vocab: Vocab | None = None
+    tree_parsers: dict[str, dict] = field(default_factory=dict)   # side -> parser settings
+    train_data: TrainCorpus | None = None           # read from the cache, batch by batch
+    dev_data: list[Example] = field(default_factory=list)
+    dev_refs: list[str] = field(default_factory=list)
+    schemes: list[Scheme] = field(default_factory=list)   # built once: checked, learned
+    provenance: dict[str, Any] = field(default_factory=dict)  # what it trains on (provenance)
+    data_changed: list[str] = field(default_factory=list)     # resumed on other data: what
+    digests: dict[Path, str] = field(default_factory=dict)    # sha256 of the files read
+    written: dict[str, Any] | None = None           # the config.json rank 0 wrote
+
+    @property
+    def parser_settings(self) -> dict | None:
+        """The parser translate must run: only for schemes that read source trees (not DBSA)."""
+        needs = any(SCHEMES[n].needs_source_trees for n in self.model.scheme_names)
+        return self.tree_parsers.get("src") if needs else None
 
 
 def model_params() -> list[Param]:
@@ -264,24 +296,22 @@ def _checked(param: Param, value: Any, where: str) -> Any:
 
 
 # -- the run from its parameters ---------------------------------------------------------------
-def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
+def from_params(params: dict[str, Any], given: set[str]) -> TrainingRun:
     """The run the parameters ``params`` describe (``given``: the names of those the user gave;
-    with ``resume`` the others take the saved run's values, :func:`inherit_saved`), in
-    today's terms (a 0.1.0 scheme name or option warns, :func:`today_terms`) and checked: a
-    :class:`~depnmt.errors.UsageError` for options that do not go together."""
-    params = inherit_saved(params, given) if params["resume"] else dict(params)
-    if params["data_dir"] is None:
-        raise UsageError("Missing option '-i' / '--input' (the folder written by `depnmt bpe`; "
-                         "--resume takes the model's own when its config.json records it)")
-    if params["resume"] and "data_dir" not in given and not Path(params["data_dir"]).is_dir():
-        raise DepnmtError(f"{params['model_dir']}: was trained on the bpe folder "
-                          f"{params['data_dir']}, which is gone; pass -i BPE_DIR")
+    with ``resume`` the others take the saved run's values, read once from its ``config.json``:
+    :func:`inherit_saved`), in today's terms (a 0.1.0 scheme name or option warns,
+    :func:`today_terms`) and checked: a :class:`~depnmt.errors.UsageError` for options that do
+    not go together."""
+    saved = read_saved(Path(params["model_dir"])) if params["resume"] else None
+    params = (inherit_saved(params, given, params["model_dir"], saved) if saved is not None
+              else dict(params))
+    check_data_dir(params, given)
     if not params["resume"] and "train_max_tokens" not in given:      # the device's default
         params["train_max_tokens"] = train_max_tokens(params["train_device"])
     layers = params.pop("layers")
     if layers is not None:
         params["arch_encoder_layers"] = params["arch_decoder_layers"] = layers
-    name = parse_name(params["scheme"])             # the one parse of the scheme's name
+    name = scheme_of(params, given, saved)          # the one parse of a scheme's name
     params, given = today_terms(params, given, name)
     sections = {prefix: {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
                 for prefix in SECTIONS}
@@ -290,7 +320,30 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
         raise UsageError(f"--d-model {arch['d_model']} is not a multiple of --heads "
                          f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
     schemes = scheme_entries_of(params["scheme"], params, given, name.components)
-    model = ModelConfig(0, 0, **arch, schemes=schemes)
+    check_together(params, given)
+    return TrainingRun(
+        params["data_dir"], params["model_dir"], ModelConfig(0, 0, **arch, schemes=schemes),
+        TrainOptions(**sections["train_"]), search_config(**sections["search_"]),
+        params["trees_dir"], params["resume"], params["tensorboard"],
+        saved_settings(params, name.components),
+        None if params["resume"] or not params.get("init_from") else Path(params["init_from"]),
+        bool(params.get("resume_on_changed_data")), saved)
+
+
+def check_data_dir(params: dict[str, Any], given: set[str]) -> None:
+    """``-i`` is given, or on ``--resume`` recorded by the model and still there."""
+    if params["data_dir"] is None:
+        raise UsageError("Missing option '-i' / '--input' (the folder written by `depnmt bpe`; "
+                         "--resume takes the model's own when its config.json records it)")
+    if params["resume"] and "data_dir" not in given and not Path(params["data_dir"]).is_dir():
+        raise DepnmtError(f"{params['model_dir']}: was trained on the bpe folder "
+                          f"{params['data_dir']}, which is gone; pass -i BPE_DIR")
+
+
+def check_together(params: dict[str, Any], given: set[str]) -> None:
+    """The folders and one-off flags of a run go together: the model folder is none of the
+    inputs, ``--init-from`` and ``--resume-on-changed-data`` each with the right kind of
+    run."""
     inputs = {"bpe folder (-i)": params["data_dir"], "parse folder (-t)": params["trees_dir"]}
     if params["model_dir"] is not None:
         check_distinct(Path(params["model_dir"]),
@@ -301,16 +354,9 @@ def from_params(params: dict[str, Any], given: set[str]) -> RunConfig:
     if params.get("resume_on_changed_data") and not params["resume"]:
         raise UsageError("--resume-on-changed-data goes with --resume (a new run records the "
                          "data it is given)")
-    return RunConfig(params["data_dir"], params["model_dir"], model,
-                     TrainOptions(**sections["train_"]), search_config(**sections["search_"]),
-                     params["trees_dir"], params["resume"], params["tensorboard"],
-                     saved_settings(params, name.components),
-                     None if params["resume"] or not params.get("init_from")
-                     else Path(params["init_from"]),
-                     bool(params.get("resume_on_changed_data")))
 
 
-def load(config: Mapping[str, Any] | str | Path) -> RunConfig:
+def load(config: Mapping[str, Any] | str | Path) -> TrainingRun:
     """The run a ``train.yaml``-style mapping or YAML file describes (:func:`parse_values`)."""
     if isinstance(config, Mapping):
         values, source = config, "the train_model() config"
@@ -322,16 +368,26 @@ def load(config: Mapping[str, Any] | str | Path) -> RunConfig:
     return from_params(*parse_values(values, source))
 
 
-def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None) -> dict:
-    """``--resume``: every option not given takes the value the model was trained with (its
-    ``config.json``: architecture, scheme and its options, training and search settings, the
-    trees folder ``-t``), so `depnmt train -i D -o M --resume` continues the run as it was
-    configured; options that are given (e.g. a larger ``--max-steps``) override it."""
+def read_saved(model_dir: Path) -> dict[str, Any] | None:
+    """``--resume``: the model's ``config.json``, in today's form (the one read of it in a run,
+    :func:`depnmt.modeldir.read_config`, upgrades an old one); None when there is none (the
+    missing checkpoint is reported before the run starts)."""
     from .modeldir import CONFIG, read_config
+    return read_config(model_dir, upgrade=True) if (model_dir / CONFIG).exists() else None
+
+
+def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None,
+                  saved: dict[str, Any] | None = None) -> dict:
+    """``--resume``: every option not given takes the value the model was trained with (its
+    ``config.json``, ``saved`` when it was read, else read here: architecture, scheme and its
+    options, training and search settings, the trees folder ``-t``), so `depnmt train -i D -o M
+    --resume` continues the run as it was configured; options that are given (e.g. a larger
+    ``--max-steps``) override it."""
+    from .modeldir import CONFIG
     model_dir = Path(model_dir if model_dir is not None else params["model_dir"])
-    if not (model_dir / CONFIG).exists():
+    saved = saved if saved is not None else read_saved(model_dir)
+    if saved is None:
         return dict(params)                 # the trainer reports the missing checkpoint
-    saved = read_config(model_dir)          # (an old config.json upgraded to today's form)
     values = saved_scheme_values(saved["model"])   # today's scheme name and option names
     where = {name: "model" for name in values}
     for prefix, section in SECTIONS.items():
@@ -354,11 +410,23 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None) 
 
 
 def saved_scheme_values(model: dict[str, Any]) -> dict[str, Any]:
-    """A saved model config's scheme as a run's parameters: ``scheme`` (today's name) and
-    every scheme option's saved value."""
-    schemes = upgrade_model_config(model)["schemes"]
+    """A saved model config's scheme (in today's form: read by
+    :func:`~depnmt.modeldir.read_config`) as a run's parameters: ``scheme`` (today's name, what
+    ``train.yaml`` records) and every scheme option's saved value."""
+    schemes = model["schemes"]
     return {"scheme": scheme_name(schemes),
             **{k: v for s in schemes for k, v in s["options"].items()}}
+
+
+def scheme_of(params: dict[str, Any], given: set[str], saved: dict[str, Any] | None
+              ) -> SchemeName:
+    """What the run's scheme is: the name given, parsed (:func:`parse_name`); on ``--resume``
+    without ``--scheme``, the saved model's components as they are (not named and parsed
+    back; an unknown one is the error its name gives)."""
+    components = [entry["name"] for entry in saved["model"]["schemes"]] if saved else []
+    if saved is None or "scheme" in given or not all(n in SCHEMES for n in components):
+        return parse_name(params["scheme"])     # (a hand-edited unknown one: its error)
+    return SchemeName(components, {}, scheme_name(saved["model"]["schemes"]))
 
 
 def today_terms(params: dict[str, Any], given: set[str], name: SchemeName | None = None

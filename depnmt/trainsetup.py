@@ -2,17 +2,19 @@
 
 fairseq splits its ``train.py`` (set-up, epochs) from its ``Trainer`` (model, optimizer, one
 step); JoeyNMT's ``training.py`` likewise keeps data and config loading outside its
-``TrainManager``. Here :func:`prepare_run` does the set-up and returns a :class:`TrainingRun`
-(plain data, no model), :class:`depnmt.train.Trainer` owns the model and the loop, and
-:func:`depnmt.training.run` joins them with what surrounds a run (process group, the model
+``TrainManager``. Here :func:`prepare_run` sets up the run a
+:class:`~depnmt.trainconfig.TrainingRun` describes (plain data, no model: it fills in the
+run's set-up fields), :class:`depnmt.trainloop.Trainer` owns the model and the loop, and
+:func:`depnmt.trainjob.run` joins them with what surrounds a run (process group, the model
 directory's lock, SIGTERM/SIGINT/SIGHUP, TensorBoard, the manifest):
 
-1. the model directory: a fresh run must not overwrite a trained model nor write into a
-   folder of other files, ``--resume`` needs one; a fresh run clears what a run killed before
-   its first ``last.pt`` left;
+1. the model directory: a fresh run must not overwrite a trained model (what is checked
+   before the lock, :func:`check_not_foreign`, is not checked again); a fresh run clears
+   what a run killed before its first ``last.pt`` left;
 2. the data folder's manifests and vocabularies; the model config completed with the
-   vocabulary sizes (``--resume``: the saved config's learned options kept), every scheme's
-   options checked against the model (:func:`~depnmt.model.schemes.registry.check_schemes`);
+   vocabulary sizes (``--resume``: the saved config's learned options kept, from the
+   ``config.json`` read when the run was configured), every scheme's options checked
+   against the model (:func:`~depnmt.model.schemes.registry.check_schemes`);
 3. the parsers whose trees the schemes read; the identity of the data
    (:mod:`depnmt.provenance`), which ``--resume`` compares with the model's before any work;
    the training pairs with their trees as a
@@ -21,10 +23,11 @@ directory's lock, SIGTERM/SIGINT/SIGHUP, TensorBoard, the manifest):
 4. **the learn step**: options the schemes learn from the training examples (GPS's label
    vocabulary, :func:`~depnmt.model.schemes.registry.learn_options`) go into the model config,
    before any model exists;
-5. ``config.json`` (with the data's provenance), the vocabularies and the segmenter written
-   into the model directory, and ``train.yaml``: the run's settings as a ``depnmt train
-   --config`` file; a ``--resume-on-changed-data`` on other data first logs a
-   ``data_changed`` record to ``metrics.jsonl``.
+5. ``config.json`` (with the data's provenance; kept as ``run.written``, which validation's
+   translator reads), the vocabularies and the segmenter written into the model directory,
+   and ``train.yaml``: the run's settings as a ``depnmt train --config`` file; a
+   ``--resume-on-changed-data`` on other data first logs a ``data_changed`` record to
+   ``metrics.jsonl``.
 
 Tree features are computed later, by the model's own scheme stack (``Trainer``).
 """
@@ -32,14 +35,14 @@ Tree features are computed later, by the model's own scheme stack (``Trainer``).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import distributed as dist
 from . import provenance
 from .data import Example, attach_trees, load_parallel
-from .datacache import TrainCorpus, open_corpus
+from .datacache import open_corpus
 from .errors import DepnmtError
 from .log import warn
 from .manifest import load_manifest
@@ -49,81 +52,39 @@ from .model.transformer import ModelConfig
 from .modeldir import (CONFIG, LOCK, MODEL_FILES, check_same_subwords, checkpoint_dir,
                        load_vocabs, metrics_lines, read_config, save_vocabs, subword_digests,
                        subword_files, write_config)
-from .runconfig import TrainOptions
-from .search import SearchConfig
 from .textio import append_line, read_json, read_lines
-from .vocab import Vocab
+from .trainconfig import TrainingRun
+from .trainlog import METRICS
 from .warmstart import check_warm_start
 
-METRICS = "metrics.jsonl"
 SETTINGS = "train.yaml"      # the run's `depnmt train` options, read back by `train --config`
 SIDE_NAMES = {"src": "source", "tgt": "target"}
 
 
-@dataclass
-class TrainingRun:
-    """What a training run works on, set up by :func:`prepare_run`."""
-
-    data_dir: Path
-    model_dir: Path
-    trees_dir: Path | None
-    opts: TrainOptions
-    search: SearchConfig
-    resume: bool
-    model_cfg: ModelConfig                          # complete: vocabularies, learned options
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    tree_parsers: dict[str, dict] = field(default_factory=dict)   # side -> parser settings
-    train_data: TrainCorpus | None = None           # read from the cache, batch by batch
-    dev_data: list[Example] = field(default_factory=list)
-    dev_refs: list[str] = field(default_factory=list)
-    settings: dict[str, Any] | None = None          # what train.yaml records (None: no file)
-    schemes: list[Scheme] = field(default_factory=list)   # built once: checked, learned
-    init_from: Path | None = None                   # a trained model to start from (warmstart)
-    accept_changed_data: bool = False               # --resume-on-changed-data
-    provenance: dict[str, Any] = field(default_factory=dict)  # what it trains on (provenance)
-    data_changed: list[str] = field(default_factory=list)     # resumed on other data: what
-    digests: dict[Path, str] = field(default_factory=dict)    # sha256 of the files read
-
-    @property
-    def parser_settings(self) -> dict | None:
-        """The parser translate must run: only for schemes that read source trees (not DBSA)."""
-        needs = any(SCHEMES[n].needs_source_trees for n in self.model_cfg.scheme_names)
-        return self.tree_parsers.get("src") if needs else None
-
-
-def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
-                opts: TrainOptions,
-                trees_dir: Path | None = None, resume: bool = False,
-                search: SearchConfig | None = None,
-                settings: dict[str, Any] | None = None,
-                init_from: Path | None = None,
-                accept_changed_data: bool = False) -> TrainingRun:
-    """Steps 1–5 of the module docstring; rank 0 writes the model directory. ``settings``:
-    the options of ``depnmt train`` that :data:`SETTINGS` records (None: no file);
-    ``init_from``: a trained model the new run starts from (:mod:`depnmt.warmstart`);
-    ``accept_changed_data``: ``--resume`` continues on data other than the model's
-    (``--resume-on-changed-data``) instead of refusing it."""
-    check_model_dir(model_dir, resume, data_dir)
-    if dist.is_main() and not resume:   # what a run killed before its first last.pt left
-        for leftover in (model_dir / METRICS, checkpoint_dir(model_dir) / "best.pt"):
+def prepare_run(run: TrainingRun) -> TrainingRun:
+    """Steps 1–5 of the module docstring, filling in ``run``'s set-up fields; rank 0 writes
+    the model directory. ``run.settings``: the options of ``depnmt train`` that
+    :data:`SETTINGS` records (None: no file); ``run.init_from``: a trained model the new run
+    starts from (:mod:`depnmt.warmstart`); ``run.resume_on_changed_data``: ``--resume``
+    continues on data other than the model's instead of refusing it."""
+    check_model_dir(run.model_dir, run.resume)
+    if dist.is_main() and not run.resume:   # what a run killed before its first last.pt left
+        for leftover in (run.model_dir / METRICS, checkpoint_dir(run.model_dir) / "best.pt"):
             leftover.unlink(missing_ok=True)
-    bpe = load_manifest(data_dir, "bpe")
-    saved = read_config(model_dir) if resume else None
-    if resume:
-        check_same_subwords(data_dir, model_dir)
-    src_vocab, tgt_vocab = load_vocabs(data_dir)
-    cfg, schemes = model_config(data_dir, model_dir, model_cfg, resume, (src_vocab, tgt_vocab))
-    check_warm_start(init_from, data_dir, cfg, schemes, opts.init_partial)   # before any write
-    run = TrainingRun(data_dir, model_dir, trees_dir, opts, search or SearchConfig(), resume,
-                      cfg, src_vocab, tgt_vocab, settings=settings, init_from=init_from,
-                      accept_changed_data=accept_changed_data)
-    run.tree_parsers = tree_parsers(cfg, trees_dir, saved)
-    run.provenance = check_data(run, bpe, saved)      # --resume: before any work
+    bpe = load_manifest(run.data_dir, "bpe")
+    if run.resume:
+        if run.saved is None:       # read when the run was configured, unless made by hand
+            run.saved = read_config(run.model_dir, upgrade=True)
+        check_same_subwords(run.data_dir, run.model_dir)
+    run.src_vocab, run.tgt_vocab = load_vocabs(run.data_dir)
+    run.schemes = complete_model(run)
+    check_warm_start(run.init_from, run.data_dir, run.model, run.schemes,
+                     run.training.init_partial)                               # before any write
+    run.tree_parsers = tree_parsers(run.model, run.trees_dir, run.saved)
+    run.provenance = check_data(run, bpe)             # --resume: before any work
     run.train_data = load_split(run, "train", bpe, training=True)
     run.dev_data = load_split(run, "dev", bpe, training=False)
-    cfg.schemes = learn_options(cfg.schemes, run.train_data, schemes)     # the learn step
-    run.schemes = schemes                           # the model is built from these (learned)
+    run.model.schemes = learn_options(run.model.schemes, run.train_data, run.schemes)  # learn
     prepare_dir = Path(bpe["prepare_dir"])
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
     run.dev_refs = read_lines(ref) if ref.exists() and run.dev_data else []
@@ -135,12 +96,11 @@ def prepare_run(data_dir: Path, model_dir: Path, model_cfg: ModelConfig | None,
     return run
 
 
-def check_model_dir(model_dir: Path, resume: bool, data_dir: Path | None = None) -> None:
-    """``--resume`` needs a ``last.pt`` and a log whose every line is UTF-8
-    (:func:`~depnmt.modeldir.metrics_lines`); a fresh run refuses a trained model and a folder
-    holding files that are not a model's (:func:`foreign_files`; ``data_dir``: the bpe
-    folder, whose codes the model folder gets)."""
-    check_not_foreign(model_dir, resume, data_dir)
+def check_model_dir(model_dir: Path, resume: bool) -> None:
+    """Under the model directory's lock, after :func:`check_not_foreign` (before it):
+    ``--resume`` needs a log whose every line is UTF-8
+    (:func:`~depnmt.modeldir.metrics_lines`); a fresh run refuses a trained model (one that
+    finished while this run waited for the folder is found here)."""
     if resume and (model_dir / METRICS).is_file():
         metrics_lines(model_dir / METRICS)              # its rewind reads every line
     if not resume and (checkpoint_dir(model_dir) / "last.pt").exists():
@@ -192,13 +152,14 @@ def written_by_train(config: Path) -> bool:
         return False
 
 
-def check_data(run: TrainingRun, bpe: dict, saved: dict[str, Any] | None) -> dict[str, Any]:
+def check_data(run: TrainingRun, bpe: dict) -> dict[str, Any]:
     """The provenance of the data ``run`` reads (:func:`depnmt.provenance.record`; the
     sha256 it read kept in ``run.digests`` for the cache, which would read them again); on
-    ``--resume`` (``saved``: the model's config) compared with the model's: other data is a
-    DepnmtError naming what changed, unless ``run.accept_changed_data`` (then
+    ``--resume`` (``run.saved``: the model's config) compared with the model's: other data is
+    a DepnmtError naming what changed, unless ``run.resume_on_changed_data`` (then
     ``run.data_changed`` says what). A model folder of an earlier depnmt, which recorded no
     provenance, resumes with a warning."""
+    saved = run.saved
     recorded = (saved or {}).get(provenance.KEY)
     now = provenance.record(run, bpe, recorded if isinstance(recorded, dict) else None)
     run.digests = {run.data_dir / name: digest for name, digest in now["text"]["files"].items()}
@@ -213,7 +174,7 @@ def check_data(run: TrainingRun, bpe: dict, saved: dict[str, Any] | None) -> dic
              f"it is recorded from now on")
         return now
     changes = provenance.compare(recorded, now)
-    if changes and not run.accept_changed_data:
+    if changes and not run.resume_on_changed_data:
         raise provenance.mismatch_error(run.model_dir, changes)
     run.data_changed = changes
     return now
@@ -231,21 +192,18 @@ def log_data_changed(run: TrainingRun) -> None:
          f"({'; '.join(run.data_changed)}); recorded in {METRICS}")
 
 
-def model_config(data_dir: Path, model_dir: Path, cfg: ModelConfig | None, resume: bool,
-                 vocabs: tuple[Vocab, Vocab]) -> tuple[ModelConfig, list[Scheme]]:
-    """The run's model config: ``cfg`` (``--resume``: the saved one when None, and the saved
-    learned options either way) with the vocabulary sizes, checked; and its schemes, built
-    for the check (the learn step uses them)."""
-    if resume:
-        saved = ModelConfig.from_dict(read_config(model_dir)["model"])
-        cfg = cfg or saved
-        cfg.schemes = with_learned(cfg.schemes, saved.schemes)
-    src_vocab, tgt_vocab = vocabs
-    cfg.src_vocab_size, cfg.tgt_vocab_size = len(src_vocab), len(tgt_vocab)
-    if cfg.share_all_embeddings and src_vocab != tgt_vocab:
-        raise DepnmtError(f"{data_dir}: --share-all-embeddings needs a joint vocabulary "
+def complete_model(run: TrainingRun) -> list[Scheme]:
+    """``run.model`` completed and checked: the saved learned options kept (``--resume``:
+    ``run.saved``, in today's form), the vocabulary sizes set; returns its schemes, built for
+    the check (the learn step uses them)."""
+    cfg = run.model
+    if run.resume:
+        cfg.schemes = with_learned(cfg.schemes, run.saved["model"]["schemes"])
+    cfg.src_vocab_size, cfg.tgt_vocab_size = len(run.src_vocab), len(run.tgt_vocab)
+    if cfg.share_all_embeddings and run.src_vocab != run.tgt_vocab:
+        raise DepnmtError(f"{run.data_dir}: --share-all-embeddings needs a joint vocabulary "
                           f"(run `depnmt bpe --joint`)")
-    return cfg, check_schemes(cfg.schemes, cfg.dims)
+    return check_schemes(cfg.schemes, cfg.dims)
 
 
 def tree_parsers(cfg: ModelConfig, trees_dir: Path | None, saved: dict[str, Any] | None = None
@@ -292,7 +250,7 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> Seque
         if training:
             raise DepnmtError(f"{src}: missing; the bpe folder has no training data")
         return []
-    max_len = run.opts.max_len
+    max_len = run.training.max_len
     trees = {side: run.trees_dir / f"{split}.{langs[side]}.conllu" for side in run.tree_parsers}
     if training:
         for path in (tgt, *trees.values()):
@@ -314,26 +272,27 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> Seque
 
 
 def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
-    """``config.json`` (everything translate needs), vocabularies, segmenter and
-    :data:`SETTINGS`."""
+    """``config.json`` (everything translate needs; kept as ``run.written``), vocabularies,
+    segmenter and :data:`SETTINGS`."""
     from .bpe import Segmenter
     save_vocabs(run.model_dir, (run.src_vocab, run.tgt_vocab))
     for side in ("src", "tgt"):
         Segmenter.from_dir(run.data_dir, side).save(run.model_dir, side)
-    write_config(run.model_dir, {
-        "model": run.model_cfg.to_dict(),
+    run.written = {
+        "model": run.model.to_dict(),
         "src_lang": bpe["src_lang"], "tgt_lang": bpe["tgt_lang"],
         "tokenizers": prepare["tokenizers"],
         "parser": {"src": run.parser_settings, "training": run.tree_parsers},
         "subwords": bpe.get("options", {}),
-        "max_src_len": run.opts.max_len,
+        "max_src_len": run.training.max_len,
         "search": asdict(run.search),
-        "training": asdict(run.opts),
+        "training": asdict(run.training),
         "data": {"bpe_dir": str(run.data_dir.resolve()),
                  "trees_dir": str(run.trees_dir.resolve()) if run.trees_dir else None},
         "files": subword_digests(run.model_dir),
         provenance.KEY: run.provenance,
-    })
+    }
+    write_config(run.model_dir, run.written)
     if run.settings is not None:
         write_settings(run.model_dir / SETTINGS, run.settings)
 

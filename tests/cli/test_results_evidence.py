@@ -1,0 +1,152 @@
+"""The results page's verdict table of one question on every measure (``bench/results_page.py``,
+:class:`Evidence`): generated from constructed archives, a known difference is resolved on BLEU,
+test NLL and minimal pairs, equal systems are not, and runs without a measure are counted as
+not archived, never dropped; a seed's rerun replaces the run it reran."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import pytest
+
+from tests.scripts import load_script
+
+from .test_report import noisy_copies, write_likelihood
+
+gen = load_script("results_page")
+ITEMS = 200
+
+
+def pairs_set(root) -> str:
+    """A minimal-pair set of :data:`ITEMS` items (two categories, distances) in ``root``."""
+    lines = ["source\treference\tcontrastive\tcategory\tlinear_distance\ttree_distance"]
+    lines += [f"s {i}\tr {i}\tc {i}\t{'agreement' if i % 2 else 'negation'}\t{1 + i % 3}\t1"
+              for i in range(ITEMS)]
+    (root / "archive").mkdir(parents=True, exist_ok=True)
+    (root / "archive" / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return "archive/pairs.tsv"
+
+
+def write_decisions(root, hyp, accuracy: float, seed: int) -> None:
+    """``HYP.minimal-pairs.json`` as ``depnmt contrastive -o`` writes it: one model, each item
+    decided correctly with probability ``accuracy``."""
+    from depnmt.contrastivestats import set_digest
+    rng = random.Random(seed)
+    decisions = [int(rng.random() < accuracy) for _ in range(ITEMS)]
+    hyp.with_name(hyp.name + gen.PAIRS_SUFFIX).write_text(json.dumps({
+        "set": "pairs.tsv", "format": "tsv", "normalized": False,
+        "set_sha256": set_digest(root / "archive" / "pairs.tsv"),
+        "models": {"model": {"decisions": decisions}}}), encoding="utf-8")
+
+
+def archive_runs(root, tiny_model, ref, folder: str, system: dict, seeds: range,
+                 skip: tuple[str, ...] = ()) -> list:
+    """One archived run per seed in ``root/archive/FOLDER-seedN`` (``models/abs+dep+rel``,
+    its hypotheses dropping ``system["drop"]`` of the reference's words, its test likelihood
+    of ``system["nll"]`` a word and its minimal-pair decisions at ``system["pairs"]``
+    accuracy; ``skip``: the files of those left out)."""
+    words = [len(line.split()) for line in ref.read_text(encoding="utf-8").splitlines()]
+    runs = []
+    for seed in seeds:
+        run = gen.Run(f"archive/{folder}-seed{seed}", "abs+dep+rel")
+        (root / run.dir / "hyps").mkdir(parents=True)
+        shutil.copytree(tiny_model, root / run.dir / "models" / run.folder)
+        hyp, = noisy_copies(ref, root / run.dir / "hyps", "x", system["drop"],
+                            range(seed, seed + 1))
+        hyp = hyp.rename(root / run.dir / "hyps" / f"{run.folder}.de")
+        if "nll" not in skip:
+            write_likelihood(hyp, words, system["nll"], seed, noise=0.02)
+        if "pairs" not in skip:
+            write_decisions(root, hyp, system["pairs"], seed)
+        runs.append(run)
+    return runs
+
+
+def evidence(tree_runs, random_runs, pairs: str) -> object:
+    return gen.Evidence("ev", "Do trees beat random trees?",
+                        gen.Seeded("tree", tuple((r,) for r in tree_runs)),
+                        gen.Seeded("random", tuple((r,) for r in random_runs)),
+                        "test.raw.de", "de", ("--shuffles", "999", "--bootstrap", "99"), pairs,
+                        (("bleu", 0.5), ("nll", 0.01), (gen.PAIRS, 1.0)))
+
+
+@pytest.fixture
+def archive(tmp_path, monkeypatch, tiny_bpe):
+    """A repository root of its own (``REPO``), the corpus folder its reference is read from."""
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    monkeypatch.setenv("DEPNMT_DATA_DIR", str(tiny_bpe.parent / "prepare"))
+    return tmp_path, tiny_bpe.parent / "prepare" / "test.raw.de"
+
+
+def rows(text: str) -> dict[str, list[str]]:
+    """The verdict table's rows by measure."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    return {cells[0]: cells for cells in
+            ([c.strip() for c in line.strip("|").split("|")] for line in lines[1:])}
+
+
+@pytest.mark.slow
+def test_a_known_difference_is_resolved_on_every_measure(archive, tiny_model):
+    """The tree runs translate better (fewer words dropped), give the references 0.2 nats a word
+    more and decide 90 % of the pairs against 60 %: each measure says resolved, **yes**."""
+    root, ref = archive
+    pairs = pairs_set(root)
+    tree = archive_runs(root, tiny_model, ref, "tree", {"drop": 0.05, "nll": 1.8,
+                                                         "pairs": 0.9}, range(1, 4))
+    rand = archive_runs(root, tiny_model, ref, "rand", {"drop": 0.5, "nll": 2.0,
+                                                         "pairs": 0.6}, range(11, 14))
+    text = gen.evidence_block(evidence(tree, rand, pairs))
+    table = rows(text)
+    assert table["BLEU"][1] == "3 + 3" and float(table["BLEU"][4].split()[0]) > 10
+    assert table["test NLL/word"][4].startswith("-0.2")
+    assert 20 < float(table["minimal-pair accuracy (%)"][4].split()[0]) < 40    # ~ +30 points
+    for label in ("BLEU", "test NLL/word", "minimal-pair accuracy (%)"):
+        assert f"- **{label}: resolved at 3 runs a side**: " in text, label
+        assert table[label][8].startswith("Δ ") and table[label][7].startswith("±")
+    verdicts = text.split("\n\nRuns: ")[0]
+    assert verdicts.count("**yes**") == 3 and "not archived" not in verdicts
+    assert "**Do trees beat random trees?** BLEU resolved at 3 runs a side (Δ +" in text
+
+
+@pytest.mark.slow
+def test_equal_systems_are_not_resolved_and_missing_measures_are_counted(archive, tiny_model):
+    """Two systems of the same quality: not resolved on BLEU (with the difference the runs
+    resolve); a tree run archived without its test likelihood and minimal pairs makes those
+    measures "not archived", the run counted, not dropped."""
+    root, ref = archive
+    pairs = pairs_set(root)
+    same = {"drop": 0.3, "nll": 2.0, "pairs": 0.7}
+    tree = archive_runs(root, tiny_model, ref, "tree", same, range(1, 3))
+    tree += archive_runs(root, tiny_model, ref, "tree", same, range(3, 4), skip=("nll", "pairs"))
+    rand = archive_runs(root, tiny_model, ref, "rand", same, range(11, 14))
+    text = gen.evidence_block(evidence(tree, rand, pairs))
+    table = rows(text)
+    assert "- **BLEU: not resolved at 3 runs a side**: Δ " in text
+    assert "**not shown** (only differences beyond ±" in text
+    for label in ("test NLL/word", "minimal-pair accuracy (%)"):
+        assert table[label][2:4] == ["not archived (1 of 3 runs without)",
+                                     "not archived (0 of 3 runs without)"]
+        assert f"- **{label}: not archived** (tree: 1 of 3 runs without): " in text
+    assert "test NLL/word not archived; minimal-pair accuracy (%) not archived." in text
+
+
+def test_a_seeds_rerun_replaces_the_run_it_reran(tmp_path, monkeypatch):
+    """One run per seed: the rerun where archived, else the run it reran; a seed with neither
+    is left out; no archived run at all: the page says so and shows the command."""
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    new, old = gen.Run("rerun/s1", "abs+dep+rel"), gen.Run("old/s1", "dep+rel")
+    new2, old2 = gen.Run("rerun/s2", "abs+dep+rel"), gen.Run("old/s2", "dep+rel")
+    runs = gen.Seeded("tree", ((new, old), (new2, old2), (gen.Run("rerun/s3", "x"),)))
+    assert runs.chosen() == []
+    ev = evidence([], [], "pairs.tsv")
+    ev = gen.Evidence(ev.name, ev.question, runs, gen.Seeded("random", ((old,),)), *(
+        getattr(ev, f) for f in ("ref", "lang", "options", "pairs_set", "deltas")))
+    assert gen.evidence_block(ev).startswith("No run of this question is archived yet")
+    for run in (old, new2, old2):
+        (tmp_path / run.dir / "models" / run.folder).mkdir(parents=True)
+    assert runs.chosen() == [old, new2]
+    assert ev.archived()
+    args = ev.comparison().argv("out")
+    assert "rerun/s2/models/abs+dep+rel" in args and "old/s2/models/dep+rel" not in args

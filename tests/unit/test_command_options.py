@@ -1,0 +1,287 @@
+"""Every command's options are declared once, as the fields of its settings dataclass
+(:func:`depnmt.optionspec.option`): the field gives the command's flag, its help and default,
+its value checks on the command line and in the Python API, and its place in what the stage
+records. Adding an option to ``prepare``, as a subclass with one more field, is all it takes
+to see it as a flag, an API keyword and a manifest entry."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import depnmt.commands.prepare as prepare_command
+import depnmt.prepare
+from depnmt.commands.fields import click_option
+from depnmt.errors import DepnmtError
+from depnmt.optionspec import (COUNT, Choice, File, Param, check_options, field_param,
+                               option, option_fields)
+from depnmt.prepare import Settings, Sources
+from depnmt.tokenize import make_tokenizer
+
+
+@dataclass
+class WithTrim(Settings):
+    """prepare's settings and one more: what adding an option is."""
+
+    trim: int = option(0, "cut each side to its first N tokens (0 = off)", COUNT, metavar="N",
+                       show_default=True)
+
+
+@pytest.fixture
+def trim(monkeypatch):
+    """``--trim`` declared as one more field of prepare's settings; the command rebuilt with
+    it, and rebuilt as it was afterwards."""
+    monkeypatch.setattr(depnmt.prepare, "Settings", WithTrim)
+    yield importlib.reload(prepare_command)
+    monkeypatch.undo()
+    importlib.reload(prepare_command)
+
+
+def corpus(tmp_path: Path) -> list[str]:
+    """Own en/de files of four pairs; the arguments that prepare them (one pair each held out
+    for dev and test)."""
+    for lang, words in (("en", "a dog runs"), ("de", "ein Hund rennt")):
+        (tmp_path / f"train.{lang}").write_text("".join(f"{words} {i}\n" for i in range(4)))
+    return ["--src-lang", "en", "--tgt-lang", "de", "--train-src", str(tmp_path / "train.en"),
+            "--train-tgt", str(tmp_path / "train.de"), "--tokenizer-src", "keep",
+            "--tokenizer-tgt", "keep", "--dev-size", "1", "--test-size", "1"]
+
+
+def options_recorded(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text(encoding="utf-8"))["options"]
+
+
+def test_every_prepare_option_is_a_field():
+    names = [f.name for cls in (Settings, Sources) for f in option_fields(cls)]
+    params = [p.name for p in prepare_command.command.params if not p.hidden]
+    assert sorted(params) == sorted(names) and len(names) == 22
+
+
+def test_a_new_prepare_field_is_a_flag_with_its_help_and_check(trim, tmp_path):
+    runner = CliRunner()
+    text = " ".join(runner.invoke(trim.command, ["--help"]).output.split())
+    assert "--trim N cut each side to its first N tokens (0 = off) [default: 0; x>=0]" in text
+    result = runner.invoke(trim.command, [*corpus(tmp_path), "--trim", "-1", "-o", "out"])
+    assert result.exit_code == 2 and "Invalid value for '--trim'" in result.output
+    out = tmp_path / "out"
+    result = runner.invoke(trim.command, [*corpus(tmp_path), "--trim", "3", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert options_recorded(out)["trim"] == 3                      # the manifest's options
+
+
+def test_a_new_prepare_field_is_a_keyword_of_the_api(trim, tmp_path):
+    with pytest.raises(DepnmtError, match="trim -2: -2 is not in the range x>=0"):
+        WithTrim(src_lang="en", tgt_lang="de", trim=-2)
+    corpus(tmp_path)
+    files = {"train": (tmp_path / "train.en", tmp_path / "train.de")}
+    tokenizers = tuple(make_tokenizer({"kind": "keep", "lang": lang}) for lang in ("en", "de"))
+    settings = WithTrim(src_lang="en", tgt_lang="de", dev_size=1, test_size=1, trim=5)
+    depnmt.prepare.prepare(tmp_path / "api", files, settings, tokenizers)
+    assert options_recorded(tmp_path / "api")["trim"] == 5
+
+
+@pytest.mark.parametrize("settings, message", [
+    (lambda: Settings("en", "de", min_len=-1), "min_len -1: -1 is not in the range x>=0"),
+    (lambda: Settings("en", "de", langid_filter="all"), "langid_filter 'all': 'all' is not one"),
+    (lambda: Settings("en", "de", corpus="nope"), "corpus 'nope': 'nope' is not one of"),
+    (lambda: Sources(train_src=Path("no-such-file")), "train_src .*: File 'no-such-file' does "
+                                                      "not exist"),
+    (lambda: Sources(jobs=0), "jobs 0: 0 is not a number of processes"),
+])
+def test_the_api_checks_a_setting_as_the_flag_does(settings, message):
+    with pytest.raises(DepnmtError, match=message):
+        settings()
+
+
+# -- the declarations themselves ---------------------------------------------------------------
+@dataclass
+class Kinds:
+    """One field of each kind a declaration can give."""
+
+    out: Path | None = option(None, "where", File(), flag=("-o", "--output"), required=True)
+    names: tuple = option((), "repeatable", str, multiple=True, metavar="NAME")
+    pair: tuple | None = option(None, "two values", (str, File(text=True)), nargs=2)
+    mode: str = option("a", "a or b", Choice("ab"), show_default="a, else b", hidden=True)
+
+
+def test_a_field_gives_every_part_of_its_flag():
+    params = {p.name: p for p in (field_param(f) for f in option_fields(Kinds))}
+    assert params["out"].flags == ("-o", "--output") and params["out"].required
+    options = {name: click_option(p) for name, p in params.items()}
+    assert options["names"].multiple and options["names"].metavar == "NAME"
+    assert options["pair"].nargs == 2 and isinstance(options["pair"].type, click.Tuple)
+    assert options["mode"].hidden and options["mode"].show_default == "a, else b"
+    assert Param("x", ("--x",)).multiple is False
+
+
+def test_a_field_of_several_values_is_checked_value_by_value(tmp_path):
+    check_options(Kinds(names=("a", "b"), pair=("x", str(tmp_path / "f"))))
+    with pytest.raises(DepnmtError, match="is a directory"):
+        check_options(Kinds(pair=("x", str(tmp_path))))
+    with pytest.raises(TypeError, match="unknown colour"):
+        option(0, "a bad declaration", colour="red")
+
+
+# -- every converted command: its flags are its settings' fields --------------------------------
+def converted() -> list[tuple[str, list[type]]]:
+    """Command module -> the settings dataclasses its flags come from."""
+    from depnmt.bpe import BpeSettings
+    from depnmt.parse.controls import ControlSettings
+    from depnmt.parse.stage import ParseSettings
+    from depnmt.report import ReportSettings
+    from depnmt.score import ScoreSettings
+    from depnmt.archive import ArchiveSettings
+    from depnmt.average import AverageSettings
+    from depnmt.curves import PlotSettings
+    from depnmt.export import ExportSettings
+    from depnmt.inspect import InspectSettings
+    from depnmt.minimalpairs import MinimalPairsSettings
+    from depnmt.multitask import MultitaskSettings
+    from depnmt.runs import RunsSettings
+    return [("prepare", [Settings, Sources]), ("parse", [ParseSettings]),
+            ("controls", [ControlSettings]), ("bpe", [BpeSettings]),
+            ("score", [ScoreSettings]), ("report", [ReportSettings]),
+            ("average", [AverageSettings]),
+            ("export", [ExportSettings]),
+            ("minimalpairs", [MinimalPairsSettings]),
+            ("inspect", [InspectSettings]),
+            ("runs", [RunsSettings]),
+            ("archive", [ArchiveSettings]),
+            ("plot", [PlotSettings]),
+            ("multitask", [MultitaskSettings])]
+
+
+@pytest.mark.parametrize("name, classes", converted(), ids=lambda x: x if isinstance(x, str)
+                         else "")
+def test_each_flag_of_a_converted_command_is_one_field(name, classes):
+    command = importlib.import_module(f"depnmt.commands.{name}").command
+    options = [p.name for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    assert options == [f.name for cls in classes for f in option_fields(cls)]
+
+
+def api_settings():
+    from depnmt.bpe import BpeSettings
+    from depnmt.parse.controls import ControlSettings
+    from depnmt.parse.stage import ParseSettings
+    from depnmt.report import ReportSettings
+    from depnmt.score import ScoreSettings
+    from depnmt.analyze import AwslSettings
+    from depnmt.archive import ArchiveSettings
+    from depnmt.attachment import UasSettings
+    from depnmt.average import AverageSettings
+    from depnmt.contrastive import ContrastiveSettings
+    from depnmt.curves import PlotSettings
+    from depnmt.export import ExportSettings
+    from depnmt.inspect import InspectSettings
+    from depnmt.minimalpairs import MinimalPairsSettings
+    from depnmt.multitask import MultitaskSettings
+    from depnmt.runs import RunsSettings
+    return [(lambda: BpeSettings(merges=0), "merges 0: 0 is not in the range x>=1"),
+            (lambda: BpeSettings(mode="char"), "mode 'char': 'char' is not one of"),
+            (lambda: ParseSettings(shard="3/2"), "shard '3/2': expected i/N with 0 <= i < N"),
+            (lambda: ParseSettings(batch_size=0), "batch_size 0: 0 is not in the range x>=1"),
+            (lambda: ControlSettings(kind="noise", noise=1.5), r"noise 1.5: 1.5 is not in"),
+            (lambda: ScoreSettings(chrf_word_order=10), "chrf_word_order 10: 10 is not in"),
+            (lambda: ScoreSettings(bucket_plot=""), "bucket_plot '': an empty file name"),
+            (lambda: ReportSettings(deltas=("bleu=0.5", "bleu=1")),
+             r"bleu given twice \(0.5 and 1\)"),
+            (lambda: ReportSettings(deltas=("ter=1",)), "expected MEASURE=VALUE"),
+            (lambda: AverageSettings(last=0), "last 0: 0 is not in the range x>=1"),
+            (lambda: ExportSettings(quantization="int4"), "quantization 'int4': 'int4' is not"),
+            (lambda: MinimalPairsSettings(output_path=Path(".")), "output_path .*is a directory"),
+            (lambda: InspectSettings(scheme="abs"), "scheme 'abs': inspect shows one part"),
+            (lambda: RunsSettings(as_json="maybe"), "as_json 'maybe': 'maybe' is not a valid"),
+            (lambda: ArchiveSettings(check=(Path("no-such-folder"),)), "Directory "
+                                                                      "'no-such-folder' does not"),
+            (lambda: PlotSettings(models=(Path("."),), output=Path(".")), "is a directory"),
+            (lambda: MultitaskSettings(parse_fraction=1.5), "parse_fraction 1.5: 1.5 is not in"),
+            (lambda: AwslSettings(max_sentences=-1), "max_sentences -1: -1 is not in the range"),
+            (lambda: UasSettings(backend="udpipe"), "backend 'udpipe': 'udpipe' is not one of"),
+            (lambda: ContrastiveSettings(fmt="xml"), "fmt 'xml': 'xml' is not one of"),
+            (lambda: ContrastiveSettings(max_tokens=0), "max_tokens 0: 0 is not in the range")]
+
+
+@pytest.mark.parametrize("settings, message", api_settings())
+def test_each_command_s_settings_check_their_values_as_the_flags_do(settings, message):
+    with pytest.raises(DepnmtError, match=message):
+        settings()
+
+
+def test_options_that_do_not_go_together_are_a_usage_error_of_the_library(tmp_path):
+    from depnmt.bpe import BpeSettings
+    from depnmt.errors import UsageError
+    from depnmt.parse.controls import ControlSettings
+    from depnmt.parse.stage import ParseSettings
+    with pytest.raises(UsageError, match="--min-len 3 is above --max-len 2"):
+        Settings("en", "de", min_len=3, max_len=2).check()
+    with pytest.raises(UsageError, match="--merge and --shard exclude each other"):
+        ParseSettings(merge=True, shard="0/2").check()
+    with pytest.raises(UsageError, match="--kind noise needs --noise P"):
+        ControlSettings(kind="noise").control()
+    with pytest.raises(UsageError, match="--joint/--separate does not go with --subwords-from"):
+        BpeSettings(source=tmp_path).check({"joint"})
+    assert BpeSettings(mode="word").options().joint is False
+    assert ParseSettings(shard="1/4", side="both").options().sides == ["src", "tgt"]
+
+
+# -- commands whose flags are partly shared, or subcommands ----------------------------------------
+def subcommands() -> list[tuple[click.Command, list[type], set[str]]]:
+    """Command -> the settings dataclasses of its flags, the flags it shares with translate."""
+    from depnmt.analyze import AwslSettings
+    from depnmt.attachment import UasSettings
+    from depnmt.commands import analyze, contrastive
+    from depnmt.contrastive import ContrastiveSettings
+    return [(analyze.awsl_command, [AwslSettings], set()),
+            (analyze.uas_command, [UasSettings], set()),
+            (contrastive.command, [ContrastiveSettings],
+             {"model_dirs", "batch_size", "device", "precision"})]
+
+
+@pytest.mark.parametrize("command, classes, shared", subcommands(),
+                         ids=lambda x: x.name if isinstance(x, click.Command) else "")
+def test_each_own_flag_of_a_command_is_one_field(command, classes, shared):
+    options = [p.name for p in command.params if isinstance(p, click.Option) and not p.hidden
+               and p.name not in shared]
+    assert options == [f.name for cls in classes for f in option_fields(cls)]
+
+
+def test_a_default_read_when_needed_is_the_api_s_default_too(monkeypatch):
+    from depnmt.average import AverageSettings
+    monkeypatch.setenv("DEPNMT_MODEL", "runs/m1")
+    assert AverageSettings().model_dir == Path("runs/m1")
+    command = importlib.import_module("depnmt.commands.average").command
+    model = next(p for p in command.params if p.name == "model_dir")
+    assert callable(model.default)
+    assert "(dynamic)" in CliRunner().invoke(command, ["--help"]).output
+
+
+def test_more_options_that_do_not_go_together_are_errors_of_the_library(tmp_path):
+    from depnmt.analyze import AwslSettings
+    from depnmt.archive import ArchiveSettings
+    from depnmt.attachment import UasSettings
+    from depnmt.contrastive import ContrastiveSettings
+    from depnmt.curves import PlotSettings
+    from depnmt.errors import UsageError
+    from depnmt.inspect import InspectSettings
+    with pytest.raises(UsageError, match="--clip does not apply to gps's root paths"):
+        InspectSettings(scheme="abs+gps", clip=2)
+    assert InspectSettings(scheme="abs+dep", clip=2).part() == "dep"
+    with pytest.raises(UsageError, match="1 --label for 2 --model; give one per model"):
+        PlotSettings(models=(tmp_path, tmp_path), labels=("x",))
+    with pytest.raises(UsageError, match="give the results FOLDERS to archive"):
+        ArchiveSettings(out=Path("out")).check_request([])
+    with pytest.raises(DepnmtError, match="--checkpoint applies to one model"):
+        AwslSettings(model_dirs=(Path("a"), Path("b")), checkpoint=Path("c.pt"))
+    with pytest.raises(DepnmtError, match="nothing to score"):
+        UasSettings().check_request([])
+    with pytest.raises(DepnmtError, match="--src and --tgt are for --format contrapro"):
+        ContrastiveSettings(src_path=Path("s")).set_format(Path("set.tsv"))
+    assert ContrastiveSettings(src_path=Path("s")).set_format(Path("set.json")) == "contrapro"
+    with pytest.raises(DepnmtError, match="--ensemble scores with several models as one"):
+        ContrastiveSettings(ensemble=True).check_scoring([Path("a")])
