@@ -1,12 +1,12 @@
 """How long does learning BPE merges take: subword-nmt's ``learn_bpe`` against depnmt's port
-(:mod:`depnmt.bpelearn`), on the token counts ``depnmt bpe --joint`` learns from.
+(:mod:`depnmt.stages.bpelearn`), on the token counts ``depnmt bpe --joint`` learns from.
 
     python bench/bpe_learn.py --text work/prepare/train.en --text work/prepare/train.de \\
         --merges 32000 --rounds 2
 
 The counts: every token of the ``--text`` files (tokenized, as ``prepare`` writes them),
-escaped and filtered as ``depnmt bpe`` does (:func:`depnmt.bpe.count_tokens`,
-:func:`depnmt.bpe.learn_codes`). Each round learns with both, in alternating order (round 1:
+escaped and filtered as ``depnmt bpe`` does (:func:`depnmt.stages.bpe.count_tokens`,
+:func:`depnmt.stages.bpe.learn_codes`). Each round learns with both, in alternating order (round 1:
 subword-nmt first, round 2: depnmt first, ...), each in this one process (wall and CPU time of
 the call), and checks that the two codes are identical (a difference stops the script). Prints
 a markdown table with the median of each and the speed-up, and one JSON line with the CPU flags,
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import machine  # noqa: E402  (bench/scale.py: CPU flags, cores, load)
 
-from depnmt import bpelearn  # noqa: E402
-from depnmt.bpe import count_tokens  # noqa: E402
+from depnmt.stages import bpelearn
+from depnmt.stages.bpe import count_tokens  # noqa: E402
 
 
 def subword_nmt(counts: dict[str, int], merges: int) -> str:

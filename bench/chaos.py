@@ -33,7 +33,8 @@ differ between two uninterrupted runs of the same command — in ``manifest.json
 as parsed JSON) ``created`` (the wall clock) and, in train's, ``progress.elapsed`` (seconds
 of training); in ``metrics.jsonl`` each record's ``time`` and the end record's ``elapsed``
 (seconds since the start), ``tgt_tokens_per_s``, ``src_tokens_per_s``, ``batch_wait_s``,
-``batch_wait_share`` (speed) and ``load`` (the machine's load average); in a checkpoint (``*.pt``, compared as loaded: every tensor
+``batch_wait_share`` (speed) and ``load`` (the machine's load average); in a checkpoint (``*.pt``,
+compared as loaded: every tensor
 bit for bit, all other values equal) ``progress.elapsed`` and ``sha256`` (the digest over
 the rest, ``elapsed`` included). Not compared: lock files (``*.lock``: the model folder's
 ``.lock``, ``average``'s ``checkpoints/.NAME.pt.lock``, holding the PID of the last writer)
@@ -252,8 +253,8 @@ def disk_usage(folder: Path, page: int = 4096) -> int:
 def random_trees(prep: Path, folder: Path, seed: int) -> Path:
     """Random trees over the English side of every split of ``prep``, in ``folder`` (made
     once)."""
-    from depnmt.parse import Sentence, write_conllu
-    from depnmt.trees import random_heads
+    from depnmt.core.trees import random_heads
+    from depnmt.stages.parse import Sentence, write_conllu
     if not folder.exists():
         rng = random.Random(seed)
         for split in ("train", "dev", "test"):
@@ -269,14 +270,14 @@ def random_trees(prep: Path, folder: Path, seed: int) -> Path:
 def read_stage_folder(stage: str) -> Callable[[Path], None]:
     """The next stage's reader of a stage folder: ``load_manifest`` (line counts checked)."""
     def read(out: Path) -> None:
-        from depnmt.manifest import load_manifest
+        from depnmt.core.manifest import load_manifest
         load_manifest(out, stage)
     return read
 
 
 def read_model(out: Path) -> None:
     """What ``translate`` reads of a model folder: its config and every checkpoint in it."""
-    from depnmt.modeldir import load_model_checkpoint, read_config
+    from depnmt.storage.modeldir import load_model_checkpoint, read_config
     config = read_config(out)
     for path in sorted((out / "checkpoints").glob("*.pt")):
         load_model_checkpoint(path, config["model"])
@@ -284,13 +285,13 @@ def read_model(out: Path) -> None:
 
 def read_export(out: Path) -> None:
     """What ``translate --ct2`` reads first: the export's description."""
-    from depnmt.textio import read_json
+    from depnmt.core.textio import read_json
     read_json(out / "depnmt-export.json", f"{out}: no depnmt-export.json")
 
 
 def read_report(out: Path) -> None:
     """A reader of the report: its JSON; the table and the figure beside it must exist."""
-    from depnmt.textio import read_json
+    from depnmt.core.textio import read_json
     read_json(out / "results.json", f"{out}: no results.json")
     missing = [n for n in ("results.md", "results.png") if not (out / n).exists()]
     if missing:
@@ -398,7 +399,7 @@ def fresh(stage: Stage, work: Path, out: Path) -> None:
 def reader_verdict(stage: Stage, out: Path, ref: Reference, before: dict | None) -> str | None:
     """None when a downstream reader sees the reference, the output before the run, or fails
     with a clear error; else what is wrong."""
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     seen = snapshot(out)
     try:
         stage.read(out)

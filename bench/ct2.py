@@ -19,8 +19,8 @@ from pathlib import Path
 import click
 import torch
 
-from depnmt.ct2translate import CT2Translator
-from depnmt.translate import Translator
+from depnmt.decoding.ct2translate import CT2Translator
+from depnmt.decoding.translate import Translator
 
 
 def timed(translator, lines: list[str]) -> tuple[float, list[str]]:

@@ -36,7 +36,8 @@ where its CUDA build sees the GPU (else their rows are left out and the ratio co
 "-"); ``--max-tokens`` is the batch bound (``translate --max-tokens``) of every system, the
 exports' and the grafts' included.
 
-    python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \\
+    python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en
+    \\
         -r work/multi30k-en-de/prepare/test.raw.de --threads 2 --rounds 3
     python bench/decode.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \
         --trees work/multi30k-en-de/parse/test.en.conllu --scheme abs+rel --scheme abs+dbsa-enc \
@@ -123,7 +124,7 @@ class System:
 def depnmt_system(model: Path, precision: str, search: dict, quantize: str = "none",
                   device: str = "cpu", max_tokens: int = 8000) -> System:
     def load():
-        from depnmt.translate import Translator
+        from depnmt.decoding.translate import Translator
         tr = Translator.from_model_dir(model, None, device, precision, quantize=quantize,
                                        max_tokens=max_tokens, **search)
         return lambda lines: list(tr.translate_lines(lines))
@@ -136,7 +137,7 @@ def depnmt_system(model: Path, precision: str, search: dict, quantize: str = "no
 def ct2_system(export: Path, compute_type: str, search: dict, threads: int,
                device: str = "cpu", max_tokens: int = 8000) -> System:
     def load():
-        from depnmt.ct2translate import CT2Translator
+        from depnmt.decoding.ct2translate import CT2Translator
         tr = CT2Translator.from_dir(export, device, threads, compute_type=compute_type,
                                     max_tokens=max_tokens, **search)
         return lambda lines: list(tr.translate_lines(lines))
@@ -157,7 +158,7 @@ def examples_system(model: Path, lines: list[str], search: dict, device: str = "
                     max_tokens: int = 8000) -> System:
     """Decoding only (examples prepared, parsed included, before timing): for scheme ratios."""
     def load():
-        from depnmt.translate import Translator
+        from depnmt.decoding.translate import Translator
         tr = Translator.from_model_dir(model, None, device, "auto", max_tokens=max_tokens,
                                        **search)
         words = [w for w in (tr.src_tokenizer.tokenize(l) for l in lines) if w]
@@ -175,13 +176,14 @@ def grafted_model(model_dir: Path, scheme: str, examples: list, options: dict):
     as training would. Returns the model and its
     :class:`~depnmt.model.transformer.ModelConfig`."""
     import torch
-    from depnmt.checkpoint import load_checkpoint
-    from depnmt.errors import DepnmtError
+
+    from depnmt.core.errors import DepnmtError
+    from depnmt.model.schemes.dbsa import DBSAModule
     from depnmt.model.schemes.names import parse_name
     from depnmt.model.schemes.registry import learn_options, scheme_entries
     from depnmt.model.transformer import ModelConfig, TransformerNMT
-    from depnmt.model.schemes.dbsa import DBSAModule
-    from depnmt.modeldir import default_checkpoint, read_config
+    from depnmt.storage.checkpoint import load_checkpoint
+    from depnmt.storage.modeldir import default_checkpoint, read_config
     base = ModelConfig.from_dict(read_config(model_dir)["model"])
     if base.scheme_names != ["abs"]:
         raise click.ClickException(f"{model_dir}: --scheme grafts an abs model's weights; this "
@@ -214,7 +216,7 @@ def grafted_translator(model_dir: Path, scheme: str, trees: list, search: dict,
                        options: dict, device: str = "cpu", max_tokens: int = 8000):
     """A Translator of the abs model grafted into ``scheme`` (:func:`grafted_model`; ``abs``:
     the model itself) on ``device``, batching as the abs model's (``max_tokens``)."""
-    from depnmt.translate import Translator
+    from depnmt.decoding.translate import Translator
     base = Translator.from_model_dir(model_dir, None, device, "auto", max_tokens=max_tokens,
                                      **search)
     if scheme == "abs":
@@ -424,7 +426,7 @@ def main(model_dir, ct2_dir, input_path, ref_path, scheme_models, grafts, scheme
                    for m in (model_dir, *scheme_models)]
         grafted = []
         if grafts:
-            from depnmt.parse import read_conllu
+            from depnmt.stages.parse import read_conllu
             trees = list(read_conllu(trees_path))[:lines]
             options = dict(option_value(o) for o in scheme_options)
             grafted = [grafted_system(model_dir, g, trees, search, options, device,

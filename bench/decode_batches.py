@@ -39,10 +39,10 @@ def parse_ints(text: str) -> list[int]:
 
 
 class ModelPasses:
-    """Passes of a trained model's :class:`~depnmt.translate.Translator` over raw lines."""
+    """Passes of a trained model's :class:`~depnmt.decoding.translate.Translator` over raw lines."""
 
     def __init__(self, model_dir: Path, lines: list[str], device: str, precisions: list[str]):
-        from depnmt.translate import Translator
+        from depnmt.decoding.translate import Translator
         self.lines = lines
         self.translators = {p: Translator.from_model_dir(model_dir, device=device, precision=p)
                             for p in precisions}
@@ -60,10 +60,10 @@ class RandomBasePasses:
     def __init__(self, n: int, device: str, seed: int = 1, tiny: bool = False):
         """``tiny``: 1+1 layers, d_model 32, 100 subwords, sources of 5-12 (a test of the
         script)."""
-        from depnmt.data import Example
-        from depnmt.device import resolve_device
+        from depnmt.core.device import resolve_device
+        from depnmt.core.vocab import EOS
+        from depnmt.data.batches import Example
         from depnmt.model.transformer import ModelConfig, TransformerNMT
-        from depnmt.vocab import EOS
         torch.manual_seed(seed)
         rng = random.Random(seed)
         self.device = resolve_device(device)
@@ -79,10 +79,10 @@ class RandomBasePasses:
 
     @torch.no_grad()
     def run(self, precision: str, max_tokens: int) -> list[str]:
-        from depnmt.data import collate
-        from depnmt.device import autocast, search_attention, train_precision
-        from depnmt.search import SearchConfig, search
-        from depnmt.translate import length_batches
+        from depnmt.core.device import autocast, search_attention, train_precision
+        from depnmt.data.batches import collate
+        from depnmt.decoding.search import SearchConfig, search
+        from depnmt.decoding.translate import length_batches
         amp = train_precision(self.device, precision)
         cfg = SearchConfig(beam=4)
         out = [""] * len(self.examples)

@@ -13,7 +13,8 @@ changed to CRLF, lone CR or a mix, a NUL byte or a byte order mark added).
 
 ``--reader MODULE`` fuzzes another module's ``read_conllu(path)``, e.g. the reader of commit
 0e880a7, before its inputs were checked: ``git show 0e880a7:depnmt/parse/conllu.py >
-depnmt/parse/conllu_0e880a7.py`` then ``--reader depnmt.parse.conllu_0e880a7``. Each case is written to a file that is read by path.
+depnmt/stages/parse/conllu_0e880a7.py`` then ``--reader depnmt.stages.parse.conllu_0e880a7``. Each
+case is written to a file that is read by path.
 
 Prints the counts; exits 1 when any of the must-be-zero counts is not zero.
 """
@@ -38,7 +39,7 @@ import click
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from depnmt.errors import InputError  # noqa: E402
+from depnmt.core.errors import InputError  # noqa: E402
 from tests.conllu_oracle import Invalid, line_count, load_sentences, make_case, oracle  # noqa: E402
 
 
@@ -97,7 +98,7 @@ MUST_BE_ZERO = ("exception", "malformed error", "invalid accepted", "accepted, d
               help="folder of *.conllu files whose sentences are mutated")
 @click.option("--examples", type=click.IntRange(min=0), default=3, show_default=True,
               help="examples printed per outcome that must not happen")
-@click.option("--reader", default="depnmt.parse.conllu", show_default=True,
+@click.option("--reader", default="depnmt.core.conllu", show_default=True,
               help="module whose read_conllu(path) is fuzzed")
 def main(cases: int, seed: int, ud_dir: Path, examples: int, reader: str) -> None:
     """Mutated UD sentences: the reader must agree with the oracle on every case."""

@@ -26,13 +26,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 import click  # noqa: E402
+import schemes as bench  # noqa: E402
 import torch  # noqa: E402
 
-import schemes as bench  # noqa: E402
-from depnmt.device import resolve_device  # noqa: E402
+from depnmt.core.device import resolve_device  # noqa: E402
+from depnmt.core.vocab import PAD  # noqa: E402
 from depnmt.model.attention import MultiHeadAttention  # noqa: E402
 from depnmt.model.transformer import TransformerNMT  # noqa: E402
-from depnmt.vocab import PAD  # noqa: E402
 
 
 def three_projections(self, x):

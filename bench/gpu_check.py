@@ -10,7 +10,8 @@ Run it from a checkout (it puts the repository on ``sys.path``; depnmt need not 
 Besides torch, click, rich, sacrebleu and numpy it needs ``subword-nmt`` with ``tqdm`` (the
 shipped data is BPE'd with codes, which ``train`` copies into the model and ``translate``
 applies) and ``rich-click`` (depnmt's commands), all pure Python (``CHECK_WHEELS``); the
-train/translate paths import no tokenizer or parser package (sacremoses, spaCy, stanza): the shipped data is tokenized with the ``keep`` tokenizer, English→Japanese, whose
+train/translate paths import no tokenizer or parser package (sacremoses, spaCy, stanza): the shipped
+data is tokenized with the ``keep`` tokenizer, English→Japanese, whose
 Japanese side is detokenized by joining, and translated from pre-parsed CoNLL-U.
 
 Data: ``bench/gpu_check_data/`` holds 240/30/100 train/dev/test pairs of small_parallel_enja
@@ -252,7 +253,7 @@ def layer_overrides(name: str, layers: int) -> dict[str, int]:
 def scheme_flags(name: str, layers: int) -> list[str]:
     """``depnmt train`` flags that choose scheme ``name`` alone (with its layer options),
     spelled as today's scheme names (``dep`` alone: ``noabs+dep``)."""
-    from depnmt.schemename import scheme_name
+    from depnmt.core.schemename import scheme_name
     flags = ["--scheme", scheme_name([{"name": name, "options": {}}])]
     for option, value in layer_overrides(name, layers).items():
         flags += ["--" + option.replace("_", "-"), str(value)]
@@ -274,8 +275,8 @@ def failure(exc: BaseException) -> str:
 def parity_examples(data: Path, pairs: int):
     """The first ``pairs`` training pairs with their source and target trees, and the vocabulary
     sizes."""
-    from depnmt.data import attach_trees, load_parallel
-    from depnmt.modeldir import load_vocabs
+    from depnmt.data.batches import attach_trees, load_parallel
+    from depnmt.storage.modeldir import load_vocabs
     src_vocab, tgt_vocab = load_vocabs(data / "bpe")
     examples, _ = load_parallel(data / "bpe/train.en", data / "bpe/train.ja", src_vocab,
                                 tgt_vocab, 250)
@@ -315,7 +316,7 @@ def gradient_errors(ref: dict, grads: dict) -> dict[str, float]:
 
 def check_parity(plan: Plan, data: Path) -> None:
     """Every scheme: the same model and batch on the CPU and ``plan.device`` in fp32."""
-    from depnmt.data import add_features, collate
+    from depnmt.data.batches import add_features, collate
     from depnmt.model.schemes.registry import learn_options, scheme_entries
     from depnmt.model.transformer import ModelConfig, TransformerNMT
     examples, n_src, n_tgt = parity_examples(data, plan.parity_pairs)
@@ -422,7 +423,7 @@ def pinned_to(model, name: str):
 def fused_calls(model, batch, dtype, name: str = "_attend_extended") -> tuple[tuple, int]:
     """:func:`loss_and_grads` under ``dtype``'s autocast, and how many attention calls took
     the fused path of ``MultiHeadAttention`` method ``name``."""
-    from depnmt.device import autocast
+    from depnmt.core.device import autocast
     from depnmt.model.attention import MultiHeadAttention
     calls, method = [], getattr(MultiHeadAttention, name)
 
@@ -450,7 +451,7 @@ def check_fused(plan: Plan, path: FusedPath, examples, n_src: int, n_tgt: int) -
     section): taken by itself on CUDA (every encoder layer for the extra dimensions; every
     self-attention layer, the decoder's too, for the kernel's Shaw terms); fp32 and bf16
     against the explicit path with the same weights and batch."""
-    from depnmt.data import add_features, collate
+    from depnmt.data.batches import add_features, collate
     from depnmt.model.schemes.names import resolve
     from depnmt.model.schemes.registry import learn_options, scheme_entries
     from depnmt.model.transformer import ModelConfig, TransformerNMT
@@ -528,7 +529,7 @@ def final_loss(model_dir: Path) -> tuple[float, bool]:
 
 def loss_scale(model_dir: Path) -> float:
     """The AMP loss scale saved in ``checkpoints/last.pt`` (0 when the run scales nothing)."""
-    from depnmt.checkpoint import load_checkpoint
+    from depnmt.storage.checkpoint import load_checkpoint
     state = load_checkpoint(model_dir / "checkpoints" / "last.pt")
     return float(state.get("scaler", {}).get("scale", 0.0))
 
@@ -696,13 +697,13 @@ def check_ddp(plan: Plan, pending: dict[str, Future]) -> None:
 
 def decode_inputs(data: Path, lines: int) -> tuple[list[list[str]], list]:
     """The first ``lines`` test sentences: their words and source trees."""
-    from depnmt.parse.conllu import read_conllu
+    from depnmt.core.conllu import read_conllu
     trees = list(read_conllu(data / "parse/test.en.conllu"))[:lines]
     return [t.words for t in trees], trees
 
 
 def decode_all(model_dir: Path, device: str, beam: int, words, trees) -> list[str]:
-    from depnmt.translate import Translator
+    from depnmt.decoding.translate import Translator
     translator = Translator.from_model_dir(model_dir, device=device, precision="fp32", beam=beam)
     return translator.translate_words(words, trees)
 
@@ -710,7 +711,7 @@ def decode_all(model_dir: Path, device: str, beam: int, words, trees) -> list[st
 def check_translate(plan: Plan, data: Path) -> None:
     """Each scheme's fp32 model of ``train``: the device's and the CPU's translations agree;
     the batch bound ``translate`` takes by default on the device (32,000 on CUDA)."""
-    from depnmt.translate import MAX_TOKENS, MAX_TOKENS_GPU, Translator
+    from depnmt.decoding.translate import MAX_TOKENS, MAX_TOKENS_GPU, Translator
     words, trees = decode_inputs(data, plan.lines)
     expected = MAX_TOKENS_GPU if plan.device.type == "cuda" else MAX_TOKENS
     try:
@@ -984,7 +985,7 @@ def main(device: str, tiny: bool, only: str, out: Path | None, peak_tflops: floa
     blocked = {name.strip() for name in block_imports.split(",") if name.strip()}
     if blocked:
         sys.meta_path.insert(0, Blocked(blocked))
-    from depnmt.device import resolve_device
+    from depnmt.core.device import resolve_device
     sections = [s.strip() for s in only.split(",") if s.strip()]
     unknown = set(sections) - set(SECTIONS)
     if unknown:

@@ -44,7 +44,7 @@ from pathlib import Path
 import click
 import torch
 
-from depnmt.checkpoint import load_checkpoint
+from depnmt.storage.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "multi30k"

@@ -11,7 +11,8 @@ Two parts, each interleaved (A B A B ...) so that a change of the machine's load
   everywhere), each in its own process per round, sentences/s and how many outputs are the
   same.
 
-    python bench/packed.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en \\
+    python bench/packed.py -m work/multi30k-en-de/model -i work/multi30k-en-de/prepare/test.raw.en
+    \\
         --precision auto --lines 1000 --rounds 5
 """
 
@@ -69,7 +70,7 @@ def per_call(layer, x, calls: int = 50) -> float:
 
 def worker(model_dir: Path, precision: str, lines: list[str], out: Path) -> None:
     """Load the model as ``depnmt translate`` does, warm up, time one pass; write the result."""
-    from depnmt.translate import Translator
+    from depnmt.decoding.translate import Translator
     tr = Translator.from_model_dir(model_dir, None, "cpu", precision)
     list(tr.translate_lines(lines[:8]))
     start = time.perf_counter()
@@ -106,9 +107,9 @@ def main(model_dir, input_path, precision, lines, rounds, threads, worker_out):
         return worker(model_dir, precision, src, worker_out)
     import torch
 
-    from depnmt.device import cpu_flags, train_precision
-    from depnmt.modeldir import read_config
+    from depnmt.core.device import cpu_flags, train_precision
     from depnmt.model.transformer import ModelConfig, TransformerNMT
+    from depnmt.storage.modeldir import read_config
     torch.set_num_threads(threads)
     amp = train_precision(torch.device("cpu"), precision)
     model = TransformerNMT(ModelConfig.from_dict(read_config(model_dir)["model"]))

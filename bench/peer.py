@@ -393,7 +393,7 @@ class Peer:
         """``(lengths, TokenBatcher)`` of depnmt's training data (source/target lengths with
         EOS, --max-tokens, --seed) as ``depnmt train`` batches it; the BPE files are read once."""
         if getattr(self, "_batcher", None) is None:
-            from depnmt.data import TokenBatcher
+            from depnmt.data.batches import TokenBatcher
             lines = {lang: (self.bpe / f"train.{lang}").read_text().splitlines()
                      for lang in self.langs}
             lengths = [(len(a.split()) + 1, len(b.split()) + 1)
@@ -553,9 +553,10 @@ class Peer:
     def bleu(self, toolkit: str) -> float:
         """test_2016_flickr BLEU (sacreBLEU, detokenized, against prepare's raw references)."""
         import sacrebleu
-        from depnmt.subwords import merge_subwords
-        from depnmt.modeldir import read_config
-        from depnmt.tokenize import make_tokenizer
+
+        from depnmt.core.subwords import merge_subwords
+        from depnmt.stages.tokenize import make_tokenizer
+        from depnmt.storage.modeldir import read_config
         detok = make_tokenizer(read_config(self.work / "decode" / "depnmt-model")
                                ["tokenizers"]["tgt"])
         _, order = self.sorted_test()
@@ -762,10 +763,11 @@ def decode_depnmt(model_dir, src, out, batch, beam, max_length, timing, precisio
     """Beam search over BPE source lines in fixed batches; timed like CTranslate2's loop, in
     ``translate --precision`` (autocast as ``Translator.translate_examples`` does)."""
     import torch
-    from depnmt.data import Example, add_features, collate, encode_source
-    from depnmt.device import autocast
-    from depnmt.search import search
-    from depnmt.translate import Translator
+
+    from depnmt.core.device import autocast
+    from depnmt.data.batches import Example, add_features, collate, encode_source
+    from depnmt.decoding.search import search
+    from depnmt.decoding.translate import Translator
     tr = Translator.from_model_dir(model_dir, model_dir / "checkpoints" / "last.pt", "cpu",
                                    precision, beam=beam, max_len_a=0.0, max_len_b=max_length)
     lines = [ln.split() for ln in src.read_text(encoding="utf-8").splitlines()]
@@ -792,9 +794,10 @@ def decode_depnmt(model_dir, src, out, batch, beam, max_length, timing, precisio
 def devloss_depnmt(model_dir, checkpoint, src, tgt, out):
     """Summed NLL of the dev references (teacher forcing, fp32, no label smoothing)."""
     import torch
-    from depnmt.data import add_features, collate, load_parallel
+
+    from depnmt.data.batches import add_features, collate, load_parallel
+    from depnmt.decoding.translate import Translator
     from depnmt.model.transformer import label_smoothed_nll
-    from depnmt.translate import Translator
     tr = Translator.from_model_dir(model_dir, checkpoint, "cpu")
     exs, _ = load_parallel(src, tgt, tr.src_vocab, tr.tgt_vocab)
     add_features(exs, tr.schemes)

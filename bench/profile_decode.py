@@ -27,10 +27,10 @@ import torch
 def main(model_dir, checkpoint, src, every, batch, beam, max_length, precision, rows):
     from torch.profiler import ProfilerActivity, profile
 
-    from depnmt.data import Example, add_features, collate, encode_source
-    from depnmt.device import autocast
-    from depnmt.search import search
-    from depnmt.translate import Translator
+    from depnmt.core.device import autocast
+    from depnmt.data.batches import Example, add_features, collate, encode_source
+    from depnmt.decoding.search import search
+    from depnmt.decoding.translate import Translator
     tr = Translator.from_model_dir(model_dir, model_dir / "checkpoints" / f"{checkpoint}.pt",
                                    "cpu", precision, beam=beam, max_len_a=0.0,
                                    max_len_b=max_length)

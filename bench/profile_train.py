@@ -27,10 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 import click  # noqa: E402
+import schemes as bench  # noqa: E402
 import torch  # noqa: E402
 
-import schemes as bench  # noqa: E402
-from depnmt.device import autocast, resolve_device  # noqa: E402
+from depnmt.core.device import autocast, resolve_device  # noqa: E402
 from depnmt.model.transformer import label_smoothed_nll  # noqa: E402
 
 # kernel kinds by a pattern of the kernel's name (first match wins)

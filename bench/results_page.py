@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))          # depnmt.report from this checkout
+sys.path.insert(0, str(REPO))          # depnmt.evaluation.report from this checkout
 PAGE = REPO / "docs" / "results.md"
 ARCHIVE = "docs/results"
 
@@ -127,7 +127,7 @@ def runs_so_far(pairs, by_name: dict[str, dict], runs: int) -> str:
 
 def resolvable_bleu(records: list[dict]) -> float | None:
     """The smallest BLEU difference the report's runs resolve (its pooled noise), if any."""
-    from depnmt.report import noise
+    from depnmt.evaluation.report import noise
     spread = noise(records)
     return spread["bleu"]["resolvable"] if spread else None
 
@@ -146,9 +146,10 @@ def answer(comparison: dict, resolvable: float | None, runs: int) -> str:
     """A question's answer by the verdict rule of :func:`verdict`, without a paper's figure:
     **yes** when the difference is positive, its interval excludes 0 and p < 0.05; **likely**
     when only AR says so; **no, the other way** when significant below; else **not shown**,
-    with the difference that ``runs`` runs a side resolve (:func:`depnmt.report.answer`, which
+    with the difference that ``runs`` runs a side resolve (:func:`depnmt.evaluation.report.answer`,
+    which
     the report's test-likelihood comparisons use too)."""
-    from depnmt.report import answer as rule
+    from depnmt.evaluation.report import answer as rule
     return rule(comparison, resolvable, runs)
 
 
@@ -489,11 +490,14 @@ class Evidence:
 
 def resolution(groups: list[list[float]], runs: int, delta: float | None) -> dict | None:
     """The run-to-run noise of ``groups`` (each system's runs' values): the pooled sd and its
-    df (:func:`depnmt.significance.pooled_sd`), the difference ``runs`` runs a side resolve
-    (:func:`~depnmt.significance.resolvable_difference`) and the runs a side ``delta`` needs at
-    the report's power (:func:`~depnmt.significance.runs_to_resolve`); None without two runs."""
-    from depnmt import significance as sig
-    from depnmt.report import POWER
+    df (:func:`depnmt.evaluation.significance.pooled_sd`), the difference ``runs`` runs a side
+    resolve
+    (:func:`~depnmt.evaluation.significance.resolvable_difference`) and the runs a side ``delta``
+    needs at
+    the report's power (:func:`~depnmt.evaluation.significance.runs_to_resolve`); None without two
+    runs."""
+    from depnmt.evaluation import significance as sig
+    from depnmt.evaluation.report import POWER
     sd, df = sig.pooled_sd(groups)
     if sd is None or runs < 2:
         return None
@@ -518,9 +522,9 @@ def pairs_measure(evidence: Evidence) -> dict:
     stratified over runs, as ``depnmt contrastive --compare`` (None with unequal run counts)."""
     from dataclasses import asdict
 
-    from depnmt import significance as sig
-    from depnmt.contrastive import read_tsv
-    from depnmt.contrastivestats import PooledAccuracy, System, read_system, set_digest
+    from depnmt.evaluation import significance as sig
+    from depnmt.evaluation.contrastive import read_tsv
+    from depnmt.evaluation.contrastivestats import PooledAccuracy, System, read_system, set_digest
     setfile = REPO / evidence.pairs_set
     items, digest = (read_tsv(setfile), set_digest(setfile)) if setfile.is_file() else ([], "")
     sides = []
@@ -547,7 +551,7 @@ def measures(evidence: Evidence, records: list[dict]) -> dict[str, dict]:
     """Every measure's values and comparison (:func:`report_measure`, :func:`pairs_measure`),
     with its ``resolution`` (for the fewer runs of the two sides) and the comparisons' AR p
     Holm-adjusted over the measures compared (``p_ar_holm``)."""
-    from depnmt import significance as sig
+    from depnmt.evaluation import significance as sig
     names = (evidence.system.name, evidence.baseline.name)
     out = {key: report_measure(records, key, *names) for key in ("bleu", "nll")}
     out[PAIRS] = pairs_measure(evidence)
@@ -570,7 +574,7 @@ def without(m: dict, names: tuple[str, str]) -> str:
 
 def measure_cells(key: str, m: dict, deltas: dict[str, float]) -> list[str]:
     """A measure's row of the verdict table."""
-    from depnmt.significance import mean_sd
+    from depnmt.evaluation.significance import mean_sd
     d, label = MEASURE_DIGITS[key], MEASURE_LABELS[key]
     runs = " + ".join(str(len(side)) for side in m["values"])
     if m["comparison"] is None:
@@ -596,10 +600,11 @@ def measure_cells(key: str, m: dict, deltas: dict[str, float]) -> list[str]:
 
 def measure_verdict(key: str, m: dict, names: tuple[str, str]) -> tuple[str, str]:
     """A measure's verdict, generated from its numbers: its line below the table and its short
-    form for the summary. Resolved at the present runs when :func:`depnmt.report.answer` says
+    form for the summary. Resolved at the present runs when :func:`depnmt.evaluation.report.answer`
+    says
     **yes** or **no**; not resolved otherwise (with the difference those runs resolve); not
     archived when a run of either side (``names``) lacks the measure."""
-    from depnmt.report import answer
+    from depnmt.evaluation.report import answer
     label, d = MEASURE_LABELS[key], MEASURE_DIGITS[key]
     if m["comparison"] is None:
         return (f"- **{label}: not archived** ({without(m, names)}): no answer on this measure "
@@ -618,7 +623,7 @@ def measure_verdict(key: str, m: dict, names: tuple[str, str]) -> tuple[str, str
 def evidence_table(evidence: Evidence, records: list[dict]) -> str:
     """The verdict table of ``evidence`` (every measure with its resolution), the verdict line
     of each measure, the summary and how it was computed."""
-    from depnmt.report import POWER
+    from depnmt.evaluation.report import POWER
     deltas, power = dict(evidence.deltas), f"{POWER:g}"
     found = measures(evidence, records)
     head = ["measure", "runs", evidence.system.name, evidence.baseline.name,

@@ -20,7 +20,7 @@ under ``/usr/bin/time`` (wall, CPU = user + system of the process and its childr
 RSS of the largest process): ``prepare`` (tokenizer keep: the text is already tokenized;
 ``--moses`` also times a Moses-tokenizing prepare), ``parse --backend conllu`` (importing
 the trees), optionally ``parse --backend spacy`` (``--spacy-max``: only up to that N),
-``bpe --merges 32000 --joint``, the training-data cache build (:mod:`depnmt.datacache`,
+``bpe --merges 32000 --joint``, the training-data cache build (:mod:`depnmt.data.cache`,
 all cores) and, for each scheme, ``train`` (1+1 layers, d_model 64, ``--max-steps 3``) from its
 start to its first update, read from ``metrics.jsonl`` (``--log-every 1``), with its peak
 RSS. Results: ``WORK/scale.jsonl`` (one record a measurement) and a markdown table.
@@ -59,8 +59,8 @@ MODEL = ["--layers", "1", "--d-model", "64", "--heads", "2", "--d-ff", "128",
 # -- the synthetic corpus ----------------------------------------------------------------------
 
 def read_base(prepare: Path, parse: Path, src: str, tgt: str):
-    from depnmt.parse.conllu import read_conllu
-    from depnmt.textio import read_lines
+    from depnmt.core.conllu import read_conllu
+    from depnmt.core.textio import read_lines
     return (read_lines(prepare / f"train.{src}"), read_lines(prepare / f"train.{tgt}"),
             list(read_conllu(parse / f"train.{src}.conllu")))
 
@@ -378,8 +378,8 @@ def main(ctx, work, base_prepare, base_parse, sizes, schemes, stages, jobs, stag
 @click.option("--trees", type=click.Path(path_type=Path), required=True)
 def build_cache(bpe, trees):
     """Build the training-data cache of a bpe folder (text of both sides, source trees)."""
-    from depnmt.datacache import open_corpus
-    from depnmt.vocab import Vocab
+    from depnmt.core.vocab import Vocab
+    from depnmt.data.cache import open_corpus
     m = json.loads((bpe / "manifest.json").read_text())
     langs = {"src": m["src_lang"], "tgt": m["tgt_lang"]}
     vocabs = {side: Vocab.load(bpe / f"vocab.{side}.txt") for side in langs}

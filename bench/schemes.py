@@ -40,16 +40,16 @@ from typing import Sequence
 import click
 import torch
 
-from depnmt.data import Batch, Example, add_features, collate
-from depnmt.device import PRECISIONS, autocast, resolve_device, train_precision
+from depnmt.core.device import PRECISIONS, autocast, resolve_device, train_precision
+from depnmt.core.trees import random_heads
+from depnmt.core.vocab import BOS, EOS
+from depnmt.data.batches import Batch, Example, add_features, collate
 from depnmt.model.schemes import Scheme
 from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.registry import build_schemes, learn_options, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from depnmt.parse import Sentence
-from depnmt.trainstep import adam
-from depnmt.trees import random_heads
-from depnmt.vocab import BOS, EOS
+from depnmt.stages.parse import Sentence
+from depnmt.training.step import adam
 
 # Name in the table -> the system trained (its `depnmt train --scheme` name; the papers' systems
 # keep the absolute PE) and the scheme options it is trained with (the flags' defaults
@@ -129,7 +129,7 @@ def treebank_side(length: int, index: int, rng: random.Random, treebank: list[Se
     random one) joined into one line as ``depnmt parse`` joins them (later roots →
     ``parataxis`` of the first, ``sent_ids`` kept: GPS masks pairs across them), words split
     into two pieces until the line has exactly ``length`` subwords."""
-    from depnmt.parse.projection import join_roots
+    from depnmt.stages.parse.projection import join_roots
     start = rng.randrange(len(treebank))
     words: list[str] = []
     heads: list[int] = []
@@ -177,9 +177,9 @@ def corpus_batches(data_dir: Path, trees_dir: Path | None, max_tokens: int, n_ba
     """The first ``n_batches`` batches of a real training epoch (``depnmt train``'s batcher,
     seed 1, epoch 1) of a ``depnmt bpe`` folder, with the source trees of a ``depnmt parse``
     folder, and the vocabulary size (the larger side's)."""
-    from depnmt.data import TokenBatcher, attach_trees, example_lengths, load_parallel
-    from depnmt.manifest import load_manifest
-    from depnmt.modeldir import load_vocabs
+    from depnmt.core.manifest import load_manifest
+    from depnmt.data.batches import TokenBatcher, attach_trees, example_lengths, load_parallel
+    from depnmt.storage.modeldir import load_vocabs
     bpe = load_manifest(data_dir, "bpe", verify=False)
     src_vocab, tgt_vocab = load_vocabs(data_dir)
     examples, _ = load_parallel(data_dir / f"train.{bpe['src_lang']}",
@@ -232,11 +232,11 @@ def sync(device: torch.device) -> None:
 
 def train_step(model: TransformerNMT, optimizer: torch.optim.Optimizer, batch: Batch,
                dtype: torch.dtype | None = None) -> None:
-    with autocast(batch.src.device, dtype):         # as depnmt.trainstep does (None = fp32)
+    with autocast(batch.src.device, dtype):         # as depnmt.training.step does (None = fp32)
         logits, extras = model(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
     loss, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1)
     for aux in extras.losses.values():
-        loss = loss + aux.weight * aux.value * batch.n_tokens      # as depnmt.trainstep does
+        loss = loss + aux.weight * aux.value * batch.n_tokens      # as depnmt.training.step does
     (loss / batch.n_tokens).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -418,7 +418,7 @@ def main(device: str, schemes: str, d_model: int, heads: int, d_ff: int, layers:
     if unknown or names[0] != "abs":
         raise click.BadParameter(f"unknown {unknown}" if unknown else "abs must come first",
                                  param_hint="--schemes")
-    from depnmt.parse import read_conllu
+    from depnmt.stages.parse import read_conllu
     treebank = [t for t in read_conllu(trees_path) if len(t)] if trees_path else []
     corpus: list[list[Example]] = []
     if data_dir is not None:

@@ -3,14 +3,14 @@
 A real training batch has its own sentence count and lengths, so the attention's shapes change
 from batch to batch; cuDNN's fused attention (which torch picks for bf16 on recent GPUs) builds
 an execution plan for every new shape. ``translate`` therefore leaves cuDNN out of its search
-(``depnmt.device.search_attention``: a fresh bf16 search on an H200 ran 12-15x faster without
+(``depnmt.core.device.search_attention``: a fresh bf16 search on an H200 ran 12-15x faster without
 it). This measures whether training pays the same: the abs Transformer (``bench/schemes.py``'s
 training step: forward, label-smoothed loss, backward, Adam) in bf16 over ``--batches`` synthetic
 batches of random lengths (source and target 8-``--max-len`` subwords, as many sentences as fit
 ``--max-tokens``), twice, in a fresh process per setting (so no plan is cached from before):
 
 * ``default`` — torch's choice of attention kernel (cuDNN included);
-* ``no-cudnn`` — the search's backends (``depnmt.device.SEARCH_SDPA_BACKENDS``).
+* ``no-cudnn`` — the search's backends (``depnmt.core.device.SEARCH_SDPA_BACKENDS``).
 
 The first pass over the batches meets every shape new, the second has seen them all; printed
 per setting and round: target tokens/s of each pass. Settings alternate within a round (A, B;
@@ -39,7 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 import schemes as bench  # noqa: E402
-from depnmt.device import SEARCH_SDPA_BACKENDS, search_attention  # noqa: E402
+
+from depnmt.core.device import SEARCH_SDPA_BACKENDS, search_attention  # noqa: E402
 
 SETTINGS = ("default", "no-cudnn")
 BASE = dict(d_model=512, heads=8, d_ff=2048, layers=6, vocab=32000)

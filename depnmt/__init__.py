@@ -8,7 +8,7 @@ cheap)::
     depnmt.Translator.load(model_dir).translate(["A man is riding a bike."])
 """
 
-from .version import __version__
+from depnmt.version import __version__
 
 __all__ = ["Translator", "Translation", "train_model", "__version__"]
 _API = ("Translator", "train_model")
@@ -18,10 +18,10 @@ def __getattr__(name: str):
     """``depnmt.Translator`` and ``depnmt.train_model`` from :mod:`depnmt.api`, and
     ``depnmt.Translation`` (an n-best entry: text, score, logprob), imported on first use."""
     if name in _API:
-        from . import api
+        from depnmt import api
         return getattr(api, name)
     if name == "Translation":
-        from .translate import Translation
+        from depnmt.decoding.translate import Translation
         return Translation
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

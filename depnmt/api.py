@@ -4,7 +4,8 @@ Both are thin façades over the code the commands run, so a result is the comman
 
 - :func:`train_model` trains the run a dict (keys as in ``depnmt train``'s YAML file: the
   flags without their dashes) or a YAML file describes, as ``depnmt train --config`` does
-  (:mod:`depnmt.trainconfig`, :func:`depnmt.trainjob.train`), and returns the model directory;
+  (:mod:`depnmt.training.config`, :func:`depnmt.training.job.train`), and returns the model
+  directory;
 - :class:`Translator` loads a model directory as ``depnmt translate -m`` does and translates
   raw sentences to raw sentences (the model's own tokenizer, parser when its scheme reads
   source trees, BPE, search settings).
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from .translate import Translation
+    from depnmt.decoding.translate import Translation
 
 def train_model(config: dict[str, Any] | str | Path) -> Path:
     """Train a model exactly as ``depnmt train --config FILE`` does; returns the model
@@ -41,14 +42,14 @@ def train_model(config: dict[str, Any] | str | Path) -> Path:
     ``config``: a dict of ``depnmt train`` options (keys as the flags without dashes,
     ``max-tokens`` or ``max_tokens``; values of the option's type) or the path of such a YAML
     file (e.g. a model's own ``train.yaml``). ``input`` and ``output`` are required. An
-    unknown option or a bad value raises :class:`~depnmt.errors.DepnmtError` with the
+    unknown option or a bad value raises :class:`~depnmt.core.errors.DepnmtError` with the
     command's message; ``resume: true`` continues a model as ``--resume`` does.
 
     >>> model_dir = train_model({"input": "work/bpe", "output": "work/model",
     ...                          "max-steps": 1000, "device": "cpu"})   # doctest: +SKIP
     """
-    from .trainconfig import load
-    from .trainjob import train
+    from depnmt.training.config import load
+    from depnmt.training.job import train
     run = load(config)
     train(run)
     return Path(run.model_dir)
@@ -64,7 +65,7 @@ class Translator:
     """
 
     def __init__(self, translator: Any):
-        """Wraps a :class:`depnmt.translate.Translator`; use :meth:`load`."""
+        """Wraps a :class:`depnmt.decoding.translate.Translator`; use :meth:`load`."""
         self._translator = translator
 
     @classmethod
@@ -74,16 +75,16 @@ class Translator:
              quantize: str = "none", **search: Any) -> "Translator":
         """Load ``model_dir`` (written by ``depnmt train``), as ``depnmt translate`` does with
         the same options; a list of model directories translates as their ensemble
-        (``translate -m A -m B``, :mod:`depnmt.ensemble`). ``checkpoint``: a name in
+        (``translate -m A -m B``, :mod:`depnmt.decoding.ensemble`). ``checkpoint``: a name in
         ``MODEL_DIR/checkpoints`` (``best``, ``last``, ``stepN``, an average's name; for an
         ensemble, in each directory) or a ``.pt`` file (default: best, else last);
         ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
         ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens``
         (default: 8,000 on the CPU, 32,000 on a GPU) and ``batch_size`` bound a batch;
         ``search``: the default search options of :meth:`translate` (the fields of
-        :class:`~depnmt.searchlimits.SearchConfig`: ``beam``, ``alpha``, ``max_len_a``,
+        :class:`~depnmt.core.searchlimits.SearchConfig`: ``beam``, ``alpha``, ``max_len_a``,
         ``max_len_b``, ``at_limit``, ``length_penalty``; default: the model's)."""
-        from .modeldir import named_checkpoint
+        from depnmt.storage.modeldir import named_checkpoint
         check_search_options(search)
         if isinstance(model_dir, (str, os.PathLike)):
             dirs = [Path(model_dir)]
@@ -102,7 +103,7 @@ class Translator:
 
     @property
     def search(self):
-        """The default search settings (:class:`depnmt.search.SearchConfig`)."""
+        """The default search settings (:class:`depnmt.decoding.search.SearchConfig`)."""
         return self._translator.search_cfg
 
     def translate(self, sentences: Iterable[str], *, nbest: int | None = None,
@@ -114,7 +115,8 @@ class Translator:
         concurrent calls on one Translator.
 
         ``nbest`` (1 to the beam size): instead of a text, each sentence gives a list of its
-        ``nbest`` best hypotheses, best first, each a :class:`~depnmt.translate.Translation`
+        ``nbest`` best hypotheses, best first, each a
+        :class:`~depnmt.decoding.translate.Translation`
         ``(text, score, logprob)`` as ``depnmt translate --nbest`` writes them: ``score`` the
         length-normalised log-probability that ranks them, ``logprob`` the log-probability;
         the first text is the one ``translate()`` without ``nbest`` gives. An empty sentence
@@ -124,7 +126,7 @@ class Translator:
         >>> translator.translate(["A man is riding a bike."], beam=5, nbest=2)  # doctest: +SKIP
         [[Translation(text='Ein Mann fährt Fahrrad.', score=-2.32, logprob=-3.52), ...]]
         """
-        from .search import check_nbest
+        from depnmt.decoding.search import check_nbest
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one: "
                             "translate([sentence])")
@@ -147,24 +149,25 @@ class Translator:
 
 def load_translator(model_dirs: Sequence[Path], checkpoints: Sequence[Path | None],
                     device: str = "auto", precision: str = "auto", **options: Any) -> Any:
-    """The :class:`depnmt.translate.Translator` of one model folder, or the
-    :class:`~depnmt.ensemble.EnsembleTranslator` of several, each with its checkpoint (None:
+    """The :class:`depnmt.decoding.translate.Translator` of one model folder, or the
+    :class:`~depnmt.decoding.ensemble.EnsembleTranslator` of several, each with its checkpoint
+    (None:
     its default), as ``depnmt translate -m`` and :meth:`Translator.load` load them;
     ``options``: ``max_tokens``, ``batch_size``, ``quantize`` and the search options (None:
     the model's)."""
     if len(model_dirs) > 1:
-        from .ensemble import EnsembleTranslator
+        from depnmt.decoding.ensemble import EnsembleTranslator
         return EnsembleTranslator.from_model_dirs(model_dirs, checkpoints, device, precision,
                                                   **options)
-    from .translate import Translator as ModelTranslator
+    from depnmt.decoding.translate import Translator as ModelTranslator
     return ModelTranslator.from_model_dir(model_dirs[0], checkpoints[0], device, precision,
                                           **options)
 
 
 def check_search_options(search: dict[str, Any]) -> None:
     """A TypeError naming each key of ``search`` that is no search option
-    (:func:`depnmt.searchlimits.search_names`)."""
-    from .searchlimits import search_names
+    (:func:`depnmt.core.searchlimits.search_names`)."""
+    from depnmt.core.searchlimits import search_names
     names = search_names()
     unknown = sorted(set(search) - set(names))
     if unknown:

@@ -3,7 +3,7 @@
 Subcommands are imported lazily, so ``depnmt score --help`` does not import torch or a parser.
 Help pages are rich-click's, in option sections with a worked example at the end
 (``depnmt/commands/helpgroups.py``, ``depnmt/commands/examples.py``).
-Every :class:`~depnmt.errors.DepnmtError` becomes one ``error: ...`` line on stderr and exit
+Every :class:`~depnmt.core.errors.DepnmtError` becomes one ``error: ...`` line on stderr and exit
 status 2 — never a traceback.
 """
 
@@ -16,12 +16,12 @@ import sys
 
 import click
 
-from .commands.examples import epilog
-from .commands.helpgroups import HelpGroup, LazyCommandPanel, help_config, rich_command
-from .errors import DepnmtError, reason
-from .heap import own_process
-from .textio import guard_messages, stand_in_for_closed_streams
-from .version import __version__
+from depnmt.commands.examples import epilog
+from depnmt.commands.helpgroups import HelpGroup, LazyCommandPanel, help_config, rich_command
+from depnmt.core.errors import DepnmtError, reason
+from depnmt.core.heap import own_process
+from depnmt.core.textio import guard_messages, stand_in_for_closed_streams
+from depnmt.version import __version__
 
 # command name -> (module under depnmt.commands, one-line help shown by `depnmt --help`)
 COMMANDS = {
@@ -91,7 +91,7 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI, turning user errors into one-line messages.
 
-    A :class:`~depnmt.errors.DepnmtError` or an ``OSError`` (no space, permission, ...) that no
+    A :class:`~depnmt.core.errors.DepnmtError` or an ``OSError`` (no space, permission, ...) that no
     stage named more precisely is printed as one ``error: ...`` line, exit status 2. Other
     exceptions are bugs and keep their traceback.
     """

@@ -1,7 +1,7 @@
 """An independent strict CoNLL-U oracle and mutators of real UD sentences, for fuzzing the reader.
 
 Shared by ``tests/unit/test_conllu_fuzz.py`` (a few hundred cases) and ``bench/fuzz_conllu.py``
-(the long run). The oracle implements the rules listed in :mod:`depnmt.parse.conllu` a second
+(the long run). The oracle implements the rules listed in :mod:`depnmt.core.conllu` a second
 time, from the UD format description, without any of the reader's code: whole-text line
 splitting, string methods instead of regular expressions, checks on the finished token list
 instead of a running state. The reader must accept exactly what the oracle accepts and read the

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
+from depnmt.core.vocab import EOS, PAD
 from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT
-from depnmt.vocab import EOS, PAD
 
 SRC_VOCAB = 40
 

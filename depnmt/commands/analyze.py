@@ -1,6 +1,8 @@
-"""``depnmt analyze``: analyses of trained models (see ``depnmt/analyze.py``); the flags of
-``awsl`` are the fields of :class:`depnmt.analyze.AwslSettings`, those of ``uas`` the fields of
-:class:`depnmt.attachment.UasSettings`."""
+"""``depnmt analyze``: analyses of trained models (see ``depnmt/evaluation/analyze.py``); the flags
+of
+``awsl`` are the fields of :class:`depnmt.evaluation.analyze.AwslSettings`, those of ``uas`` the
+fields of
+:class:`depnmt.evaluation.attachment.UasSettings`."""
 
 from __future__ import annotations
 
@@ -8,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from ..analyze import AwslSettings
-from ..attachment import UasSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.analyze import AwslSettings
+from depnmt.evaluation.attachment import UasSettings
 
 
 @click.group("analyze")
@@ -33,13 +35,13 @@ def awsl_command(**values) -> None:
     and of the ordinary term's share |e_ij| / (...) (Eq. 7 as printed; the blue line).
     Prints the table, writes OUT.tsv and OUT.png.
     """
-    from ..analyze import awsl, format_table, plot
-    from ..errors import DepnmtError
-    from ..log import info
-    from ..modeldir import model_reads
-    from ..stagedir import check_output_files
-    from ..textio import atomic_open, write_stdout
-    from ..translate import Translator
+    from depnmt.core.errors import DepnmtError
+    from depnmt.core.log import info
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.core.textio import atomic_open, write_stdout
+    from depnmt.decoding.translate import Translator
+    from depnmt.evaluation.analyze import awsl, format_table, plot
+    from depnmt.storage.modeldir import model_reads
 
     settings = from_options(AwslSettings, values)
     model_dirs, src_path, prefix = settings.model_dirs, settings.src_path, settings.prefix
@@ -66,9 +68,9 @@ def awsl_command(**values) -> None:
 
 def _examples(translator, src_path: Path, input_format: str, max_sentences: int) -> list:
     """The model's examples (tokenized, parsed, segmented, features added) of the input."""
-    from ..textio import iter_lines
+    from depnmt.core.textio import iter_lines
     if input_format == "conllu":
-        from ..parse import read_conllu
+        from depnmt.stages.parse import read_conllu
         trees = [t for t in read_conllu(src_path) if len(t)]
         trees = trees[:max_sentences] if max_sentences else trees
         return translator.examples([list(t.words) for t in trees], trees)
@@ -95,9 +97,9 @@ def uas_command(predicted: tuple[Path, ...], **values) -> None:
     Labels are compared without UD subtypes (obl:tmod = obl); unlabelled trees (only
     'dep' and 'root' labels, as DBSA induces) get LAS '-'.
     """
-    from ..attachment import attachment_score
-    from ..parse import make_parser, read_conllu
-    from ..textio import write_stdout
+    from depnmt.core.textio import write_stdout
+    from depnmt.evaluation.attachment import attachment_score
+    from depnmt.stages.parse import make_parser, read_conllu
 
     settings = from_options(UasSettings, values)
     settings.check_request(predicted)

@@ -1,6 +1,7 @@
-"""``depnmt archive``: a campaign's results without its checkpoints (see ``depnmt/archive.py``)
-and the identity of its data (``data.json``, see ``depnmt/datarecord.py``); its flags are the
-fields of :class:`depnmt.archive.ArchiveSettings`."""
+"""``depnmt archive``: a campaign's results without its checkpoints (see
+``depnmt/evaluation/archive.py``)
+and the identity of its data (``data.json``, see ``depnmt/data/record.py``); its flags are the
+fields of :class:`depnmt.evaluation.archive.ArchiveSettings`."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from ..archive import ArchiveSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases, usage_errors
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases, usage_errors
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.archive import ArchiveSettings
 
 
 @deprecated_aliases("archive")
@@ -37,9 +38,9 @@ def command(folders: tuple[Path, ...], **values) -> None:
     --check-data DIR compares the data folders of a continued campaign (remade on another
     machine) with it: the first differing file is an error, before anything is trained.
     """
-    from ..archive import archive
-    from ..datarecord import check_folders
-    from ..log import info
+    from depnmt.core.log import info
+    from depnmt.data.record import check_folders
+    from depnmt.evaluation.archive import archive
 
     settings = from_options(ArchiveSettings, values)
     with usage_errors():

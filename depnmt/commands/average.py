@@ -1,14 +1,15 @@
-"""``depnmt average``: average a run's last or best checkpoints (see ``depnmt/average.py``); its
-flags are the fields of :class:`depnmt.average.AverageSettings`."""
+"""``depnmt average``: average a run's last or best checkpoints (see
+``depnmt/training/average.py``); its
+flags are the fields of :class:`depnmt.training.average.AverageSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..average import AverageSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.training.average import AverageSettings
 
 
 @deprecated_aliases("average")
@@ -25,8 +26,8 @@ def command(**values) -> None:
     average into the same NAME waits for the first; the model may be training meanwhile),
     which `depnmt translate --checkpoint NAME` then uses.
     """
-    from ..average import average
-    from ..log import info
+    from depnmt.core.log import info
+    from depnmt.training.average import average
 
     settings = from_options(AverageSettings, values)
     out = average(settings.model_dir, settings.name, settings.last, settings.best)

@@ -1,16 +1,16 @@
-"""``depnmt bpe``: a thin click layer over :mod:`depnmt.bpe`; its flags are the fields of
-:class:`depnmt.bpe.BpeSettings`."""
+"""``depnmt bpe``: a thin click layer over :mod:`depnmt.stages.bpe`; its flags are the fields of
+:class:`depnmt.stages.bpe.BpeSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..bpe import BpeSettings, run_bpe
-from ..bpefrom import run_bpe_from
-from ..log import info
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases, usage_errors
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases, usage_errors
+from depnmt.core.log import info
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.stages.bpe import BpeSettings, run_bpe
+from depnmt.stages.bpefrom import run_bpe_from
 
 
 @deprecated_aliases("bpe")

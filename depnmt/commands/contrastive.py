@@ -1,5 +1,6 @@
 """``depnmt contrastive``: accuracy of models on a contrastive test set; its own flags are the
-fields of :class:`depnmt.contrastive.ContrastiveSettings` (-m and the hardware options are
+fields of :class:`depnmt.evaluation.contrastive.ContrastiveSettings` (-m and the hardware options
+are
 translate's)."""
 
 from __future__ import annotations
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from ..contrastive import ContrastiveSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .translate import hardware_options, models_option
+from depnmt.commands.fields import click_options
+from depnmt.commands.translate import hardware_options, models_option
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.contrastive import ContrastiveSettings
 
 HELP = """Contrastive evaluation: how often a model prefers a correct translation to a minimally
 wrong one.
@@ -50,13 +51,13 @@ def command(set_path: Path, model_dirs: tuple[Path, ...], batch_size: int, devic
             precision: str, **values) -> None:
     import json
 
-    from ..contrastive import evaluate, read_set, scored_pairs
-    from ..contrastivestats import evaluation_dict, evaluation_markdown, set_digest
-    from ..forced import ForcedScorer
-    from ..modeldir import model_reads, named_checkpoint
-    from ..stagedir import check_output_files
-    from ..textio import atomic_open, write_stdout
-    from .translate import input_progress
+    from depnmt.commands.translate import input_progress
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.core.textio import atomic_open, write_stdout
+    from depnmt.decoding.forced import ForcedScorer
+    from depnmt.evaluation.contrastive import evaluate, read_set, scored_pairs
+    from depnmt.evaluation.contrastivestats import evaluation_dict, evaluation_markdown, set_digest
+    from depnmt.storage.modeldir import model_reads, named_checkpoint
     settings = from_options(ContrastiveSettings, values)
     output_path, src_path, tgt_path = settings.output_path, settings.src_path, settings.tgt_path
     compare_paths, checkpoint = settings.compare_paths, settings.checkpoint
@@ -99,14 +100,16 @@ SCORING_OPTIONS = {"model_dirs": "-m", "ensemble": "--ensemble", "checkpoint": "
 def compare_systems(set_path: Path, items: list, result_paths: tuple[Path, ...],
                     output_path: Path | None) -> None:
     """``--compare``: the systems of ``result_paths`` compared on ``items``
-    (:func:`depnmt.contrastivestats.compare`); the table on stdout, and with ``-o`` as JSON."""
+    (:func:`depnmt.evaluation.contrastivestats.compare`); the table on stdout, and with ``-o`` as
+    JSON."""
     import json
 
     from click.core import ParameterSource
 
-    from ..contrastivestats import comparison_markdown, compare, read_system, set_digest
-    from ..errors import DepnmtError
-    from ..textio import atomic_open, write_stdout
+    from depnmt.core.errors import DepnmtError
+    from depnmt.core.textio import atomic_open, write_stdout
+    from depnmt.evaluation.contrastivestats import (compare, comparison_markdown, read_system,
+                                                    set_digest)
     ctx = click.get_current_context()
     given = [flag for name, flag in SCORING_OPTIONS.items()
              if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]

@@ -1,14 +1,14 @@
 """``depnmt controls``: a parse folder of control trees (random, shuffled, chains, noisy); its
-flags are the fields of :class:`depnmt.parse.controls.ControlSettings`."""
+flags are the fields of :class:`depnmt.stages.parse.controls.ControlSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..optionspec import field_params, from_options
-from ..parse.controls import ControlSettings
-from .fields import click_options
-from .options import usage_errors
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import usage_errors
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.stages.parse.controls import ControlSettings
 
 HELP = """Make control trees: a parse folder whose trees are random, shuffled, chains or noisy
 versions of a `depnmt parse` folder's, over exactly the same tokens.
@@ -39,7 +39,7 @@ on the folder records the control, and `depnmt translate` applies it to the tree
 @click.command("controls", help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click_options(field_params(ControlSettings))
 def command(**values) -> None:
-    from ..parse.controlstage import run_controls
+    from depnmt.stages.parse.controlstage import run_controls
     settings = from_options(ControlSettings, values)
     with usage_errors():
         control = settings.control()

@@ -1,14 +1,15 @@
-"""``depnmt export``: a trained model in another toolkit's format (see depnmt/export.py); its
-flags are the fields of :class:`depnmt.export.ExportSettings`."""
+"""``depnmt export``: a trained model in another toolkit's format (see depnmt/decoding/export.py);
+its
+flags are the fields of :class:`depnmt.decoding.export.ExportSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..export import ExportSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.decoding.export import ExportSettings
 
 
 @deprecated_aliases("export")
@@ -29,8 +30,8 @@ def command(**values) -> None:
     and cuts at the length limit: depnmt translate --length-penalty power --at-limit cut does
     the same (depnmt's defaults: the GNMT penalty, EOS forced at the limit).
     """
-    from ..export import export_ctranslate2
-    from ..log import info
+    from depnmt.core.log import info
+    from depnmt.decoding.export import export_ctranslate2
 
     settings = from_options(ExportSettings, values)
     model_dir, output = settings.model_dir, settings.output

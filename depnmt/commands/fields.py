@@ -1,21 +1,22 @@
-"""Flags from configuration fields: each :class:`~depnmt.optionspec.Param` (a training run's
-options, :func:`depnmt.trainconfig.train_params`; the schemes' options among them; the settings
-dataclasses of the other commands, :func:`depnmt.optionspec.field_params`) becomes one click
+"""Flags from configuration fields: each :class:`~depnmt.core.optionspec.Param` (a training run's
+options, :func:`depnmt.training.config.train_params`; the schemes' options among them; the settings
+dataclasses of the other commands, :func:`depnmt.core.optionspec.field_params`) becomes one click
 option with its help, default and value checks, so adding an option is adding a field."""
 
 from __future__ import annotations
 
 import math
-
 from typing import Any, Callable, Iterable
 
 import click
 
-from ..optionspec import Choice, File, FloatRange, Folder, IntRange, Kind, Param, Processes
+from depnmt.core.optionspec import (Choice, File, FloatRange, Folder, IntRange, Kind, Param,
+                                    Processes)
 
 
 def click_type(kind: Kind) -> Any:
-    """The click type of a value kind (:mod:`depnmt.optionspec`); a Python type stays itself."""
+    """The click type of a value kind (:mod:`depnmt.core.optionspec`); a Python type stays
+    itself."""
     from pathlib import Path
     if isinstance(kind, Choice):
         return click.Choice(kind.choices)
@@ -43,8 +44,8 @@ class Jobs(click.ParamType):
     name = "jobs"
 
     def convert(self, value, param, ctx):
-        from ..errors import DepnmtError
-        from ..workers import resolve_jobs
+        from depnmt.core.errors import DepnmtError
+        from depnmt.core.workers import resolve_jobs
         try:
             return resolve_jobs(value)
         except DepnmtError:

@@ -8,10 +8,10 @@ from typing import Iterator
 
 import click
 
-from ..searchlimits import search_params
-from .fields import click_options
-from .options import POSITIVE
-from .translate import hardware_options, models_option
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import POSITIVE
+from depnmt.commands.translate import hardware_options, models_option
+from depnmt.core.searchlimits import search_params
 
 CHUNK_PAIRS = 2000          # pairs read, scored and written at a time
 
@@ -66,13 +66,14 @@ def command(model_dirs: tuple[Path, ...], checkpoint: str | None, src_path: Path
             src_format: str, tgt_path: Path, output_path: Path | None, per_token: bool,
             alpha: float | None, length_penalty: str | None, max_tokens: int | None,
             batch_size: int, device: str, precision: str) -> None:
-    from ..forced import ForcedScorer, format_score
-    from ..modeldir import model_reads
-    from ..stagedir import check_output_files
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.decoding.forced import ForcedScorer, format_score
+    from depnmt.storage.modeldir import model_reads
     check_output_files({"output": output_path}, [("--src file", src_path),
                                                  ("--tgt file", tgt_path),
                                                  *model_reads(model_dirs, checkpoint)])
-    from .translate import input_progress, input_size, model_checkpoints, output_writer
+    from depnmt.commands.translate import (input_progress, input_size, model_checkpoints,
+                                           output_writer)
     scorer = ForcedScorer.from_model_dirs(model_dirs, model_checkpoints(model_dirs, checkpoint),
                                           device=device, precision=precision,
                                           max_tokens=max_tokens, batch_size=batch_size,
@@ -90,10 +91,10 @@ def command(model_dirs: tuple[Path, ...], checkpoint: str | None, src_path: Path
 def chunks(scorer, src_path: Path, src_format: str, tgt_path: Path) -> Iterator[tuple]:
     """The pairs in chunks of :data:`CHUNK_PAIRS`: (source words, source trees or None,
     translations); an error naming the file and line for an empty source or a missing line."""
-    from ..errors import InputError
-    from ..textio import iter_lines
+    from depnmt.core.errors import InputError
+    from depnmt.core.textio import iter_lines
     if src_format == "conllu":
-        from ..parse.conllu import read_conllu_numbered
+        from depnmt.core.conllu import read_conllu_numbered
         sources: Iterator = ((line, tree.words, tree)
                              for line, tree in read_conllu_numbered(src_path))
     else:

@@ -25,8 +25,8 @@ WIDTH = 100                     # the widest help page (without a terminal: its 
 
 def search_group(command: str, shown: list[str]) -> list[str]:
     """The search options of ``command`` in its help's order: ``shown``, then any other
-    :class:`~depnmt.searchlimits.SearchConfig` field (a new one is in its section at once)."""
-    from ..searchlimits import search_params
+    :class:`~depnmt.core.searchlimits.SearchConfig` field (a new one is in its section at once)."""
+    from depnmt.core.searchlimits import search_params
     names = [p.name for p in search_params(command)]
     return [n for n in shown if n in names] + [n for n in names if n not in shown]
 
@@ -117,7 +117,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
 def scheme_groups() -> list[tuple[str, list[str]]]:
     """``train``'s scheme options, one section per set of scheme parts that use them (from
     the scheme registry: ``Scheme options: dep``, ``Scheme options: rel, deplabel+rel``, ...)."""
-    from ..model.schemes import registry
+    from depnmt.model.schemes import registry
     shown = {joint: "+".join(parts) for parts, joint in registry.FUSIONS.items()}
     groups: dict[tuple[str, ...], list[str]] = {}
     for option, users in registry.declared_options().items():

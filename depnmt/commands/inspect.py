@@ -1,5 +1,6 @@
-"""``depnmt inspect``: print the per-pair matrices a relative scheme sees (see depnmt/inspect.py);
-its flags are the fields of :class:`depnmt.inspect.InspectSettings`."""
+"""``depnmt inspect``: print the per-pair matrices a relative scheme sees (see
+depnmt/evaluation/inspect.py);
+its flags are the fields of :class:`depnmt.evaluation.inspect.InspectSettings`."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from ..inspect import InspectSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import usage_errors
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import usage_errors
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.inspect import InspectSettings
 
 
 @click.command("inspect", context_settings={"show_default": True})
@@ -24,11 +25,11 @@ def command(**values) -> None:
     column, tab-separated); a blank line between sentences. --png also draws each sentence:
     its arcs over the words and the matrix as a heatmap.
     """
-    from ..bpe import Segmenter
-    from ..errors import DepnmtError
-    from ..inspect import check_tokens, format_matrix, format_paths, pair_cells
-    from ..parse.conllu import read_conllu_input
-    from ..textio import iter_lines, write_stdout
+    from depnmt.core.conllu import read_conllu_input
+    from depnmt.core.errors import DepnmtError
+    from depnmt.core.textio import iter_lines, write_stdout
+    from depnmt.evaluation.inspect import check_tokens, format_matrix, format_paths, pair_cells
+    from depnmt.stages.bpe import Segmenter
 
     with usage_errors():
         settings = from_options(InspectSettings, values)
@@ -62,12 +63,13 @@ def command(**values) -> None:
 
 def _draw(scheme: str, pictures: list, png: Path, sentence: int | None,
           reads: list[tuple[str, Path | None]]) -> None:
-    """One PNG per sentence (see depnmt/treefigure.py); an empty sentence gets none (a warning).
+    """One PNG per sentence (see depnmt/evaluation/treefigure.py); an empty sentence gets none (a
+    warning).
     No PNG may replace a file of ``reads`` (the command's inputs)."""
-    from ..figures import save_png
-    from ..log import info, warn
-    from ..stagedir import check_output_files
-    from ..treefigure import png_paths, sentence_figure
+    from depnmt.core.log import info, warn
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.evaluation.figures import save_png
+    from depnmt.evaluation.treefigure import png_paths, sentence_figure
 
     files = png_paths(png, len(pictures))
     check_output_files({f"--png file {path}": path for path in files}, reads)

@@ -1,14 +1,14 @@
 """``depnmt minimal-pairs``: a contrastive set made from a test set's own English references
-(see ``depnmt/minimalpairs.py``); its flags are the fields of
-:class:`depnmt.minimalpairs.MinimalPairsSettings`."""
+(see ``depnmt/evaluation/minimalpairs.py``); its flags are the fields of
+:class:`depnmt.evaluation.minimalpairs.MinimalPairsSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..minimalpairs import MinimalPairsSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
+from depnmt.commands.fields import click_options
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.minimalpairs import MinimalPairsSettings
 
 HELP = """Minimal pairs from a test set's English references, for `depnmt contrastive`.
 
@@ -37,10 +37,10 @@ of their own, which are not shipped.
 def command(**values) -> None:
     from collections import Counter
 
-    from ..log import info
-    from ..minimalpairs import CATEGORIES, make_pairs, read_parallel, tsv_lines
-    from ..stagedir import check_output_files
-    from ..textio import atomic_open
+    from depnmt.core.log import info
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.core.textio import atomic_open
+    from depnmt.evaluation.minimalpairs import CATEGORIES, make_pairs, read_parallel, tsv_lines
     settings = from_options(MinimalPairsSettings, values)
     src_path, ref_path, output_path = settings.src_path, settings.ref_path, settings.output_path
     check_output_files({"output": output_path}, [("--src file", src_path),

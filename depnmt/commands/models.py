@@ -32,8 +32,8 @@ def download(langs: tuple[str, ...], package: str | None, stanza_dir: str | None
     Files already there (right checksum) are kept and an existing resources.json is reused, so
     running it again offline succeeds once everything is there.
     """
-    from ..log import info
-    from ..parse.stanza_backend import default_resources_dir, download_models
+    from depnmt.core.log import info
+    from depnmt.stages.parse.stanza_backend import default_resources_dir, download_models
 
     folder = stanza_dir or default_resources_dir()
     for lang in langs:

@@ -1,14 +1,14 @@
-"""``depnmt multitask``: a thin click layer over :mod:`depnmt.multitask`; its flags are the
-fields of :class:`depnmt.multitask.MultitaskSettings`."""
+"""``depnmt multitask``: a thin click layer over :mod:`depnmt.stages.multitask`; its flags are the
+fields of :class:`depnmt.stages.multitask.MultitaskSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..multitask import MultitaskSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.stages.multitask import MultitaskSettings
 
 
 @deprecated_aliases("multitask")
@@ -27,8 +27,8 @@ def command(**values) -> None:
     or prefix your input lines with "xxtranslatexx ". The paper parses with a constituency
     parser; this uses the parse stage's dependency trees.
     """
-    from ..log import info
-    from ..multitask import write_multitask
+    from depnmt.core.log import info
+    from depnmt.stages.multitask import write_multitask
     settings = from_options(MultitaskSettings, values)
     out_dir = settings.out_dir
     manifest = write_multitask(settings.prepare_dir, settings.parse_dir, out_dir,

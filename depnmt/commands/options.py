@@ -1,7 +1,7 @@
 """What the commands' options share: the value ranges of the numeric options (click rejects a
 value out of range with a usage error naming the option, exit status 2), ``--config FILE``, and
 the 0.1.0 spellings of options that still work, with a warning
-(:data:`~depnmt.compat.DEPRECATED`)."""
+(:data:`~depnmt.core.compat.DEPRECATED`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Iterator
 
 import click
 
-from .. import optionspec
-from ..compat import DEPRECATED, deprecation_message
-from ..optionspec import plain_value, read_yaml_config, suggestion
-from .fields import click_type
+from depnmt.commands.fields import click_type
+from depnmt.core import optionspec
+from depnmt.core.compat import DEPRECATED, deprecation_message
+from depnmt.core.optionspec import plain_value, read_yaml_config, suggestion
 
 POSITIVE = click_type(optionspec.POSITIVE)
 COUNT = click_type(optionspec.COUNT)                # 0 usually means "off" or "no limit"
@@ -31,7 +31,7 @@ def config_option(help: str | None = None):
     click's ``default_map`` (read before the other options, ``is_eager``), so a flag given on
     the command line wins over the file, and click converts and checks each value as it does
     a flag's; their :class:`~click.core.ParameterSource` is ``DEFAULT_MAP``. An unknown key is
-    a :class:`~depnmt.errors.DepnmtError` naming the file and the key."""
+    a :class:`~depnmt.core.errors.DepnmtError` naming the file and the key."""
     return click.option(
         "--config", "config_file", type=click.Path(dir_okay=False, exists=True),
         is_eager=True, expose_value=False, callback=_read_config_option,
@@ -49,7 +49,7 @@ def apply_config(ctx: click.Context, config: dict, source: str) -> None:
     options and make it the context's ``default_map``. An unknown or repeated key is a
     DepnmtError naming ``source`` and the key; a bad value is click's ``BadParameter`` naming
     the option and ``source``."""
-    from ..errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     options = config_keys(ctx.command)
     defaults: dict[str, object] = {}
     keys: dict[str, str] = {}                       # parameter name -> the key that set it
@@ -69,7 +69,7 @@ def apply_config(ctx: click.Context, config: dict, source: str) -> None:
 def config_param(command: click.Command, key: str, source: str) -> click.Option | None:
     """The option a ``--config`` key sets (None: no option of ``command``); an old spelling
     (:data:`DEPRECATED`) gives its new option, with a warning naming ``source``."""
-    from ..log import warn
+    from depnmt.core.log import warn
     key = key.replace("_", "-")
     param = config_keys(command).get(key)
     alias = deprecated_keys(command).get(key)
@@ -141,7 +141,7 @@ class DeprecatedAlias(click.Option):
                                        ctx=ctx)
             opts[self.target.name] = opts.pop(self.name)
             if not ctx.resilient_parsing:
-                from ..log import warn
+                from depnmt.core.log import warn
                 warn(deprecation_message(self.old, self.new))
         return None, args
 
@@ -172,9 +172,9 @@ def deprecated_keys(command: click.Command) -> dict[str, DeprecatedAlias]:
 
 @contextmanager
 def usage_errors() -> Iterator[None]:
-    """A :class:`~depnmt.errors.UsageError` of the library (options that do not go together)
+    """A :class:`~depnmt.core.errors.UsageError` of the library (options that do not go together)
     raised in the block becomes click's, as the command line reports a malformed flag."""
-    from ..errors import UsageError
+    from depnmt.core.errors import UsageError
     try:
         yield
     except UsageError as exc:

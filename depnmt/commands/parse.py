@@ -1,14 +1,14 @@
 """``depnmt parse``: dependency trees (CoNLL-U) for the tokenized text of a prepare folder; its
-flags are the fields of :class:`depnmt.parse.stage.ParseSettings`."""
+flags are the fields of :class:`depnmt.stages.parse.stage.ParseSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..optionspec import field_params, from_options
-from ..parse.stage import ParseSettings
-from .fields import click_options
-from .options import usage_errors
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import usage_errors
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.stages.parse.stage import ParseSettings
 
 HELP = """Dependency-parse the tokenized text of a `depnmt prepare` folder into CoNLL-U.
 
@@ -50,7 +50,7 @@ contiguous blocks of lines), put the outputs in one OUT_DIR, then run `--merge`.
 @click.command("parse", help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click_options(field_params(ParseSettings))
 def command(**values) -> None:
-    from ..parse.stage import run_merge, run_parse
+    from depnmt.stages.parse.stage import run_merge, run_parse
     settings = from_options(ParseSettings, values)
     with usage_errors():
         settings.check()

@@ -1,14 +1,15 @@
-"""``depnmt plot``: training curves of several runs (see depnmt/curves.py); its flags are the
-fields of :class:`depnmt.curves.PlotSettings`."""
+"""``depnmt plot``: training curves of several runs (see depnmt/evaluation/curves.py); its flags are
+the
+fields of :class:`depnmt.evaluation.curves.PlotSettings`."""
 
 from __future__ import annotations
 
 import click
 
-from ..curves import PlotSettings
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases, usage_errors
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases, usage_errors
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.curves import PlotSettings
 
 
 @deprecated_aliases("plot")
@@ -21,10 +22,10 @@ def command(**values) -> None:
     Training time is the run's own clock (validation included, summed over resumed runs),
     so runs on a busy machine look slower than they are: compare updates first.
     """
-    from ..curves import load_run, write_curves
-    from ..log import info
-    from ..modeldir import model_reads
-    from ..stagedir import check_output_files
+    from depnmt.core.log import info
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.evaluation.curves import load_run, write_curves
+    from depnmt.storage.modeldir import model_reads
 
     with usage_errors():
         settings = from_options(PlotSettings, values)

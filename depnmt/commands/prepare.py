@@ -1,14 +1,16 @@
-"""``depnmt prepare``: a thin click layer over :mod:`depnmt.prepare`; its flags are the fields of
-:class:`depnmt.prepare.Settings` (recorded in the manifest) and :class:`depnmt.prepare.Sources`."""
+"""``depnmt prepare``: a thin click layer over :mod:`depnmt.stages.prepare`; its flags are the
+fields of
+:class:`depnmt.stages.prepare.Settings` (recorded in the manifest) and
+:class:`depnmt.stages.prepare.Sources`."""
 
 from __future__ import annotations
 
 import click
 
-from ..optionspec import field_params, from_options
-from ..prepare import Settings, Sources, prepare, resolve_inputs
-from .fields import click_options
-from .options import deprecated_aliases, usage_errors
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases, usage_errors
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.stages.prepare import Settings, Sources, prepare, resolve_inputs
 
 
 @deprecated_aliases("prepare")

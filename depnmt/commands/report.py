@@ -1,5 +1,6 @@
-"""``depnmt report``: the results table of several trained systems (see ``depnmt/report.py``);
-its flags are the fields of :class:`depnmt.report.ReportSettings`."""
+"""``depnmt report``: the results table of several trained systems (see
+``depnmt/evaluation/report.py``);
+its flags are the fields of :class:`depnmt.evaluation.report.ReportSettings`."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from ..optionspec import field_params, from_options
-from ..report import ReportSettings
-from .fields import click_options
-from .options import deprecated_aliases
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.report import ReportSettings
 
 
 @deprecated_aliases("report")
@@ -42,13 +43,14 @@ def command(**values) -> None:
     run-to-run sd, the difference the present runs resolve, and the runs a side each --delta
     needs at power 0.8: the fewest n with (t(0.975, 2n−2) + t(0.8, 2n−2))·sd·√(2/n) ≤ Δ.
     """
-    from ..errors import DepnmtError
-    from ..log import info
-    from ..report import markdown, plot, references_from_tokens, results, write_together
-    from ..modeldir import model_reads
-    from ..runs import System, runs_in_folders
-    from ..stagedir import check_output_files
-    from ..textio import read_lines, write_stdout
+    from depnmt.core.errors import DepnmtError
+    from depnmt.core.log import info
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.core.textio import read_lines, write_stdout
+    from depnmt.evaluation.report import (markdown, plot, references_from_tokens, results,
+                                          write_together)
+    from depnmt.evaluation.runs import System, runs_in_folders
+    from depnmt.storage.modeldir import model_reads
 
     settings = from_options(ReportSettings, values)
     refs, prefix = settings.refs, settings.prefix

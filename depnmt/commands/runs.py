@@ -1,5 +1,6 @@
-"""``depnmt runs``: where every training run under some folders stands (see ``depnmt/runs.py``);
-its flags are the fields of :class:`depnmt.runs.RunsSettings`."""
+"""``depnmt runs``: where every training run under some folders stands (see
+``depnmt/evaluation/runs.py``);
+its flags are the fields of :class:`depnmt.evaluation.runs.RunsSettings`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from ..optionspec import field_params, from_options
-from ..runs import RunsSettings
-from .fields import click_options
+from depnmt.commands.fields import click_options
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.evaluation.runs import RunsSettings
 
 
 @click.command("runs")
@@ -35,8 +36,8 @@ def command(folders: tuple[Path, ...], **values) -> None:
       the state, "data changed at update N" for a run resumed on other data on purpose
       (`train --resume-on-changed-data`; --json lists what changed).
     """
-    from ..errors import DepnmtError
-    from ..runs import markdown, model_dirs, run_state
+    from depnmt.core.errors import DepnmtError
+    from depnmt.evaluation.runs import markdown, model_dirs, run_state
 
     dirs = model_dirs(list(folders))
     if not dirs:

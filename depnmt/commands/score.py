@@ -1,5 +1,6 @@
-"""``depnmt score``: sacrebleu BLEU / chrF / TER of hypothesis files (see ``depnmt/score.py``);
-its flags are the fields of :class:`depnmt.score.ScoreSettings`."""
+"""``depnmt score``: sacrebleu BLEU / chrF / TER of hypothesis files (see
+``depnmt/evaluation/score.py``);
+its flags are the fields of :class:`depnmt.evaluation.score.ScoreSettings`."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from typing import Sequence
 
 import click
 
-from .. import score as sc
-from ..errors import DepnmtError
-from ..log import info, track
-from ..stagedir import check_output_files
-from ..textio import STDOUT, atomic_open, naming, read_lines
-from ..optionspec import field_params, from_options
-from .fields import click_options
-from .options import deprecated_aliases
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import deprecated_aliases
+from depnmt.core.errors import DepnmtError
+from depnmt.core.log import info, track
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.core.stagedir import check_output_files
+from depnmt.core.textio import STDOUT, atomic_open, naming, read_lines
+from depnmt.evaluation import score as sc
 
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 

@@ -1,17 +1,17 @@
 """``depnmt train``: its flags, made from the fields of a training run's configuration
-(:func:`depnmt.trainconfig.train_params`), parsed into the run
-(:func:`~depnmt.trainconfig.from_params`) and handed to :func:`depnmt.trainjob.train`."""
+(:func:`depnmt.training.config.train_params`), parsed into the run
+(:func:`~depnmt.training.config.from_params`) and handed to :func:`depnmt.training.job.train`."""
 
 from __future__ import annotations
 
 import click
 
-from ..model.schemes.names import ABS, NO_POSITIONS, NOABS, VARIANTS
-from ..model.schemes.registry import FUSIONS, SCHEMES, load_builtin_schemes
-from ..optionspec import flag_name
-from ..trainconfig import core_params, scheme_option_params
-from .fields import click_option
-from .options import config_option, deprecated_aliases
+from depnmt.commands.fields import click_option
+from depnmt.commands.options import config_option, deprecated_aliases
+from depnmt.core.optionspec import flag_name
+from depnmt.model.schemes.names import ABS, NO_POSITIONS, NOABS, VARIANTS
+from depnmt.model.schemes.registry import FUSIONS, SCHEMES, load_builtin_schemes
+from depnmt.training.config import core_params, scheme_option_params
 
 
 def given_params(ctx: click.Context) -> set[str]:
@@ -56,9 +56,9 @@ def command(ctx: click.Context, **params) -> None:
     Every run records its settings in MODEL_DIR/train.yaml: `--config MODEL_DIR/train.yaml`
     runs the same again (the flags you give win; give another -o).
     """
-    from ..errors import UsageError
-    from ..trainconfig import from_params
-    from ..trainjob import train
+    from depnmt.core.errors import UsageError
+    from depnmt.training.config import from_params
+    from depnmt.training.job import train
     try:
         run = from_params(params, given_params(ctx))
     except UsageError as exc:
@@ -81,7 +81,7 @@ def scheme_list() -> str:
     return "\n".join(f"  {name:<14} {text}" for name, text in lines)
 
 
-# The run's options are flags (depnmt.trainconfig), then the 0.1.0 spellings of -i and -o, then
+# The run's options are flags (depnmt.training.config), then the 0.1.0 spellings of -i and -o, then
 # each registered scheme's options (model/schemes/options.py).
 command.params.extend(click_option(p) for p in core_params())
 command = deprecated_aliases("train")(command)

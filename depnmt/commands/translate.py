@@ -10,9 +10,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
 
-from ..searchlimits import search_names, search_params
-from .fields import click_options
-from .options import COUNT, POSITIVE, deprecated_aliases
+from depnmt.commands.fields import click_options
+from depnmt.commands.options import COUNT, POSITIVE, deprecated_aliases
+from depnmt.core.searchlimits import search_names, search_params
 
 DEFAULT_MODEL_DIR = "model"
 
@@ -127,7 +127,7 @@ def command(**flags: Any) -> None:
     check_outputs(flags)
     if flags["ct2_dir"] is not None:
         if len(flags["model_dirs"]) > 1:
-            from ..errors import DepnmtError
+            from depnmt.core.errors import DepnmtError
             raise DepnmtError("--ct2 translates with one export; an ensemble (-m given more "
                               "than once) needs the model folders without --ct2")
         translate_with_ct2(flags, search)
@@ -138,8 +138,8 @@ def command(**flags: Any) -> None:
 def check_outputs(flags: dict[str, Any]) -> None:
     """The files translate writes must not replace what it reads: the input, a model's
     files, a checkpoint given as a file, the export (a one-line error before any work)."""
-    from ..modeldir import model_reads
-    from ..stagedir import check_output_files
+    from depnmt.core.stagedir import check_output_files
+    from depnmt.storage.modeldir import model_reads
     check_output_files({"output": flags["output_path"], "--induced-trees file":
                         flags["induced_trees"], "--induced-target-trees file":
                         flags["induced_target_trees"]},
@@ -149,9 +149,9 @@ def check_outputs(flags: dict[str, Any]) -> None:
 
 def translate_with_ct2(flags: dict[str, Any], search: dict[str, Any]) -> None:
     """``--ct2 DIR``: raw text through the CTranslate2 export."""
-    from ..errors import DepnmtError
-    from ..heap import startup_objects
-    from ..textio import iter_lines, stdin_lines
+    from depnmt.core.errors import DepnmtError
+    from depnmt.core.heap import startup_objects
+    from depnmt.core.textio import iter_lines, stdin_lines
     if flags["checkpoint"] or flags["induced_trees"] or flags["induced_target_trees"] \
             or flags["input_format"] != "text":
         raise DepnmtError("--ct2 translates raw text only (no --checkpoint, --induced-trees, "
@@ -160,7 +160,7 @@ def translate_with_ct2(flags: dict[str, Any], search: dict[str, Any]) -> None:
         raise DepnmtError("--ct2 computes in the export's own type: for int8, export with "
                           "depnmt export --quantization int8, or drop --ct2")
     with startup_objects():
-        from ..ct2translate import CT2Translator
+        from depnmt.decoding.ct2translate import CT2Translator
         ct2 = CT2Translator.from_dir(flags["ct2_dir"], flags["device"], flags["threads"],
                                      max_tokens=flags["max_tokens"],
                                      batch_size=flags["batch_size"], **search)
@@ -176,14 +176,14 @@ def translate_with_ct2(flags: dict[str, Any], search: dict[str, Any]) -> None:
 
 def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
     """``-m MODEL_DIR``: raw text or CoNLL-U through the model, and the trees it induces."""
-    from ..errors import DepnmtError
-    from ..heap import startup_objects
+    from depnmt.core.errors import DepnmtError
+    from depnmt.core.heap import startup_objects
     nbest, model_dirs = flags["nbest"], flags["model_dirs"]
     ckpts = model_checkpoints(model_dirs, flags["checkpoint"])
     hardware = dict(max_tokens=flags["max_tokens"], batch_size=flags["batch_size"],
                     quantize=flags["quantize"], **search)
     with startup_objects():
-        from ..api import load_translator
+        from depnmt.api import load_translator
         translator = load_translator(model_dirs, ckpts, flags["device"], flags["precision"],
                                      **hardware)
     check_nbest_flag(nbest, translator.search_cfg.beam, flags["beam"])
@@ -200,7 +200,7 @@ def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
             flags["output_path"] is None) as advance:
         translator.progress = advance
         write_results(write, model_results(translator, flags, trees, induced, targets), nbest)
-    from ..parse import write_conllu
+    from depnmt.stages.parse import write_conllu
     for path, collected in ((flags["induced_trees"], induced),
                             (flags["induced_target_trees"], targets)):
         if collected is not None:
@@ -210,8 +210,8 @@ def translate_with_model(flags: dict[str, Any], search: dict[str, Any]) -> None:
 def model_checkpoints(model_dirs: Sequence[Path], checkpoint: str | None) -> list[Path | None]:
     """Each model folder's checkpoint ``--checkpoint`` names (None: its default); an ensemble
     (several folders) takes a name each folder has, not a file (a one-line error)."""
-    from ..errors import DepnmtError
-    from ..modeldir import named_checkpoint
+    from depnmt.core.errors import DepnmtError
+    from depnmt.storage.modeldir import named_checkpoint
     if checkpoint and len(model_dirs) > 1 and "/" in checkpoint:
         raise DepnmtError(f"--checkpoint {checkpoint}: an ensemble takes a checkpoint name "
                           f"(best, last, stepN, an average's name) that each model folder has")
@@ -223,14 +223,14 @@ def read_trees(flags: dict[str, Any]) -> list | None:
     translated)."""
     if flags["input_format"] != "conllu":
         return None
-    from ..parse.conllu import read_conllu_input
+    from depnmt.core.conllu import read_conllu_input
     return read_conllu_input(flags["input_path"])
 
 
 def model_results(translator: Any, flags: dict[str, Any], trees: list | None,
                   induced: list | None, targets: list | None) -> Iterator:
     """The translations of the input: ``trees`` (:func:`read_trees`) or raw lines."""
-    from ..textio import iter_lines, stdin_lines
+    from depnmt.core.textio import iter_lines, stdin_lines
     input_path, nbest = flags["input_path"], flags["nbest"] or 0
     if trees is not None:
         return translator.translate_words([list(t.words) for t in trees], trees,
@@ -245,12 +245,12 @@ def model_results(translator: Any, flags: dict[str, Any], trees: list | None,
 def input_progress(description: str, size: Callable[[], int | None], streams_stdout: bool
                    ) -> Iterator[Callable[[int], None]]:
     """``advance(n)`` of a progress bar of the input lines done, drawn only on a terminal
-    (:func:`~depnmt.log.terminal_progress`), whose total ``size()`` gives (called only there);
+    (:func:`~depnmt.core.log.terminal_progress`), whose total ``size()`` gives (called only there);
     elsewhere ``advance`` does nothing and stderr is what it is without it. No bar either when
     the command writes its output to standard output as it goes (``streams_stdout``) and that
     is a terminal: the lines appearing there are the progress, and a bar would cut through
     them."""
-    from ..log import on_terminal, terminal_progress
+    from depnmt.core.log import on_terminal, terminal_progress
     if not on_terminal() or (streams_stdout and sys.stdout.isatty()):
         yield lambda n: None
         return
@@ -262,7 +262,7 @@ def input_size(path: Path | None, items: list | None = None) -> int | None:
     """How many input lines a command reads, for its progress bar: ``items`` (read already),
     else the lines of ``path`` when it is a regular file (one quick pass); None (unknown) for
     standard input, a pipe or a device."""
-    from ..textio import count_lines
+    from depnmt.core.textio import count_lines
     if items is not None:
         return len(items)
     return count_lines(path) if path is not None and path.is_file() else None
@@ -278,7 +278,7 @@ def counted(results: Iterable, advance: Callable[[int], None]) -> Iterator:
 def check_nbest_flag(nbest: int | None, beam: int, beam_flag: int | None) -> None:
     """``--nbest N`` needs a beam of at least N (``beam``: the search's, ``beam_flag``: the
     ``--beam`` given, if any); else a one-line error naming the flags."""
-    from ..errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     if nbest is not None and nbest > beam:
         whose = "--beam" if beam_flag is not None else "the model's default beam"
         raise DepnmtError(f"--nbest {nbest} is more than the beam size ({whose}: {beam}); "
@@ -287,10 +287,10 @@ def check_nbest_flag(nbest: int | None, beam: int, beam_flag: int | None) -> Non
 
 @contextmanager
 def output_writer(path: Path | None) -> Iterator[Callable[[str], None]]:
-    """A function that writes text to ``path``, all or nothing (:func:`~depnmt.textio.
+    """A function that writes text to ``path``, all or nothing (:func:`~depnmt.core.textio.
     atomic_open`: the file appears when the block ends without an error), or without a path
     to standard output (flushed at each line when it is a terminal)."""
-    from ..textio import atomic_open, write_stdout
+    from depnmt.core.textio import atomic_open, write_stdout
     if path is None:
         tty = sys.stdout.isatty()
         yield lambda text: write_stdout(text, flush=tty)
@@ -308,7 +308,7 @@ def write_results(write: Callable[[str], None], results: Iterable, nbest: int | 
 
 
 def nbest_lines(index: int, translations: list) -> str:
-    """The n-best list (:class:`~depnmt.translate.Translation`, best first) of input line
+    """The n-best list (:class:`~depnmt.decoding.translate.Translation`, best first) of input line
     ``index`` (from 0), one ``SENT_ID ||| hypothesis ||| score ||| logprob`` line each."""
     return "".join(f"{index} ||| {t.text} ||| {t.score:.4f} ||| {t.logprob:.4f}\n"
                    for t in translations)

@@ -27,7 +27,8 @@ Relative terms use the gather/scatter form (the products with the R table rows, 
 label), never a ``[B, Tq, Tk, d_k]`` tensor; on an H200 it trained as fast as one-hot matrix
 multiplies in its place, or faster (``docs/gpu.md``):
 
-* key term   ``e_ij += q_i · a^K_{l(i,j)}``:   ``(q @ a^K.T)`` is ``[B, H, Tq, R]``, gathered by ``l``;
+* key term   ``e_ij += q_i · a^K_{l(i,j)}``:   ``(q @ a^K.T)`` is ``[B, H, Tq, R]``, gathered by
+``l``;
 * value term ``z_i  += Σ_j α_ij a^V_{l(i,j)}``: ``α`` is summed into R bins (scatter_add) and the
   ``[B, H, Tq, R]`` bins are multiplied by ``a^V``.
 
@@ -81,10 +82,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import DepnmtError
-from . import kernels
-from .dropout import dropout
-from .packed import PackedWeights
+from depnmt.core.errors import DepnmtError
+from depnmt.model import kernels
+from depnmt.model.dropout import dropout
+from depnmt.model.packed import PackedWeights
 
 PATH_SWITCH = "DEPNMT_ATTENTION"     # auto | fused | explicit (read at import; see path())
 PATHS = ("auto", "fused", "explicit")

@@ -25,9 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..device import autocast_dtype
-from .derived import Derived
-
+from depnmt.core.device import autocast_dtype
+from depnmt.model.derived import Derived
 
 SWITCH = "DEPNMT_PACKED_WEIGHTS"     # 0: F.linear everywhere (read at import)
 

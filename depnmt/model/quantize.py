@@ -26,7 +26,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from ..errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 QUANTIZATIONS = ("none", "int8")
 
@@ -60,7 +60,7 @@ def quantizable(name: str) -> bool:
 
 
 def check_int8(device: torch.device) -> None:
-    """A :class:`~depnmt.errors.DepnmtError` unless int8 decoding can run on ``device``."""
+    """A :class:`~depnmt.core.errors.DepnmtError` unless int8 decoding can run on ``device``."""
     if device.type != "cpu":
         raise DepnmtError(f"--quantize int8 decodes on the CPU only (device {device}); on a GPU "
                           f"use --precision auto (bf16/fp16)")

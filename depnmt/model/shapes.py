@@ -58,7 +58,7 @@ def state_shapes(model: dict[str, Any]) -> dict[str, torch.Size]:
 
 @functools.lru_cache(maxsize=4)
 def _shapes(model_json: str) -> tuple[tuple[str, torch.Size], ...]:
-    from .transformer import ModelConfig, TransformerNMT
+    from depnmt.model.transformer import ModelConfig, TransformerNMT
     with torch.device("cpu"), SkipRandomFills():
         state = TransformerNMT(ModelConfig.from_dict(json.loads(model_json))).state_dict()
     return tuple((name, tensor.shape) for name, tensor in state.items())

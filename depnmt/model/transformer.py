@@ -17,14 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..device import autocast_dtype
-from ..vocab import PAD
-from .attention import KeyValues, MultiHeadAttention, stackable, stacked_linears
-from .dropout import Dropout
-from .packed import PackedWeights
-from .schemes import Extras, ModelDims, Scheme, SchemeStack, build_schemes
-from .schemes.upgrade import upgrade_model_config
-from .schemes.base import masked_sum, positions
+from depnmt.core.device import autocast_dtype
+from depnmt.core.vocab import PAD
+from depnmt.model.attention import KeyValues, MultiHeadAttention, stackable, stacked_linears
+from depnmt.model.dropout import Dropout
+from depnmt.model.packed import PackedWeights
+from depnmt.model.schemes import Extras, ModelDims, Scheme, SchemeStack, build_schemes
+from depnmt.model.schemes.base import masked_sum, positions
+from depnmt.model.schemes.upgrade import upgrade_model_config
 
 
 @dataclass

@@ -94,7 +94,7 @@ COMMON=("${arch[@]}" --dropout 0.1 --label-smoothing 0.1
         --alpha 0.6)
 
 # extract: checks the ASPEC folder first (a clear error naming the missing files)
-done_stage "$WORK/extract" || python -m depnmt.aspec "$ASPEC" "$WORK/extract" --first "$FIRST"
+done_stage "$WORK/extract" || python -m depnmt.stages.aspec "$ASPEC" "$WORK/extract" --first "$FIRST"
 stop_after extract
 
 E=$WORK/extract

@@ -14,7 +14,7 @@
 #
 # Test likelihood: after translating, each run scores the test references with the checkpoint
 # that translated (`depnmt rescore`) into HYP.ref-logprob beside its hypotheses HYP: a header,
-# then per sentence logprob TAB tokens TAB words (depnmt/likelihood.py). `depnmt report`
+# then per sentence logprob TAB tokens TAB words (depnmt/decoding/likelihood.py). `depnmt report`
 # compares the systems on it (test NLL per word and per subword); `depnmt archive` keeps it,
 # since it cannot be computed without the checkpoints.
 #

@@ -136,8 +136,8 @@ def import_random_trees(tiny_bpe: Path, given: Path, out_name: str, langs: tuple
     """Random trees (labels drawn from ``labels``; ``root`` on the root) over every split and
     language of the tiny corpus, written to ``given`` and imported with the conllu backend into
     ``tiny_bpe.parent / out_name``."""
-    from depnmt.parse import Sentence, write_conllu
-    from depnmt.trees import random_heads
+    from depnmt.core.trees import random_heads
+    from depnmt.stages.parse import Sentence, write_conllu
     prepare = tiny_bpe.parent / "prepare"
     rng = random.Random(seed)
     for split in ("train", "dev", "test"):

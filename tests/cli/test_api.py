@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import depnmt
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 from .conftest import run_cli
 
@@ -105,11 +105,11 @@ def test_train_model_errors_are_depnmt_errors(tiny_bpe, tmp_path):
 def test_import_stays_cheap():
     """`import depnmt` and naming the API import neither torch nor depnmt.api's users."""
     code = ("import sys, depnmt; depnmt.Translator, depnmt.train_model; "
-            "print(sorted(m for m in ('torch', 'click', 'depnmt.translate') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'click', 'depnmt.decoding.translate') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert {"Translator", "Translation", "train_model"} <= set(dir(depnmt))
-    from depnmt.translate import Translation
+    from depnmt.decoding.translate import Translation
     assert depnmt.Translation is Translation          # the type of an n-best entry
     with pytest.raises(AttributeError):
         depnmt.no_such_thing

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from depnmt.api import Translator
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 from .conftest import run_cli
 

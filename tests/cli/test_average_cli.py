@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from depnmt.checkpoint import load_checkpoint
+from depnmt.storage.checkpoint import load_checkpoint
 
 from .conftest import TINY_MODEL, run_cli
 

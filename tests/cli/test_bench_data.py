@@ -20,8 +20,8 @@ TINY = ["--device", "cpu", "--d-model", "32", "--heads", "4", "--d-ff", "32", "-
 
 
 def test_real_batches_with_real_trees(tiny_bpe, tmp_path):
-    from depnmt.data import TokenBatcher, example_lengths, load_parallel
-    from depnmt.modeldir import load_vocabs
+    from depnmt.data.batches import TokenBatcher, example_lengths, load_parallel
+    from depnmt.storage.modeldir import load_vocabs
     parsed = import_random_trees(tiny_bpe, tmp_path, "parse-bench", ("en",),
                                  ["nsubj", "obj", "det"], seed=3)
     bench = load_bench()

@@ -53,8 +53,8 @@ def random_trees(prepared, out, lines: int = 8):
     """Random trees over the first ``lines`` tokenized test sentences, written to ``out``."""
     import random
 
-    from depnmt.parse import Sentence, write_conllu
-    from depnmt.trees import random_heads
+    from depnmt.core.trees import random_heads
+    from depnmt.stages.parse import Sentence, write_conllu
     rng = random.Random(3)
     words = [l.split() for l in (prepared / "test.en").read_text(encoding="utf-8").splitlines()]
     write_conllu(out, [Sentence(w, random_heads(len(w), rng), ["dep"] * len(w))
@@ -67,9 +67,9 @@ def test_grafted_model_keeps_every_abs_weight(tiny_model, tiny_bpe, tmp_path):
     own parameters new; without ``--trees`` a usage error before anything is loaded."""
     import torch
 
-    from depnmt.checkpoint import load_checkpoint
-    from depnmt.modeldir import default_checkpoint
-    from depnmt.parse import read_conllu
+    from depnmt.stages.parse import read_conllu
+    from depnmt.storage.checkpoint import load_checkpoint
+    from depnmt.storage.modeldir import default_checkpoint
     bench = load_script("decode")
     model, cfg = bench.grafted_model(tiny_model, "abs+dep+rel", [], {})
     assert [e["name"] for e in cfg.schemes] == ["abs", "dep", "rel"]

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from depnmt.bpe import Segmenter
-from depnmt.textio import read_lines
+from depnmt.core.textio import read_lines
+from depnmt.stages.bpe import Segmenter
 
 from .conftest import TINY_MODEL, run_cli
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from depnmt.cli import cli
 from depnmt.commands.options import DEPRECATED, DeprecatedAlias
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 # short flag -> the one long flag it goes with, in every command that has it
 GRAMMAR = {"-i": "--input", "-o": "--output", "-m": "--model", "-c": "--checkpoint",

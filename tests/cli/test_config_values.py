@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 from .conftest import run_cli
 

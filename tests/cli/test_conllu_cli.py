@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from depnmt.data import Example, attach_trees
-from depnmt.errors import InputError
-from depnmt.parse import Sentence, write_conllu
+from depnmt.core.errors import InputError
+from depnmt.data.batches import Example, attach_trees
+from depnmt.stages.parse import Sentence, write_conllu
 
 from .conftest import run_cli
 
@@ -126,9 +126,9 @@ def test_scheme_errors_name_the_trees_file_and_line(tmp_path):
     its sentence's subwords (a truncated input's tree keeps its origin too)."""
     from types import SimpleNamespace
 
+    from depnmt.core.trees import project_tree, truncate_tree
     from depnmt.model.schemes.base import sentence_errors
-    from depnmt.parse import read_conllu
-    from depnmt.trees import project_tree, truncate_tree
+    from depnmt.stages.parse import read_conllu
     path = tmp_path / "in.conllu"
     path.write_text(GOOD + GOOD, encoding="utf-8")
     tree = truncate_tree(list(read_conllu(path))[1], 2)

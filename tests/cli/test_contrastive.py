@@ -1,4 +1,5 @@
-"""``depnmt contrastive`` (:mod:`depnmt.contrastive`): per-category accuracy of one model and of
+"""``depnmt contrastive`` (:mod:`depnmt.evaluation.contrastive`): per-category accuracy of one model
+and of
 several, the same decisions from every format, and bad sets named by file and line."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.contrastive import mcnemar_exact, wilson
+from depnmt.evaluation.contrastive import mcnemar_exact, wilson
 
 from .conftest import TINY_MODEL, run_cli
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.parse import make_parser, read_conllu
-from depnmt.parse.conllu import tree_problem
-from depnmt.parse.controls import Control, is_projective
+from depnmt.core.conllu import tree_problem
+from depnmt.stages.parse import make_parser, read_conllu
+from depnmt.stages.parse.controls import Control, is_projective
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli
 
@@ -172,7 +172,7 @@ def spacy_parse(tiny_bpe) -> Path:
 
 def test_a_model_trained_on_controls_translates_with_them(tiny_bpe, spacy_parse, tmp_path,
                                                           capsys):
-    from depnmt.translate import Translator
+    from depnmt.decoding.translate import Translator
     ctl = tmp_path / "ctl"
     assert controls(spacy_parse, ctl, "--kind", "random-nonprojective", "--seed", "7",
                     "--labels", "shuffle") == 0

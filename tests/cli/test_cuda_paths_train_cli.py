@@ -4,25 +4,26 @@ memory; DistributedDataParallel in a one-process gloo group."""
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import pytest
 import torch
 from torch import nn
 
-import depnmt.trainloop
-import depnmt.trainstep
-import depnmt.trainvalidation
-from depnmt import distributed as dist
-from depnmt.checkpoint import load_checkpoint
+import depnmt.training.loop
+import depnmt.training.step
+import depnmt.training.validation
 from depnmt.model.transformer import TransformerNMT
+from depnmt.storage.checkpoint import load_checkpoint
+from depnmt.training import distributed as dist
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli
 
 
 def cpu_fp16(monkeypatch) -> None:
     """``--precision fp16`` allowed on the CPU (it is refused there: "needs a CUDA GPU")."""
-    monkeypatch.setattr(depnmt.trainloop, "train_precision", lambda device, name: torch.float16)
+    monkeypatch.setattr(depnmt.training.loop, "train_precision", lambda device, name: torch.float16)
 
 
 def test_fp32_checkpoint_resumes_in_fp16_with_a_fresh_loss_scale(tiny_bpe, tmp_path, monkeypatch,
@@ -89,16 +90,35 @@ def test_a_model_too_large_to_build_is_one_line_naming_its_sizes(tiny_bpe, tmp_p
     assert line.endswith("lower --d-model, --d-ff or --layers")
 
 
+def test_out_of_memory_while_translating_is_one_line_naming_what_to_lower(tiny_model,
+                                                                         monkeypatch, capsys):
+    """The search running out of device memory is one line naming the batch and the flags."""
+    from depnmt.decoding.translate import Translator
+
+    def search_oom(self, *args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(Translator, "_search", search_oom)
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein Hund läuft .\n"))
+    capsys.readouterr()
+    status = run_cli(["translate", "-m", tiny_model, "--beam", "3", "--max-tokens", "500"])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line == ("error: out of memory on cpu searching a batch of 1 sentences (--beam 3, "
+                    "--max-tokens 500, --batch-size unlimited): lower --max-tokens or --beam")
+
+
 # -- one update, piece by piece ----------------------------------------------------------------
 
 def make_trainer(tiny_bpe, model_dir, schemes=("abs",), trees=None, **opts):
     """A Trainer of a 1-layer model on the tiny corpus (CPU, fp32 unless patched)."""
+    from depnmt.decoding.search import SearchConfig
     from depnmt.model.schemes.registry import scheme_entries
     from depnmt.model.transformer import ModelConfig
-    from depnmt.search import SearchConfig
-    from depnmt.trainconfig import TrainingRun, TrainOptions
-    from depnmt.trainloop import Trainer
-    from depnmt.trainsetup import prepare_run
+    from depnmt.training.config import TrainingRun, TrainOptions
+    from depnmt.training.loop import Trainer
+    from depnmt.training.setup import prepare_run
     cfg = ModelConfig(0, 0, d_model=32, n_heads=2, d_ff=64, encoder_layers=1, decoder_layers=1,
                       schemes=scheme_entries(list(schemes), {}))
     options = TrainOptions(**{"max_tokens": 400, "warmup": 10, "lr": 3e-3, "device": "cpu",
@@ -141,8 +161,8 @@ def count_device_reads(monkeypatch) -> list[tuple[str, int]]:
     ``tolist``, ...: each waits for the GPU) made by the training loop's own code (its update,
     validation, data.py) is appended to the returned list as (method, line)."""
     import sys
-    ours = {depnmt.trainloop.__file__, depnmt.trainstep.__file__,
-            depnmt.trainvalidation.__file__, sys.modules["depnmt.data"].__file__}
+    ours = {depnmt.training.loop.__file__, depnmt.training.step.__file__,
+            depnmt.training.validation.__file__, sys.modules["depnmt.data.batches"].__file__}
     calls: list[tuple[str, int]] = []
 
     def counting(name):
@@ -232,7 +252,7 @@ def test_no_process_keeps_the_corpus_or_its_features(tiny_bpe, tmp_path_factory,
     """Training holds the corpus as a cache reader (offsets and lengths, no examples), and
     every batch gets its tree features when it is collated: in the training process
     (``--workers 0``) or a worker, in one process or as rank 0 of 2, the same."""
-    from depnmt.datacache import TrainCorpus
+    from depnmt.data.cache import TrainCorpus
     trees = import_random_trees(tiny_bpe, tmp_path_factory.mktemp("given-lazy"), "parse-lazy",
                                 ("en",), ["nsubj", "obj"], seed=4)
     one = make_trainer(tiny_bpe, tmp_path / "one", ("deplabel", "rel"), trees, workers=0)
@@ -279,7 +299,7 @@ def test_other_runtime_errors_are_not_taken_for_out_of_memory(tiny_bpe, tmp_path
 
 def test_the_cpu_running_out_of_memory_in_translate_is_one_line(tiny_model, tmp_path,
                                                                 monkeypatch, capsys):
-    import depnmt.translate as translate
+    import depnmt.decoding.translate as translate
 
     def oom(*args, **kwargs):
         raise RuntimeError(CPU_OOM)

@@ -1,7 +1,7 @@
 """What the tests and `translate` do where a GPU is present: the fixtures stay on the CPU (exact
 outputs hold only there), `translate --max-tokens/--batch-size` bound the batches (the tiny
 model's fp32 translations stay the same), `translate --help` says what is deterministic, and
-the search runs inside :func:`depnmt.device.search_attention` (no cuDNN attention on a GPU)."""
+the search runs inside :func:`depnmt.core.device.search_attention` (no cuDNN attention on a GPU)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import depnmt
-import depnmt.translate
+import depnmt.decoding.translate
 from depnmt.cli import cli
 
 from .conftest import CPU, TINY_MODEL, on_cpu, run_cli, takes_device
@@ -66,14 +66,14 @@ def test_fixture_train_and_translate_never_touch_cuda(tiny_bpe, tmp_path, cuda_f
 def translate_recording_batches(args: list, capsys, monkeypatch) -> tuple[str, list[tuple]]:
     """stdout of ``depnmt translate ARGS`` (in-process) and the ``(sentences, longest, beam)``
     of every batch it searched."""
-    import depnmt.translate
+    import depnmt.decoding.translate
     seen = []
-    search = depnmt.translate.search
+    search = depnmt.decoding.translate.search
 
     def recording(model, src, src_feats, cfg, extras=None):
         seen.append((*src.shape, cfg.beam))
         return search(model, src, src_feats, cfg, extras)
-    monkeypatch.setattr(depnmt.translate, "search", recording)
+    monkeypatch.setattr(depnmt.decoding.translate, "search", recording)
     capsys.readouterr()
     assert run_cli(["translate", *args, "--precision", "fp32"]) == 0
     return capsys.readouterr().out, seen
@@ -112,8 +112,8 @@ def test_bad_batching_values_are_one_line_usage_errors(flag, value, capsys):
 
 
 def test_translator_api_takes_and_checks_the_batching(tiny_model):
-    from depnmt.errors import DepnmtError
-    from depnmt.translate import MAX_TOKENS, Translator
+    from depnmt.core.errors import DepnmtError
+    from depnmt.decoding.translate import MAX_TOKENS, Translator
     tr = Translator.from_model_dir(tiny_model, device="cpu", precision="fp32", max_tokens=7,
                                    batch_size=2)
     assert (tr.max_tokens, tr.batch_size) == (7, 2)
@@ -125,7 +125,7 @@ def test_translator_api_takes_and_checks_the_batching(tiny_model):
 
 def test_translate_help_shows_the_batching_defaults():
     from depnmt.commands.translate import command
-    from depnmt.translate import MAX_TOKENS, MAX_TOKENS_GPU
+    from depnmt.decoding.translate import MAX_TOKENS, MAX_TOKENS_GPU
     defaults = {p.name: p.default for p in command.params}
     assert defaults["max_tokens"] is None and defaults["batch_size"] == 0
     help_text = " ".join(command.get_help(click.Context(command, **command.context_settings))
@@ -135,7 +135,7 @@ def test_translate_help_shows_the_batching_defaults():
 
 
 def test_the_default_batch_bound_depends_on_the_device():
-    from depnmt.translate import MAX_TOKENS, MAX_TOKENS_GPU, default_max_tokens
+    from depnmt.decoding.translate import MAX_TOKENS, MAX_TOKENS_GPU, default_max_tokens
     assert (MAX_TOKENS, MAX_TOKENS_GPU) == (8000, 32000)
     assert default_max_tokens(torch.device("cuda")) == MAX_TOKENS_GPU
     assert default_max_tokens(torch.device("cuda", 1)) == MAX_TOKENS_GPU
@@ -150,11 +150,11 @@ def test_translate_without_max_tokens_takes_the_default_of_its_device(tiny_model
     def recording(device):
         seen.append(device)
         return 12345
-    monkeypatch.setattr(depnmt.translate, "default_max_tokens", recording)
-    tr = depnmt.translate.Translator.from_model_dir(tiny_model, device="cpu")
+    monkeypatch.setattr(depnmt.decoding.translate, "default_max_tokens", recording)
+    tr = depnmt.decoding.translate.Translator.from_model_dir(tiny_model, device="cpu")
     assert tr.max_tokens == 12345 and seen == [torch.device("cpu")]
     assert depnmt.Translator.load(tiny_model, device="cpu")._translator.max_tokens == 12345
-    assert depnmt.translate.Translator.from_model_dir(tiny_model, device="cpu",
+    assert depnmt.decoding.translate.Translator.from_model_dir(tiny_model, device="cpu",
                                                       max_tokens=99).max_tokens == 99
     assert len(seen) == 2
 
@@ -170,7 +170,7 @@ def test_ct2_translate_takes_the_same_batching(tiny_model, tiny_bpe, tmp_path, c
         assert run_cli(["translate", "--ct2", exported, "-i", src, *flags]) == 0
         outputs.append(capsys.readouterr().out)
     assert len(outputs[0].splitlines()) == 30 and outputs[1:] == outputs[:1] * 2
-    from depnmt.ct2translate import CT2Translator
+    from depnmt.decoding.ct2translate import CT2Translator
     assert CT2Translator.from_dir(exported, batch_size=3).batch_size == 3
 
 
@@ -201,9 +201,9 @@ def test_the_search_runs_inside_search_attention(tiny_model, monkeypatch):
             return real(*args, **kwargs)
         return spy
 
-    monkeypatch.setattr(depnmt.translate, "search_attention", recorder)
+    monkeypatch.setattr(depnmt.decoding.translate, "search_attention", recorder)
     for name in ("search", "search_nbest"):
-        monkeypatch.setattr(depnmt.translate, name, searched(getattr(depnmt.translate, name)))
+        monkeypatch.setattr(depnmt.decoding.translate, name, searched(getattr(depnmt.decoding.translate, name)))
     translator = depnmt.Translator.load(tiny_model, device="cpu")
     assert len(translator.translate(["A man rides a bike.", "Two dogs play."])) == 2
     assert len(translator.translate(["Two dogs play."], nbest=2)[0]) == 2

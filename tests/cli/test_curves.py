@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.curves import Run, curves_figure, load_run, validation_records
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.evaluation.curves import Run, curves_figure, load_run, validation_records
 
 from .conftest import TINY_MODEL, run_cli
 

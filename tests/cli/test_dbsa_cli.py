@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.parse import read_conllu
+from depnmt.stages.parse import read_conllu
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli
 
@@ -48,12 +48,12 @@ def test_training_logs_parse_losses_and_dev_uas(dbsa_model):
 
 def test_dbsa_model_translates_without_any_parser(dbsa_model, tiny_bpe, tmp_path, monkeypatch,
                                                   capsys):
-    import depnmt.parse
+    import depnmt.stages.parse
 
     def no_parser(settings):
         raise AssertionError("a DBSA-only model must not load a parser")
 
-    monkeypatch.setattr(depnmt.parse, "make_parser", no_parser)
+    monkeypatch.setattr(depnmt.stages.parse, "make_parser", no_parser)
     for name in ("spacy", "stanza"):                            # as if not installed
         monkeypatch.setitem(sys.modules, name, None)
     lines = (tiny_bpe.parent / "prepare" / "test.raw.en").read_text().splitlines()[:6]
@@ -96,10 +96,10 @@ def test_gold_arcs_replace_the_parse_heads_distribution(dbsa_model, tiny_trees, 
     the gold head's value vector; the trees come from CoNLL-U input."""
     import torch
 
-    from depnmt.data import collate
+    from depnmt.core.conllu import read_conllu_input
+    from depnmt.data.batches import collate
+    from depnmt.decoding.translate import Translator
     from depnmt.model.schemes.dbsa import DBSAModule
-    from depnmt.parse.conllu import read_conllu_input
-    from depnmt.translate import Translator
     conllu = tiny_trees / "test.en.conllu"
     trees = read_conllu_input(conllu)[:4]
     tr = Translator.from_model_dir(dbsa_model, device="cpu", precision="fp32")
@@ -144,13 +144,12 @@ def test_induced_target_trees_of_the_hypotheses(dbsa_model, tiny_model, tiny_bpe
     spanning trees of a teacher-forced pass over [BOS] + hypothesis done by hand."""
     import torch
 
-    from depnmt.data import collate
-    from depnmt.data import pad_2d
+    from depnmt.core.subwords import merge_subwords
+    from depnmt.core.vocab import BOS, EOS
+    from depnmt.data.batches import collate, pad_2d
+    from depnmt.decoding.search import search
+    from depnmt.decoding.translate import Translator
     from depnmt.model.schemes.dbsa import induced_tree
-    from depnmt.search import search
-    from depnmt.subwords import merge_subwords
-    from depnmt.translate import Translator
-    from depnmt.vocab import BOS, EOS
     lines = (tiny_bpe.parent / "prepare" / "test.raw.en").read_text().splitlines()[:5]
     lines.insert(1, "")
     src = tmp_path / "in.txt"
@@ -187,7 +186,7 @@ def test_the_teacher_forced_pass_runs_inside_search_attention(dbsa_model, tiny_b
     attention on a GPU (a new execution plan for every new shape)."""
     import contextlib
 
-    import depnmt.translate
+    import depnmt.decoding.translate
     inside, forwards = [], []
 
     @contextlib.contextmanager
@@ -196,13 +195,13 @@ def test_the_teacher_forced_pass_runs_inside_search_attention(dbsa_model, tiny_b
         yield
         inside.pop()
 
-    model_cls = depnmt.translate.TransformerNMT
+    model_cls = depnmt.decoding.translate.TransformerNMT
     real = model_cls.forward
 
     def spy(self, *args, **kwargs):
         forwards.append(bool(inside))
         return real(self, *args, **kwargs)
-    monkeypatch.setattr(depnmt.translate, "search_attention", recorder)
+    monkeypatch.setattr(depnmt.decoding.translate, "search_attention", recorder)
     monkeypatch.setattr(model_cls, "forward", spy)
     src = tmp_path / "in.txt"
     src.write_text("A man rides a bike.\nTwo dogs play.\n")

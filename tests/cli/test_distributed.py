@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from depnmt.checkpoint import load_checkpoint
+from depnmt.storage.checkpoint import load_checkpoint
 
 from .conftest import TINY_MODEL, overriding, run_cli
 

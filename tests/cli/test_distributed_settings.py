@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import depnmt
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 from .conftest import run_cli, run_subprocess
 from .test_distributed import free_port
@@ -82,7 +82,7 @@ def test_wrong_settings_are_an_error_of_the_api(monkeypatch, tmp_path):
                          ids=["none", "world-1", "rank-0-of-1", "stray-master"])
 def test_one_process_settings_train_alone(monkeypatch, values):
     """Without torchrun, a world of one (or stray MASTER_* variables) is a plain process."""
-    from depnmt import distributed as dist
+    from depnmt.training import distributed as dist
     launch_env(monkeypatch, **values)
     assert dist.settings() is None and not dist.launched()
 
@@ -109,7 +109,7 @@ def test_a_rank_that_never_comes_is_an_error_within_the_timeout(tmp_path, rank, 
 
 
 JOIN = textwrap.dedent("""
-    from depnmt import distributed as dist
+    from depnmt.training import distributed as dist
     with dist.process_group("cpu"):
         print(dist.rank(), dist.world_size(), dist.all_reduce_sum(dist.rank() + 1.0))
 """)
@@ -136,7 +136,7 @@ def test_ranks_started_by_hand_in_any_order_join(tmp_path):
 def test_the_first_rank_to_give_up_stops_the_others():
     """A rank whose wait ends tells the store, and the ranks still waiting there stop at once
     with the count it saw (not each after its own timeout)."""
-    from depnmt import distributed as dist
+    from depnmt.training import distributed as dist
     settings = dist.Settings(0, 4, 0, 4, "127.0.0.1", 29500)
     store = torch.distributed.HashStore()
     with pytest.raises(DepnmtError, match="^waited 0.1 s for 4 processes at 127.0.0.1:29500 but "

@@ -77,7 +77,7 @@ def test_stage_manifest_is_flushed(tiny_bpe, tmp_path, fsynced):
 
 
 def test_append_line_flushes_each_line(tmp_path, fsynced):
-    from depnmt.textio import append_line
+    from depnmt.core.textio import append_line
     log = tmp_path / "new" / "metrics.jsonl"
     log.parent.mkdir()
     append_line(log, '{"step": 0}')
@@ -92,8 +92,8 @@ def test_a_folder_that_cannot_be_flushed_is_skipped(tmp_path, monkeypatch):
     file itself is an error naming it."""
     import errno
 
-    from depnmt.errors import DepnmtError
-    from depnmt.textio import atomic_open
+    from depnmt.core.errors import DepnmtError
+    from depnmt.core.textio import atomic_open
     real = os.fsync
 
     def fsync(fd: int) -> None:

@@ -1,4 +1,5 @@
-"""Ensembles (``translate -m A -m B``, ``Translator.load([A, B])``, :mod:`depnmt.ensemble`):
+"""Ensembles (``translate -m A -m B``, ``Translator.load([A, B])``,
+:mod:`depnmt.decoding.ensemble`):
 the averaged distribution, outputs against each model alone, each member's own trees, and the
 models that cannot join."""
 
@@ -9,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from depnmt.ensemble import EnsembleTranslator
-from depnmt.translate import Translator
+from depnmt.decoding.ensemble import EnsembleTranslator
+from depnmt.decoding.translate import Translator
 
 from .conftest import TINY_MODEL, other_segmentation, run_cli
+
 
 def translate(tmp_path: Path, tiny_bpe: Path, *args) -> list[str]:
     out = tmp_path / "out.txt"
@@ -64,7 +66,7 @@ def test_each_step_is_the_mean_of_the_members_log_probabilities(seeds, tiny_bpe)
 def test_members_keep_their_own_schemes_and_trees(seeds, tiny_bpe, tmp_path, capsys):
     """abs, abs+dep+rel on spaCy's trees and abs+dep+rel on control trees: the input is parsed
     once, and each member reads its own trees (the control applied for the control model)."""
-    from depnmt.parse import read_conllu
+    from depnmt.stages.parse import read_conllu
     prepare = tiny_bpe.parent / "prepare"
     parse = tmp_path / "parse"
     assert run_cli(["parse", "-i", prepare, "-o", parse, "--side", "src",

@@ -85,7 +85,7 @@ def temporaries(folder: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def given_trees(tiny_bpe, tmp_path_factory) -> Path:
     """Chain trees (each word headed by the next) over the tiny corpus's English side."""
-    from depnmt.parse import Sentence, write_conllu
+    from depnmt.stages.parse import Sentence, write_conllu
     given = tmp_path_factory.mktemp("given")
     for split in ("train", "dev", "test"):
         lines = (tiny_bpe.parent / "prepare" / f"{split}.en").read_text().splitlines()
@@ -401,7 +401,7 @@ def test_an_unusable_tensorboard_folder_is_refused_before_training(where, tiny_b
     is one error when the run is set up, before any data is read or update made (it used to
     fail at the first logged record, losing the training done); the Python API too."""
     from depnmt.api import train_model
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     board, model = tmp_path / "tb", tmp_path / "m"
     if where == "a file":
         board.write_text("not a folder\n")

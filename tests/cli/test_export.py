@@ -49,8 +49,8 @@ def sources(tiny_bpe: Path) -> list[str]:
 def both_outputs(model: Path, exported: Path, lines: list[str], beam: int,
                  alpha: float = 0.6, at_limit: str = "cut") -> tuple[list, list]:
     """Output subwords of depnmt and of the CTranslate2 export, one string per line."""
-    from depnmt.ct2translate import CT2Translator
-    from depnmt.translate import Translator
+    from depnmt.decoding.ct2translate import CT2Translator
+    from depnmt.decoding.translate import Translator
     torch_side = Translator.from_model_dir(model, device="cpu", precision="fp32", beam=beam,
                                            alpha=alpha, at_limit=at_limit)
     torch_side.to_text = lambda ids: " ".join(torch_side.tgt_vocab.decode(ids))
@@ -67,10 +67,10 @@ def largest_log_prob_gap(model: Path, exported: Path, tiny_bpe: Path) -> float:
     where an undertrained model's greedy output does not depend on them)."""
     import torch
 
-    from depnmt.ct2translate import CT2Translator
-    from depnmt.data import encode_source
-    from depnmt.translate import Translator
-    from depnmt.vocab import BOS, EOS
+    from depnmt.core.vocab import BOS, EOS
+    from depnmt.data.batches import encode_source
+    from depnmt.decoding.ct2translate import CT2Translator
+    from depnmt.decoding.translate import Translator
     ours = Translator.from_model_dir(model, device="cpu", precision="fp32")
     theirs = CT2Translator.from_dir(exported)
     src, tgt = ([line.split() for line in (tiny_bpe / f"test.{lang}").read_text().splitlines()]

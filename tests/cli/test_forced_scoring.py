@@ -1,4 +1,4 @@
-"""Forced scoring (``depnmt rescore``, :mod:`depnmt.forced`): the score of a model's
+"""Forced scoring (``depnmt rescore``, :mod:`depnmt.decoding.forced`): the score of a model's
 own beam output is the score its search reported, and a trained model prefers a correct
 translation to a corrupted one."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.forced import ForcedScorer
-from depnmt.search import search_nbest
+from depnmt.decoding.forced import ForcedScorer
+from depnmt.decoding.search import search_nbest
 
 from .conftest import run_cli, train_tiny
 
@@ -33,7 +33,7 @@ def test_forced_score_of_the_beam_output_is_the_search_score(trained, tiny_bpe):
     t = scorer.translator
     sources, _ = corpus(tiny_bpe)
     words = [t.src_tokenizer.tokenize(line) for line in sources]
-    from depnmt.data import collate
+    from depnmt.data.batches import collate
     batch = collate(t.examples(words), t.schemes)
     lists = search_nbest(t.model, batch.src, batch.src_feats, t.search_cfg, 2)
     hyps = [h for hyps in lists for h in hyps]
@@ -109,10 +109,10 @@ def test_token_logprobs_add_up_to_the_search_scores_of_a_scheme(scheme):
     log-probabilities the search reported."""
     import torch
 
-    from depnmt.data import pad_2d
-    from depnmt.forced import token_logprobs
-    from depnmt.search import SearchConfig
-    from depnmt.vocab import BOS, EOS
+    from depnmt.core.vocab import BOS, EOS
+    from depnmt.data.batches import pad_2d
+    from depnmt.decoding.forced import token_logprobs
+    from depnmt.decoding.search import SearchConfig
     from tests.tiny_models import padded_source, scheme_model
     model = scheme_model(scheme)
     src = padded_source(4, 9, torch.Generator().manual_seed(3))

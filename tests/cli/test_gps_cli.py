@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.parse import read_conllu, write_conllu
+from depnmt.stages.parse import read_conllu, write_conllu
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli
 

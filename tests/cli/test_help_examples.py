@@ -119,7 +119,7 @@ def workdir(tmp_path, shared_data, monkeypatch) -> Path:
 
 def fake_stanza_download(calls: list, monkeypatch) -> None:
     """``models download`` needs the network: its downloader records what it was asked."""
-    import depnmt.parse.stanza_backend as stanza_backend
+    import depnmt.stages.parse.stanza_backend as stanza_backend
     monkeypatch.setattr(stanza_backend, "download_models",
                         lambda lang, package, folder: calls.append((lang, package, str(folder))))
 

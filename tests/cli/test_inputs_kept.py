@@ -67,7 +67,7 @@ def test_a_language_code_that_is_a_path_is_refused(lang, tiny_bpe, tmp_path, cap
 
 @pytest.mark.parametrize("lang", ["en", "pt-BR", "zh_Hant", "yue"])
 def test_language_codes_with_subtags_are_accepted(lang):
-    from depnmt.prepare import check_language_code
+    from depnmt.stages.prepare import check_language_code
     check_language_code(lang, "--src-lang")
 
 

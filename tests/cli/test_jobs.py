@@ -1,4 +1,4 @@
-"""``--jobs N`` of prepare, bpe and parse (depnmt/workers.py): the output of N worker processes
+"""``--jobs N`` of prepare, bpe and parse (depnmt/core/workers.py): the output of N worker processes
 is the output of one, byte for byte (manifests too, but for their date), a bad line is the same
 one-line error naming its file and line, and a worker that dies leaves no output."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from depnmt import workers
-from depnmt.errors import DepnmtError
+from depnmt.core import workers
+from depnmt.core.errors import DepnmtError
 
 from .conftest import run_cli
 
@@ -75,7 +75,7 @@ def test_separate_codes_are_learned_by_two_processes_as_by_one(tiny_bpe, tmp_pat
                                                               monkeypatch):
     """--separate with --jobs 2: each side's codes learned by a worker process (both at once),
     their progress relayed to the stage's bars; the folder is --jobs 1's, byte for byte."""
-    from depnmt import bpe
+    from depnmt.stages import bpe
     prepare = tiny_bpe.parent / "prepare"
     reports = []
     relayed = bpe.ProgressRelay.__call__

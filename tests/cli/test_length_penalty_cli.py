@@ -44,7 +44,7 @@ def test_ctranslate2_refuses_the_gnmt_penalty(tmp_path, capsys):
 
 
 def test_train_saves_the_form_and_translate_overrides_it(tiny_bpe, tmp_path):
-    from depnmt.translate import Translator
+    from depnmt.decoding.translate import Translator
     model = tmp_path / "m"
     assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "2",
                     "--valid-every", "2", "--length-penalty", "power"]) == 0

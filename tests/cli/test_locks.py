@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.checkpoint import load_checkpoint
-from depnmt.modeldir import lock_for_writing
+from depnmt.storage.checkpoint import load_checkpoint
+from depnmt.storage.modeldir import lock_for_writing
 
 from .conftest import TINY_MODEL, popen, run_cli
 from .test_archive import campaign

@@ -1,7 +1,9 @@
-"""``depnmt minimal-pairs`` (:mod:`depnmt.minimalpairs`): every variant is its reference with
+"""``depnmt minimal-pairs`` (:mod:`depnmt.evaluation.minimalpairs`): every variant is its reference
+with
 exactly its category's one edit, checked token by token; the distances are recorded; only
 English references are taken. And what ``contrastive`` makes of such a set
-(:mod:`depnmt.contrastivestats`): accuracy per category and distance bucket with intervals,
+(:mod:`depnmt.evaluation.contrastivestats`): accuracy per category and distance bucket with
+intervals,
 and systems compared over their runs."""
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from pathlib import Path
 import pytest
 from lemminflect import getInflection, getLemma
 
-from depnmt.contrastive import wilson
-from depnmt.contrastivestats import bucket, set_digest
-from depnmt.minimalpairs import CATEGORIES, joined, load_parser, make_pairs
+from depnmt.evaluation.contrastive import wilson
+from depnmt.evaluation.contrastivestats import bucket, set_digest
+from depnmt.evaluation.minimalpairs import CATEGORIES, joined, load_parser, make_pairs
 
 from .conftest import run_cli
 

@@ -84,7 +84,7 @@ def test_a_checkpoint_without_a_parameter_is_an_error_naming_it(change, model, t
     shape (was a state_dict traceback)."""
     import torch
 
-    from depnmt.checkpoint import load_checkpoint, save_checkpoint
+    from depnmt.storage.checkpoint import load_checkpoint, save_checkpoint
     best = model / "checkpoints" / "best.pt"
     state = load_checkpoint(best)
     if change == "drop":

@@ -11,10 +11,11 @@ import click
 import pytest
 
 from depnmt.commands.helpgroups import takes_one_value
-from depnmt.forced import ForcedScorer
+from depnmt.decoding.forced import ForcedScorer
 
 from .conftest import TINY_MODEL, other_segmentation, run_cli
 from .test_cli_grammar import COMMANDS
+
 
 def occurrence(option: click.Option) -> list[str]:
     """The option given once on a command line: its first flag and, unless it is a flag, as

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from depnmt.multitask import TAGS, linearize
-from depnmt.parse.conllu import read_conllu
+from depnmt.core.conllu import read_conllu
+from depnmt.stages.multitask import TAGS, linearize
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli, run_subprocess
 
@@ -64,7 +64,7 @@ def test_multitask_needs_the_source_trees(tiny_bpe, tmp_path, capsys):
         "here" in capsys.readouterr().err
     # trees of other sentences: the first mismatching tree is named with its line
     (tmp_path / "other").mkdir()
-    from depnmt.parse import Sentence, write_conllu
+    from depnmt.stages.parse import Sentence, write_conllu
     write_conllu(tmp_path / "other" / "train.en.conllu",
                  [Sentence(["Not", "these", "words"], [0, 1, 1], ["root", "dep", "dep"])])
     assert run_cli(["multitask", "-i", prepare, "-t", tmp_path / "other", "-o",

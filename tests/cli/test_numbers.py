@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 from .conftest import run_cli
 

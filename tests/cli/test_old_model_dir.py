@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 from depnmt.model.transformer import ModelConfig
-from depnmt.modeldir import CONFIG_FORMAT, load_model_checkpoint, read_config
+from depnmt.storage.modeldir import CONFIG_FORMAT, load_model_checkpoint, read_config
 
 from .conftest import run_cli
 
@@ -53,7 +53,7 @@ def test_old_config_is_upgraded_to_per_scheme_options():
 
 def test_resume_flags_come_from_an_old_config():
     from depnmt.commands.train import command
-    from depnmt.trainconfig import inherit_saved
+    from depnmt.training.config import inherit_saved
     ctx = command.make_context("train", ["--data", "d", "-o", str(OLD)])
     params = inherit_saved(ctx.params, set(), OLD)
     assert params["scheme"] == "abs+rel+dep+gps"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.errors import DepnmtError
-from depnmt.stagedir import check_output_files
+from depnmt.core.errors import DepnmtError
+from depnmt.core.stagedir import check_output_files
 
 from .conftest import run_cli
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-import depnmt.log
-import depnmt.textio
+import depnmt.core.log
+import depnmt.core.textio
 
 from .conftest import run_cli
 
@@ -23,7 +23,7 @@ def terminal(monkeypatch) -> io.StringIO:
     enabled; what it draws."""
     screen = io.StringIO()
     monkeypatch.delenv("DEPNMT_NO_PROGRESS", raising=False)
-    monkeypatch.setattr(depnmt.log, "console", Console(file=screen, force_terminal=True,
+    monkeypatch.setattr(depnmt.core.log, "console", Console(file=screen, force_terminal=True,
                                                        width=150, highlight=False))
     return screen
 
@@ -34,8 +34,8 @@ def no_terminal(monkeypatch) -> list:
     counted: list = []
     for name in ("DEPNMT_NO_PROGRESS", "FORCE_COLOR", "TTY_COMPATIBLE"):
         monkeypatch.delenv(name, raising=False)
-    count = depnmt.textio.count_lines
-    monkeypatch.setattr(depnmt.textio, "count_lines", lambda p: counted.append(p) or count(p))
+    count = depnmt.core.textio.count_lines
+    monkeypatch.setattr(depnmt.core.textio, "count_lines", lambda p: counted.append(p) or count(p))
     return counted
 
 

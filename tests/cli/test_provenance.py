@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.checkpoint import load_checkpoint
+from depnmt.storage.checkpoint import load_checkpoint
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli
 
@@ -264,7 +264,7 @@ def test_changed_data_flag_needs_resume(tiny_bpe, tmp_path, capsys):
 
 def test_python_api_resume_checks_the_data(tiny_model, edited_bpe, tmp_path):
     from depnmt import train_model
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     model = tmp_path / "m"
     shutil.copytree(tiny_model, model)
     with pytest.raises(DepnmtError, match="differs from the text the model was trained on"):
@@ -319,7 +319,7 @@ def test_metrics_log_that_is_not_utf8_is_one_error(tiny_model, tiny_bpe, tmp_pat
 
 
 def test_init_from_is_recorded_and_kept_on_resume(tiny_model, tiny_bpe, tmp_path):
-    from depnmt.datarecord import sha256
+    from depnmt.data.record import sha256
     model = tmp_path / "m"
     assert run_cli(["train", "-i", tiny_bpe, "-o", model, *TINY_MODEL, "--max-steps", "2",
                     "--init-from", tiny_model]) == 0

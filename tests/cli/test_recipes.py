@@ -339,7 +339,7 @@ def test_campaign_of_seeds_stops_and_continues(tiny_bpe, tmp_path):
     assert [r["epoch"] for r in valid] == [1, 2, 3] and all("dev_acc" in r for r in valid)
     assert sorted(p.name for p in (model2 / "checkpoints").glob("step*.pt")) == \
         [f"step{valid[1]['step']}.pt", f"step{valid[2]['step']}.pt"]
-    from depnmt.checkpoint import load_checkpoint
+    from depnmt.storage.checkpoint import load_checkpoint
     assert len(load_checkpoint(model2 / "checkpoints" / "average.pt")["averaged_from"]) == 2
     config = json.loads((model2 / "config.json").read_text())["training"]
     assert (config["seed"], config["early_stop_metric"], config["keep_last"]) == (2, "acc", 2)

@@ -208,7 +208,7 @@ def test_report_adjusts_for_several_systems_and_states_the_noise(tiny_model, tin
     notes give the run-to-run sd pooled over the systems and the difference it can resolve."""
     import sacrebleu
 
-    from depnmt import significance as sig
+    from depnmt.evaluation import significance as sig
     ref = tiny_bpe.parent / "prepare" / "test.raw.de"
     systems = {"base": noisy_copies(ref, tmp_path, "base", 0.4, range(2)),
                "same": noisy_copies(ref, tmp_path, "same", 0.4, range(20, 22)),
@@ -252,7 +252,7 @@ def test_report_makes_references_from_a_tokenized_file(tiny_model, tiny_bpe, tmp
     """--ref-from-tokens: a corpus's tokenized test file becomes the references prepare wrote
     (the runs' target tokenizer); without it the outputs are scored against the tokens (BLEU
     without its own tokenization, which would hide the difference for most lines)."""
-    from depnmt.tokenize import make_tokenizer
+    from depnmt.stages.tokenize import make_tokenizer
     moses = make_tokenizer({"kind": "moses", "lang": "de"})
     raw = (tiny_bpe.parent / "prepare" / "test.raw.de").read_text(encoding="utf-8").splitlines()
     lines = [line for line in raw if moses.detokenize(moses.tokenize(line)) == line
@@ -367,7 +367,7 @@ def test_report_compares_the_test_likelihood(tiny_model, tiny_bpe, tmp_path, cap
     (and per subword where the tokens are the same): a known difference of 0.2 nats a word is
     found (Welch's interval below 0, AR at its floor, answer yes), a system of the same NLL is
     not; a system with another segmentation has no per-subword comparison."""
-    from depnmt import significance as sig
+    from depnmt.evaluation import significance as sig
     args, written = likelihood_campaign(tiny_bpe, tmp_path, {"base": 2.0, "same": 2.0,
                                                              "better": 1.8, "othersub": 2.0},
                                         othersub=5)
@@ -466,7 +466,7 @@ def test_report_plans_the_runs_a_difference_needs(tiny_model, tiny_bpe, tmp_path
     """--delta MEASURE=VALUE: the power table gives the runs a side each difference needs at
     power 0.8 from the pooled sd (significance.runs_to_resolve); a bad --delta is a usage
     error."""
-    from depnmt import significance as sig
+    from depnmt.evaluation import significance as sig
     args, _ = likelihood_campaign(tiny_bpe, tmp_path, {"base": 2.0, "same": 2.0})
     args = with_model(args, tiny_model)
     assert run_cli(["report", *args, "--delta", "bleu=0.5", "--delta", "NLL=0.01",

@@ -32,7 +32,7 @@ def pairs_set(root) -> str:
 def write_decisions(root, hyp, accuracy: float, seed: int) -> None:
     """``HYP.minimal-pairs.json`` as ``depnmt contrastive -o`` writes it: one model, each item
     decided correctly with probability ``accuracy``."""
-    from depnmt.contrastivestats import set_digest
+    from depnmt.evaluation.contrastivestats import set_digest
     rng = random.Random(seed)
     decisions = [int(rng.random() < accuracy) for _ in range(ITEMS)]
     hyp.with_name(hyp.name + gen.PAIRS_SUFFIX).write_text(json.dumps({

@@ -74,7 +74,7 @@ def test_minutes_per_epoch_leaves_out_resumes():
     """Validations at epochs 1–4 of one process, a resume, then epochs 5–6: the spans are
     2, 4, 3 (epochs 2–4) and 5 (epoch 6) minutes; the span over the resume is not one; the
     median of the last three is 4."""
-    from depnmt.runs import minutes_per_epoch
+    from depnmt.evaluation.runs import minutes_per_epoch
 
     def valid(epoch, minute):
         return {"event": "valid", "epoch": epoch, "time": 60.0 * minute}
@@ -87,7 +87,7 @@ def test_minutes_per_epoch_leaves_out_resumes():
 
 def test_minutes_left_to_the_epoch_cap():
     """In epoch 4 of at most 10 at 3 min/epoch: 7 epochs (4–10) × 3 = 21 minutes at most."""
-    from depnmt.runs import minutes_left
+    from depnmt.evaluation.runs import minutes_left
     assert minutes_left(4, {"max_epochs": 10}, 3.0) == 21.0
     assert minutes_left(12, {"max_epochs": 10}, 3.0) == 0.0
     assert minutes_left(4, {"max_epochs": None}, 3.0) is None

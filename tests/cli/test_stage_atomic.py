@@ -1,4 +1,4 @@
-"""A stage's output folder is written all or nothing, by one writer (depnmt/stagedir.py).
+"""A stage's output folder is written all or nothing, by one writer (depnmt/core/stagedir.py).
 
 Two writers of one folder: one wins, the other fails with one error line and the folder is a
 single run's output. A stage killed (SIGKILL) at any moment leaves the previous complete
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.stagedir import COMMIT_DELAY
+from depnmt.core.stagedir import COMMIT_DELAY
 
 from .conftest import popen, run_cli, run_subprocess
 from .test_chaos import chaos

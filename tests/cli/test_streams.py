@@ -116,5 +116,5 @@ def test_training_outlives_the_reader_of_its_messages(tiny_bpe, tmp_path):
             child.kill()
     stopped = records()[-1]
     assert stopped["event"] == "stopped" and stopped["signal"] == "SIGTERM"
-    from depnmt.checkpoint import load_checkpoint
+    from depnmt.storage.checkpoint import load_checkpoint
     assert load_checkpoint(model / "checkpoints" / "last.pt")["progress"]["step"] == stopped["step"]

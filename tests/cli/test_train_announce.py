@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from depnmt.model.transformer import ModelConfig
-from depnmt.trainconfig import TrainOptions
-from depnmt.trainlog import NO_LIMIT_WARNING, budget_summary, has_limit, model_summary
-from depnmt.trainloop import Trainer
+from depnmt.training.config import TrainOptions
+from depnmt.training.loop import Trainer
+from depnmt.training.metricslog import NO_LIMIT_WARNING, budget_summary, has_limit, model_summary
 
 from .conftest import TINY_MODEL, run_cli
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from depnmt.checkpoint import load_checkpoint
+from depnmt.storage.checkpoint import load_checkpoint
 
 from .conftest import TINY_MODEL, overriding, popen, run_cli, run_subprocess
 
@@ -203,8 +203,9 @@ def test_missing_model_dir_is_a_clear_error(tmp_path, capsys):
 
 
 def test_translate_preparsed_conllu_input(tiny_model, tiny_bpe, tmp_path):
-    """--input-format conllu: the trees' words are translated, one line per tree (empty ones too)."""
-    from depnmt.parse import Sentence, write_conllu
+    """--input-format conllu: the trees' words are translated, one line per tree (empty ones
+    too)."""
+    from depnmt.stages.parse import Sentence, write_conllu
     lines = (tiny_bpe.parent / "prepare" / "test.en").read_text().splitlines()[:5]
     trees = [Sentence(l.split(), [i + 2 for i in range(len(l.split()) - 1)] + [0],
                       ["dep"] * (len(l.split()) - 1) + ["root"]) for l in lines]
@@ -238,8 +239,8 @@ def test_translate_precision_sets_the_decoders_autocast(tiny_model, tiny_bpe, tm
     follows the CPU; fp16 on a CPU is a clear error, not a traceback."""
     import torch
 
-    from depnmt.device import cpu_has_native_bf16
-    from depnmt.translate import Translator
+    from depnmt.core.device import cpu_has_native_bf16
+    from depnmt.decoding.translate import Translator
     assert Translator.from_model_dir(tiny_model, device="cpu", precision="fp32").amp is None
     assert Translator.from_model_dir(tiny_model, device="cpu",
                                      precision="bf16").amp == torch.bfloat16

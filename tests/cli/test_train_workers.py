@@ -8,7 +8,7 @@ import json
 
 import torch
 
-from depnmt.checkpoint import load_checkpoint
+from depnmt.storage.checkpoint import load_checkpoint
 
 from .conftest import TINY_MODEL, import_random_trees, overriding, run_cli
 

@@ -36,14 +36,14 @@ def test_int8_translates_every_line(tiny_model, tiny_bpe, tmp_path, capsys):
 def test_int8_keeps_the_rest_in_fp32_unless_told(tiny_model):
     """Autocast's casts around the int8 layers (fp32 out) cost more than bf16 saves: auto
     means fp32 there; an explicit --precision bf16 is kept."""
-    from depnmt.translate import Translator
+    from depnmt.decoding.translate import Translator
     assert Translator.from_model_dir(tiny_model, None, "cpu", "auto", quantize="int8").amp is None
     kept = Translator.from_model_dir(tiny_model, None, "cpu", "bf16", quantize="int8")
     assert kept.amp is torch.bfloat16
 
 
 def test_an_unknown_quantization_is_refused_before_anything_loads(tmp_path):
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     with pytest.raises(DepnmtError, match="'int4': choose one of none, int8"):
         depnmt.Translator.load(tmp_path / "no-model", quantize="int4")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import depnmt
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 
 from .conftest import run_cli
 
@@ -104,7 +104,7 @@ def test_a_failed_run_leaves_the_output_file_as_it_was(tiny_model, tiny_bpe, tmp
                                                        monkeypatch):
     """Translations are streamed in chunks; the first chunk is translated before the second
     fails, yet FILE keeps its old contents and no temporary file is left."""
-    import depnmt.translate as translate_module
+    import depnmt.decoding.translate as translate_module
     source, lines = source_file(tiny_bpe, tmp_path)
     monkeypatch.setattr(translate_module, "CHUNK_LINES", 2)
     chunk = translate_module.Translator._translate_chunk
@@ -170,10 +170,10 @@ def test_ct2_nbest_scores_are_the_models_log_probabilities(ct2_export, tiny_mode
     by depnmt's own model; with its EOS, or without for one cut at the limit)."""
     import torch
 
-    from depnmt.ct2translate import CT2Translator
-    from depnmt.data import encode_source
-    from depnmt.translate import Translator
-    from depnmt.vocab import BOS, EOS
+    from depnmt.core.vocab import BOS, EOS
+    from depnmt.data.batches import encode_source
+    from depnmt.decoding.ct2translate import CT2Translator
+    from depnmt.decoding.translate import Translator
     source, lines = source_file(tiny_bpe, tmp_path)
     flags = ["--ct2", ct2_export, "--beam", str(beam), "--alpha", alpha]
     rc, best, err = translate(tiny_model, source, capsys, *flags)

@@ -64,7 +64,7 @@ def test_a_caller_passing_argv_keeps_its_own_collector():
     """Tests and programs that call ``main(argv)`` in their own process: no freeze."""
     import gc
 
-    from depnmt.heap import startup_objects
+    from depnmt.core.heap import startup_objects
     before = gc.get_freeze_count()
     with startup_objects():
         assert gc.isenabled()
@@ -73,7 +73,7 @@ def test_a_caller_passing_argv_keeps_its_own_collector():
 
 def test_a_loaded_model_keeps_its_output_projection_tied_to_the_target_embedding(tiny_model):
     """Loading assigns the checkpoint's tensors (no copies); the tie is made again after."""
-    from depnmt.translate import Translator
+    from depnmt.decoding.translate import Translator
     model = Translator.from_model_dir(tiny_model, device="cpu").model
     assert model.output.weight is model.tgt_embed.weight
     assert len(list(model.parameters())) == len(model.state_dict()) - 1

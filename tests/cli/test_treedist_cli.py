@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from depnmt.parse import read_conllu, write_conllu
+from depnmt.stages.parse import read_conllu, write_conllu
 
 from .conftest import TINY_MODEL, import_random_trees, run_cli
 

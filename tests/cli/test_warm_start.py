@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from .conftest import (TINY_MODEL, import_random_trees, other_segmentation, overriding, run_cli,
-                       train_tiny)
+from conftest import (TINY_MODEL, import_random_trees, other_segmentation, overriding, run_cli,
+                      train_tiny)
 from .test_chaos import chaos
 
 error_lines = chaos.error_lines
@@ -112,7 +112,7 @@ def test_a_partial_start_copies_the_same_roles_and_names_the_rest(trained_abs, t
 def test_a_partial_start_through_the_api(trained_abs, tiny_bpe, tmp_path):
     """``init-partial`` is a key of a train config (YAML, ``train_model``) as every flag."""
     from depnmt import train_model
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     config = {"input": str(tiny_bpe), "output": str(tmp_path / "m"), "layers": 1,
               "d-model": 32, "heads": 2, "d-ff": 64, "max-tokens": 400, "max-steps": 1,
               "device": "cpu", "decoder-layers": 2, "init-from": str(trained_abs)}
@@ -129,7 +129,7 @@ def test_a_scheme_moved_in_the_stack_keeps_its_weights():
     ``schemes.parts.2`` here; they are copied (same scheme, same options), dep's are new."""
     from depnmt.model.schemes.registry import scheme_entries
     from depnmt.model.transformer import ModelConfig
-    from depnmt.warmstart import make_plan, model_shapes
+    from depnmt.training.warmstart import make_plan, model_shapes
 
     def model(*names: str) -> dict:
         return ModelConfig(50, 50, d_model=16, n_heads=2, d_ff=32, encoder_layers=1,

@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from depnmt.cli import COMMANDS, cli
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
 from depnmt.model.schemes.names import parse_name
 
 REPO = Path(__file__).resolve().parents[2]

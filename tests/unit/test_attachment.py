@@ -1,4 +1,5 @@
-"""Attachment scores (``depnmt.attachment``, ``depnmt analyze uas``) on hand-made trees and on
+"""Attachment scores (``depnmt.evaluation.attachment``, ``depnmt analyze uas``) on hand-made trees
+and on
 real UD files."""
 
 from __future__ import annotations
@@ -8,10 +9,10 @@ from itertools import islice
 import pytest
 from click.testing import CliRunner
 
-from depnmt.attachment import attachment_score
 from depnmt.cli import cli, main
-from depnmt.errors import DepnmtError
-from depnmt.parse import Sentence, read_conllu, write_conllu
+from depnmt.core.errors import DepnmtError
+from depnmt.evaluation.attachment import attachment_score
+from depnmt.stages.parse import Sentence, read_conllu, write_conllu
 
 WORDS = ["My", "father", "bought", "a", "red", "car", "."]
 GOLD = Sentence(WORDS, [2, 3, 0, 6, 6, 3, 3],

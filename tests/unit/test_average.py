@@ -1,4 +1,4 @@
-"""Checkpoint averaging (``depnmt/average.py``) and model selection
+"""Checkpoint averaging (``depnmt/training/average.py``) and model selection
 (``trainvalidation.improved``)."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depnmt.average import average_state_dicts
-from depnmt.errors import DepnmtError
-from depnmt.traincheckpoints import Progress, snapshots
-from depnmt.trainvalidation import improved as is_improved
+from depnmt.core.errors import DepnmtError
+from depnmt.training.average import average_state_dicts
+from depnmt.training.checkpoints import Progress, snapshots
+from depnmt.training.validation import improved as is_improved
 
 
 def test_average_is_the_mean_of_known_state_dicts():

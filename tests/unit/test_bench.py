@@ -55,7 +55,7 @@ def test_abs_must_come_first():
 def test_real_trees_from_a_treebank(shared_data):
     """--trees: lines of whole treebank sentences (joined, sentence ids kept) of exactly
     --src-len ids; GPS paths then use the treebank's labels."""
-    from depnmt.parse import read_conllu
+    from depnmt.stages.parse import read_conllu
     bench = load_bench()
     treebank = list(read_conllu(shared_data / "ud" / "en_ewt-ud-test.conllu"))[:200]
     by_words = {tuple(t.words): t for t in treebank}

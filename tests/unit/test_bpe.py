@@ -1,4 +1,4 @@
-"""Tests of the bpe stage (depnmt/bpe.py, depnmt/commands/bpe.py) on tiny corpora."""
+"""Tests of the bpe stage (depnmt/stages/bpe.py, depnmt/commands/bpe.py) on tiny corpora."""
 
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ from unittest import mock
 
 import pytest
 
-from depnmt import bpe, workers
-from depnmt.bpe import (MAX_CHUNK_CHARS, Segmenter, count_block, count_tokens, learn_codes,
-                        presegment, segment_block, segment_file, split_tokens)
-from depnmt.errors import DepnmtError
-from depnmt.workers import InProcess, worker_pool
-from depnmt.subwords import escape_token, merge_subwords, word_index, word_spans
 from depnmt.cli import main
-from depnmt.manifest import load_manifest, write_manifest
-from depnmt.textio import TextBlock, read_lines, write_lines
-from depnmt.vocab import Vocab
+from depnmt.core import workers
+from depnmt.core.errors import DepnmtError
+from depnmt.core.manifest import load_manifest, write_manifest
+from depnmt.core.subwords import escape_token, merge_subwords, word_index, word_spans
+from depnmt.core.textio import TextBlock, read_lines, write_lines
+from depnmt.core.vocab import Vocab
+from depnmt.core.workers import InProcess, worker_pool
+from depnmt.stages import bpe
+from depnmt.stages.bpe import (MAX_CHUNK_CHARS, Segmenter, count_block, count_tokens, learn_codes,
+                               presegment, segment_block, segment_file, split_tokens)
 
 EN = "the a dog cat runs jumps over under lazy quick brown fox house houses running jumping".split()
 DE = "der die das Hund Katze läuft springt über unter faule schnelle braune Fuchs Haus Häuser".split()

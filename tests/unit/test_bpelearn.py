@@ -1,4 +1,4 @@
-"""depnmt.bpelearn learns subword-nmt's merges: compared with subword-nmt's own learn_bpe."""
+"""depnmt.stages.bpelearn learns subword-nmt's merges: compared with subword-nmt's own learn_bpe."""
 
 import gzip
 import io
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from subword_nmt import learn_bpe
 
-from depnmt import bpelearn
-from depnmt.bpe import learn_codes
+from depnmt.stages import bpelearn
+from depnmt.stages.bpe import learn_codes
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 import torch
 
-from depnmt.checkpoint import DIGEST, content_digest, load_checkpoint, save_checkpoint
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.storage.checkpoint import DIGEST, content_digest, load_checkpoint, save_checkpoint
 
 
 def state() -> dict:
@@ -50,8 +50,8 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path):
     script = textwrap.dedent(f"""
         import resource, signal, sys, torch
         from pathlib import Path
-        from depnmt.checkpoint import save_checkpoint
-        from depnmt.errors import DepnmtError
+        from depnmt.storage.checkpoint import save_checkpoint
+        from depnmt.core.errors import DepnmtError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)    # EFBIG instead of being killed
         resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
         try:

@@ -1,4 +1,4 @@
-"""depnmt.distributed's collectives in two gloo processes under ``torchrun``: objects of
+"""depnmt.training.distributed's collectives in two gloo processes under ``torchrun``: objects of
 different sizes gathered in rank order, and every collective's tensors still referenced by the
 module afterwards, so that a gloo worker thread never frees a Python tensor while the process
 group is being destroyed (with torch before 2.8 that could hang a finished run at exit)."""
@@ -15,7 +15,7 @@ from test_ddp import free_port  # tests/unit is on sys.path (it has no __init__.
 
 SCRIPT = textwrap.dedent('''
     import json, sys
-    from depnmt import distributed as dist
+    from depnmt.training import distributed as dist
     with dist.process_group("cpu"):
         r = dist.rank()
         objects = dist.gather_objects({"rank": r, "text": "x" * (1000 * r + 1)})

@@ -1,5 +1,5 @@
 """Every command's options are declared once, as the fields of its settings dataclass
-(:func:`depnmt.optionspec.option`): the field gives the command's flag, its help and default,
+(:func:`depnmt.core.optionspec.option`): the field gives the command's flag, its help and default,
 its value checks on the command line and in the Python API, and its place in what the stage
 records. Adding an option to ``prepare``, as a subclass with one more field, is all it takes
 to see it as a flag, an API keyword and a manifest entry."""
@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 import depnmt.commands.prepare as prepare_command
-import depnmt.prepare
+import depnmt.stages.prepare
 from depnmt.commands.fields import click_option
-from depnmt.errors import DepnmtError
-from depnmt.optionspec import (COUNT, Choice, File, Param, check_options, field_param,
-                               option, option_fields)
-from depnmt.prepare import Settings, Sources
-from depnmt.tokenize import make_tokenizer
+from depnmt.core.errors import DepnmtError
+from depnmt.core.optionspec import (COUNT, Choice, File, Param, check_options, field_param, option,
+                                    option_fields)
+from depnmt.stages.prepare import Settings, Sources
+from depnmt.stages.tokenize import make_tokenizer
 
 
 @dataclass
@@ -37,7 +37,7 @@ class WithTrim(Settings):
 def trim(monkeypatch):
     """``--trim`` declared as one more field of prepare's settings; the command rebuilt with
     it, and rebuilt as it was afterwards."""
-    monkeypatch.setattr(depnmt.prepare, "Settings", WithTrim)
+    monkeypatch.setattr(depnmt.stages.prepare, "Settings", WithTrim)
     yield importlib.reload(prepare_command)
     monkeypatch.undo()
     importlib.reload(prepare_command)
@@ -82,7 +82,7 @@ def test_a_new_prepare_field_is_a_keyword_of_the_api(trim, tmp_path):
     files = {"train": (tmp_path / "train.en", tmp_path / "train.de")}
     tokenizers = tuple(make_tokenizer({"kind": "keep", "lang": lang}) for lang in ("en", "de"))
     settings = WithTrim(src_lang="en", tgt_lang="de", dev_size=1, test_size=1, trim=5)
-    depnmt.prepare.prepare(tmp_path / "api", files, settings, tokenizers)
+    depnmt.stages.prepare.prepare(tmp_path / "api", files, settings, tokenizers)
     assert options_recorded(tmp_path / "api")["trim"] == 5
 
 
@@ -131,19 +131,19 @@ def test_a_field_of_several_values_is_checked_value_by_value(tmp_path):
 # -- every converted command: its flags are its settings' fields --------------------------------
 def converted() -> list[tuple[str, list[type]]]:
     """Command module -> the settings dataclasses its flags come from."""
-    from depnmt.bpe import BpeSettings
-    from depnmt.parse.controls import ControlSettings
-    from depnmt.parse.stage import ParseSettings
-    from depnmt.report import ReportSettings
-    from depnmt.score import ScoreSettings
-    from depnmt.archive import ArchiveSettings
-    from depnmt.average import AverageSettings
-    from depnmt.curves import PlotSettings
-    from depnmt.export import ExportSettings
-    from depnmt.inspect import InspectSettings
-    from depnmt.minimalpairs import MinimalPairsSettings
-    from depnmt.multitask import MultitaskSettings
-    from depnmt.runs import RunsSettings
+    from depnmt.decoding.export import ExportSettings
+    from depnmt.evaluation.archive import ArchiveSettings
+    from depnmt.evaluation.curves import PlotSettings
+    from depnmt.evaluation.inspect import InspectSettings
+    from depnmt.evaluation.minimalpairs import MinimalPairsSettings
+    from depnmt.evaluation.report import ReportSettings
+    from depnmt.evaluation.runs import RunsSettings
+    from depnmt.evaluation.score import ScoreSettings
+    from depnmt.stages.bpe import BpeSettings
+    from depnmt.stages.multitask import MultitaskSettings
+    from depnmt.stages.parse.controls import ControlSettings
+    from depnmt.stages.parse.stage import ParseSettings
+    from depnmt.training.average import AverageSettings
     return [("prepare", [Settings, Sources]), ("parse", [ParseSettings]),
             ("controls", [ControlSettings]), ("bpe", [BpeSettings]),
             ("score", [ScoreSettings]), ("report", [ReportSettings]),
@@ -166,22 +166,22 @@ def test_each_flag_of_a_converted_command_is_one_field(name, classes):
 
 
 def api_settings():
-    from depnmt.bpe import BpeSettings
-    from depnmt.parse.controls import ControlSettings
-    from depnmt.parse.stage import ParseSettings
-    from depnmt.report import ReportSettings
-    from depnmt.score import ScoreSettings
-    from depnmt.analyze import AwslSettings
-    from depnmt.archive import ArchiveSettings
-    from depnmt.attachment import UasSettings
-    from depnmt.average import AverageSettings
-    from depnmt.contrastive import ContrastiveSettings
-    from depnmt.curves import PlotSettings
-    from depnmt.export import ExportSettings
-    from depnmt.inspect import InspectSettings
-    from depnmt.minimalpairs import MinimalPairsSettings
-    from depnmt.multitask import MultitaskSettings
-    from depnmt.runs import RunsSettings
+    from depnmt.decoding.export import ExportSettings
+    from depnmt.evaluation.analyze import AwslSettings
+    from depnmt.evaluation.archive import ArchiveSettings
+    from depnmt.evaluation.attachment import UasSettings
+    from depnmt.evaluation.contrastive import ContrastiveSettings
+    from depnmt.evaluation.curves import PlotSettings
+    from depnmt.evaluation.inspect import InspectSettings
+    from depnmt.evaluation.minimalpairs import MinimalPairsSettings
+    from depnmt.evaluation.report import ReportSettings
+    from depnmt.evaluation.runs import RunsSettings
+    from depnmt.evaluation.score import ScoreSettings
+    from depnmt.stages.bpe import BpeSettings
+    from depnmt.stages.multitask import MultitaskSettings
+    from depnmt.stages.parse.controls import ControlSettings
+    from depnmt.stages.parse.stage import ParseSettings
+    from depnmt.training.average import AverageSettings
     return [(lambda: BpeSettings(merges=0), "merges 0: 0 is not in the range x>=1"),
             (lambda: BpeSettings(mode="char"), "mode 'char': 'char' is not one of"),
             (lambda: ParseSettings(shard="3/2"), "shard '3/2': expected i/N with 0 <= i < N"),
@@ -214,10 +214,10 @@ def test_each_command_s_settings_check_their_values_as_the_flags_do(settings, me
 
 
 def test_options_that_do_not_go_together_are_a_usage_error_of_the_library(tmp_path):
-    from depnmt.bpe import BpeSettings
-    from depnmt.errors import UsageError
-    from depnmt.parse.controls import ControlSettings
-    from depnmt.parse.stage import ParseSettings
+    from depnmt.core.errors import UsageError
+    from depnmt.stages.bpe import BpeSettings
+    from depnmt.stages.parse.controls import ControlSettings
+    from depnmt.stages.parse.stage import ParseSettings
     with pytest.raises(UsageError, match="--min-len 3 is above --max-len 2"):
         Settings("en", "de", min_len=3, max_len=2).check()
     with pytest.raises(UsageError, match="--merge and --shard exclude each other"):
@@ -233,10 +233,10 @@ def test_options_that_do_not_go_together_are_a_usage_error_of_the_library(tmp_pa
 # -- commands whose flags are partly shared, or subcommands ----------------------------------------
 def subcommands() -> list[tuple[click.Command, list[type], set[str]]]:
     """Command -> the settings dataclasses of its flags, the flags it shares with translate."""
-    from depnmt.analyze import AwslSettings
-    from depnmt.attachment import UasSettings
     from depnmt.commands import analyze, contrastive
-    from depnmt.contrastive import ContrastiveSettings
+    from depnmt.evaluation.analyze import AwslSettings
+    from depnmt.evaluation.attachment import UasSettings
+    from depnmt.evaluation.contrastive import ContrastiveSettings
     return [(analyze.awsl_command, [AwslSettings], set()),
             (analyze.uas_command, [UasSettings], set()),
             (contrastive.command, [ContrastiveSettings],
@@ -252,7 +252,7 @@ def test_each_own_flag_of_a_command_is_one_field(command, classes, shared):
 
 
 def test_a_default_read_when_needed_is_the_api_s_default_too(monkeypatch):
-    from depnmt.average import AverageSettings
+    from depnmt.training.average import AverageSettings
     monkeypatch.setenv("DEPNMT_MODEL", "runs/m1")
     assert AverageSettings().model_dir == Path("runs/m1")
     command = importlib.import_module("depnmt.commands.average").command
@@ -262,13 +262,13 @@ def test_a_default_read_when_needed_is_the_api_s_default_too(monkeypatch):
 
 
 def test_more_options_that_do_not_go_together_are_errors_of_the_library(tmp_path):
-    from depnmt.analyze import AwslSettings
-    from depnmt.archive import ArchiveSettings
-    from depnmt.attachment import UasSettings
-    from depnmt.contrastive import ContrastiveSettings
-    from depnmt.curves import PlotSettings
-    from depnmt.errors import UsageError
-    from depnmt.inspect import InspectSettings
+    from depnmt.core.errors import UsageError
+    from depnmt.evaluation.analyze import AwslSettings
+    from depnmt.evaluation.archive import ArchiveSettings
+    from depnmt.evaluation.attachment import UasSettings
+    from depnmt.evaluation.contrastive import ContrastiveSettings
+    from depnmt.evaluation.curves import PlotSettings
+    from depnmt.evaluation.inspect import InspectSettings
     with pytest.raises(UsageError, match="--clip does not apply to gps's root paths"):
         InspectSettings(scheme="abs+gps", clip=2)
     assert InspectSettings(scheme="abs+dep", clip=2).part() == "dep"

@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from depnmt.errors import DepnmtError, InputError
-from depnmt.parse.conllu import (Sentence, format_sentence, read_conllu, read_conllu_numbered,
-                                 sentence_error, show, tree_problem, write_conllu)
+from depnmt.core.conllu import (Sentence, format_sentence, read_conllu, read_conllu_numbered,
+                                sentence_error, show, tree_problem, write_conllu)
+from depnmt.core.errors import DepnmtError, InputError
 
 UD_FILES = {  # file -> number of sentences (= "# sent_id" lines)
     "en_ewt-ud-dev.conllu": 2001, "en_ewt-ud-test.conllu": 2077,

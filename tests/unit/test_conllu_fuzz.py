@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from depnmt.errors import InputError
-from depnmt.parse.conllu import read_conllu
+from depnmt.core.conllu import read_conllu
+from depnmt.core.errors import InputError
 from tests.conftest import SHARED_DATA
 from tests.conllu_oracle import Invalid, line_count, load_sentences, make_case, oracle
 
@@ -86,6 +86,7 @@ def test_bench_script_reports_the_counts(tmp_path):
     import importlib.util
 
     from click.testing import CliRunner
+
     from tests.conftest import REPO
     spec = importlib.util.spec_from_file_location("bench_fuzz_conllu",
                                                   REPO / "bench" / "fuzz_conllu.py")

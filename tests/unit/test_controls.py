@@ -1,4 +1,4 @@
-"""Control trees (depnmt/parse/controls.py): uniform samplers checked against enumeration,
+"""Control trees (depnmt/stages/parse/controls.py): uniform samplers checked against enumeration,
 every kind's definition, labels, seeds; and every kind on every UD treebank of ../shared."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from collections import Counter
 
 import pytest
 
-from depnmt.errors import DepnmtError
-from depnmt.parse import Sentence, make_parser, read_conllu, write_conllu
-from depnmt.parse.conllu import tree_problem
-from depnmt.parse.controls import (
-    KINDS, Control, branching_heads, control_labels, count_projective_trees, is_projective,
-    noisy_heads, permuted_heads, random_nonprojective_heads, random_projective_heads,
-    sentence_rng, shuffled_heads, subtree)
+from depnmt.core.conllu import tree_problem
+from depnmt.core.errors import DepnmtError
+from depnmt.stages.parse import Sentence, make_parser, read_conllu, write_conllu
+from depnmt.stages.parse.controls import (KINDS, Control, branching_heads, control_labels,
+                                          count_projective_trees, is_projective, noisy_heads,
+                                          permuted_heads, random_nonprojective_heads,
+                                          random_projective_heads, sentence_rng, shuffled_heads,
+                                          subtree)
 
 # chi-square critical values at the 0.999 quantile (scipy.stats.chi2.ppf(0.999, df))
 CHI2_999 = {6: 22.458, 29: 58.301, 63: 103.442}
@@ -273,7 +274,7 @@ def test_a_control_tree_is_a_function_of_seed_and_words(kind):
 
 
 def test_make_parser_applies_a_recorded_control(monkeypatch):
-    from depnmt.parse import ControlledParser, Parser
+    from depnmt.stages.parse import ControlledParser, Parser
 
     class Fixed(Parser):
         settings = {"backend": "spacy", "lang": "en", "model": None, "retokenize": False}
@@ -281,7 +282,7 @@ def test_make_parser_applies_a_recorded_control(monkeypatch):
         def parse(self, batch):
             return [SENTENCE for _ in batch]
 
-    import depnmt.parse.spacy_backend as spacy_backend
+    import depnmt.stages.parse.spacy_backend as spacy_backend
     monkeypatch.setattr(spacy_backend, "SpacyParser", lambda **kwargs: Fixed())
     control = Control("random-projective", 4, "constant")
     parser = make_parser({**Fixed.settings, "control": control.to_dict()})

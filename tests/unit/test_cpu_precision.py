@@ -1,4 +1,4 @@
-"""bf16 on CPUs without native bf16 (:func:`depnmt.device.cpu_bf16_missing`): the detection
+"""bf16 on CPUs without native bf16 (:func:`depnmt.core.device.cpu_bf16_missing`): the detection
 honours torch's CPU level and oneDNN's ISA cap, ``auto`` says why it trains in fp32, and GPS's
 path LSTM runs under bf16 autocast on an AVX2-only CPU, emulated here by
 ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` in a fresh process (torch and oneDNN read
@@ -14,9 +14,8 @@ import textwrap
 import pytest
 import torch
 
-from depnmt import device
-from depnmt.device import (cpu_bf16_missing, cpu_has_native_bf16, onednn_max_isa,
-                           precision_note)
+from depnmt.core import device
+from depnmt.core.device import cpu_bf16_missing, cpu_has_native_bf16, onednn_max_isa, precision_note
 
 AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 BF16_CPU = {"avx2", "avx512f", "avx512bw", "avx512_bf16"}
@@ -66,7 +65,7 @@ def test_auto_on_a_cpu_without_native_bf16_says_it_trains_in_fp32(monkeypatch):
 
 AVX2_CHECK = textwrap.dedent("""
     import torch
-    from depnmt.device import autocast, cpu_has_native_bf16, precision_note, train_precision
+    from depnmt.core.device import autocast, cpu_has_native_bf16, precision_note, train_precision
     from depnmt.model.schemes.gps import PathEncoder
 
     cpu = torch.device("cpu")

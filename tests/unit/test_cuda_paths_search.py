@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from depnmt.core.vocab import EOS, PAD
+from depnmt.decoding.search import SearchConfig, beam_search, greedy_search
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT
-from depnmt.search import SearchConfig, beam_search, greedy_search
-from depnmt.vocab import EOS, PAD
 
 
 def model_and_sources(seed: int, b: int = 8, s: int = 10, vocab: int = 24):
@@ -156,7 +156,7 @@ def test_search_creates_its_tensors_on_the_source_device(schemes):
 
 
 def test_search_attention_leaves_out_cudnn_on_cuda_only():
-    from depnmt.device import search_attention
+    from depnmt.core.device import search_attention
     flags = torch.backends.cuda
     enabled = lambda: (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled(),  # noqa: E731
                        flags.mem_efficient_sdp_enabled(), flags.math_sdp_enabled())

@@ -10,7 +10,7 @@ from torch import nn
 
 
 def test_adam_is_fused_on_cuda_where_torch_has_it_and_unchanged_on_the_cpu(monkeypatch):
-    from depnmt.trainstep import adam, adam_kernel
+    from depnmt.training.step import adam, adam_kernel
     assert adam_kernel(torch.device("cuda:0")) == {"fused": True}
     assert adam_kernel(torch.device("cpu")) == {}
     optimizer = adam(nn.Linear(2, 2).parameters(), 1e-3, torch.device("cpu"))
@@ -28,7 +28,7 @@ def test_pinned_batches_keep_their_host_counts(monkeypatch):
     """On CUDA the prefetch thread pins every tensor of every batch (``Tensor.pin_memory`` needs
     a GPU: here it is recorded); the token counts travel with the batch, so reading them on
     the device never waits for it."""
-    from depnmt.data import Example, TokenBatcher, example_lengths, iterate_updates, pinned
+    from depnmt.data.batches import Example, TokenBatcher, example_lengths, iterate_updates, pinned
     examples = [Example(i, [5 + i % 3] * (2 + i % 4) + [3], [6] * (1 + i % 5)) for i in range(12)]
     batcher = TokenBatcher(example_lengths(examples), 20, seed=1)
     seen = []
@@ -55,7 +55,7 @@ def test_lazy_features_are_the_precomputed_ones(name):
 
     from test_bench import load_bench  # tests/unit is on sys.path (it has no __init__.py)
 
-    from depnmt.data import TokenBatcher, batch_features, example_lengths, iterate_updates
+    from depnmt.data.batches import TokenBatcher, batch_features, example_lengths, iterate_updates
     bench = load_bench()
     setup = bench.Setup(torch.device("cpu"), d_model=16, heads=2, d_ff=16, layers=2, vocab=30,
                         src_len=9, tgt_len=8, batch_size=3, n_batches=4, decode_len=2)

@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
-from depnmt.data import Example, TokenBatcher, collate
-from depnmt.vocab import BOS, EOS, PAD
+from depnmt.core.vocab import BOS, EOS, PAD
+from depnmt.data.batches import Example, TokenBatcher, collate
 
 
 def lengths(n=500, seed=0):

@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from depnmt.data import attach_trees, load_parallel, scheme_features
-from depnmt.datacache import build as build_module
-from depnmt.datacache import open_corpus
-from depnmt.errors import DepnmtError, InputError
+from depnmt.core.errors import DepnmtError, InputError
+from depnmt.core.subwords import merge_subwords, word_spans
+from depnmt.core.trees import random_heads
+from depnmt.core.vocab import Vocab
+from depnmt.data.batches import attach_trees, load_parallel, scheme_features
+from depnmt.data.cache import build as build_module
+from depnmt.data.cache import open_corpus
 from depnmt.model.schemes.registry import build_schemes, learn_options, scheme_entries
-from depnmt.parse import Sentence, write_conllu
-from depnmt.subwords import merge_subwords, word_spans
-from depnmt.trees import random_heads
-from depnmt.vocab import Vocab
-
+from depnmt.stages.parse import Sentence, write_conllu
 from tests.cli.conftest import tiny_bpe  # noqa: F401  (the session fixture)
 
 LABELS = ["nsubj", "obj", "det", "amod", "case", "punct"]
@@ -210,8 +209,8 @@ def test_a_script_without_a_main_guard_can_build_the_cache(data, tmp_path):
     script = tmp_path / "script.py"
     script.write_text(
         "from pathlib import Path\n"
-        "from depnmt.datacache import build, open_corpus\n"
-        "from depnmt.vocab import Vocab\n"
+        "from depnmt.data.cache import build, open_corpus\n"
+        "from depnmt.core.vocab import Vocab\n"
         "build.PIECE_BYTES = 2000\n"
         f"bpe, conllu = Path({str(bpe)!r}), Path({str(conllu)!r})\n"
         "v = {s: Vocab.load(bpe / f'vocab.{s}.txt') for s in ('src', 'tgt')}\n"
@@ -265,8 +264,8 @@ def test_a_cache_array_changed_under_the_same_size_and_time_is_refused(data):
 
 def test_the_corpus_gives_the_sha256_of_its_sources_each_read_once(data, monkeypatch):
     """What a record of the training data reuses (no second read of the corpus)."""
-    from depnmt.datacache import arrays
-    from depnmt.datarecord import sha256
+    from depnmt.data.cache import arrays
+    from depnmt.data.record import sha256
     bpe, conllu = data
     cached(bpe, conllu)                                 # built
     read = []
@@ -297,7 +296,7 @@ def test_train_uses_an_edit_under_the_same_size_and_time_and_refuses_a_changed_a
     assert status == 0
     assert f"rebuilt the training data cache {bpe / 'cache' / 'text-train.de'}" in err
     meta = json.loads((bpe / "cache" / "text-train.de" / "meta.json").read_text())
-    from depnmt.datarecord import sha256
+    from depnmt.data.record import sha256
     assert meta["sources"]["train.de"]["sha256"] == sha256(bpe / "train.de")
     array = bpe / "cache" / "text-train.en" / "offsets.bin"
     same_size_and_time(array, flip_first_byte)

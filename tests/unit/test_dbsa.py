@@ -12,8 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from depnmt.data import Example, add_features, collate
-from depnmt.errors import DepnmtError
+from depnmt.core.conllu import tree_problem
+from depnmt.core.errors import DepnmtError
+from depnmt.core.trees import max_spanning_tree, random_heads
+from depnmt.core.vocab import EOS, PAD
+from depnmt.data.batches import Example, add_features, collate
+from depnmt.decoding.search import SearchConfig, beam_search
 from depnmt.model.attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
                                     MultiHeadAttention, reference_attention)
 from depnmt.model.schemes import Extras
@@ -22,11 +26,7 @@ from depnmt.model.schemes.dbsa import (PARSE_HEAD, ParseHead, ParseKeys, induced
 from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.registry import build_schemes, scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from depnmt.parse import Sentence
-from depnmt.parse.conllu import tree_problem
-from depnmt.search import SearchConfig, beam_search
-from depnmt.trees import max_spanning_tree, random_heads
-from depnmt.vocab import EOS, PAD
+from depnmt.stages.parse import Sentence
 
 
 def model(scheme="abs+dbsa_enc+dbsa_dec", seed=0, layers=2, **options) -> TransformerNMT:
@@ -439,7 +439,7 @@ def test_max_spanning_tree_keeps_an_argmax_that_is_a_tree():
 
 
 def test_induced_trees_are_valid_conllu(tmp_path):
-    from depnmt.parse import read_conllu, write_conllu
+    from depnmt.stages.parse import read_conllu, write_conllu
     subwords = ["Fing@@", "er@@", "print", "in@@", "put", "."]
     torch.manual_seed(0)
     noisy = induced_tree(torch.randn(7, 7).log_softmax(-1), subwords)   # argmax: any graph
@@ -466,8 +466,8 @@ def test_model_induces_source_trees_after_encode():
 
 def step_gradients(m: TransformerNMT, batch, weight: float) -> tuple[dict, dict]:
     """One update (Updater.step, without data loading) with both λ set to ``weight``."""
-    from depnmt.trainconfig import TrainOptions
-    from depnmt.trainstep import Updater
+    from depnmt.training.config import TrainOptions
+    from depnmt.training.step import Updater
     for part in parts(m).values():
         part.weight = weight
     updater = Updater(m, torch.device("cpu"), None, TrainOptions())   # net: the model itself

@@ -1,4 +1,5 @@
-"""depnmt.distributed in a single process (every helper a no-op), the sharding rule, and the
+"""depnmt.training.distributed in a single process (every helper a no-op), the sharding rule, and
+the
 premise of ``find_unused_parameters=False``: every scheme gives every parameter a gradient."""
 
 from __future__ import annotations
@@ -7,10 +8,10 @@ import pytest
 import torch
 from test_bench import load_bench  # tests/unit is on sys.path (it has no __init__.py)
 
-from depnmt import distributed as dist
-from depnmt.data import shard_updates
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.data.batches import shard_updates
 from depnmt.model.transformer import label_smoothed_nll
+from depnmt.training import distributed as dist
 
 
 def updates(n: int, freq: int, start: int = 0, world: int = 1) -> list[list[tuple[int, list[int]]]]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from depnmt.device import autocast
+from depnmt.core.device import autocast
+from depnmt.core.vocab import EOS, PAD
+from depnmt.decoding.search import SearchConfig, beam_search, greedy_nbest, greedy_search
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, cached, decoding_dtype
-from depnmt.search import SearchConfig, beam_search, greedy_search, greedy_nbest
-from depnmt.vocab import EOS, PAD
 
 VOCAB = 40
 

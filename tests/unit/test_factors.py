@@ -7,14 +7,14 @@ import click
 import pytest
 import torch
 
-from depnmt.data import Example
-from depnmt.errors import DepnmtError
-from depnmt.wordtable import WordTable
+from depnmt.core.errors import DepnmtError
+from depnmt.core.vocab import EOS
+from depnmt.core.wordtable import WordTable
+from depnmt.data.batches import Example
 from depnmt.model.schemes.base import ModelDims
 from depnmt.model.schemes.factors import (EOS_ID, SPECIALS, UNK_ID, FactorModule, Factors,
                                           check_factor_list, subword_values)
-from depnmt.parse import Sentence
-from depnmt.vocab import EOS
+from depnmt.stages.parse import Sentence
 
 # "The cat sleeps ." with "sleeps" split by BPE: The <- cat <- sleeps (root) -> .
 TREE = Sentence(["The", "cat", "sleeps", "."], [2, 3, 0, 3], ["det", "nsubj", "root", "punct"],

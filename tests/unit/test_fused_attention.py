@@ -16,19 +16,19 @@ import pytest
 import torch
 
 import depnmt.model.attention as attention
-from depnmt.data import Example, add_features, collate
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.core.trees import random_heads
+from depnmt.core.vocab import EOS
+from depnmt.data.batches import Example, add_features, collate
 from depnmt.model import kernels
-from depnmt.model.attention import (AttentionTerms, LabelFactors, LowRankLogits,
-                                    MultiHeadAttention, RelativeTerm, reference_attention)
+from depnmt.model.attention import (AttentionTerms, LabelFactors, LowRankLogits, MultiHeadAttention,
+                                    RelativeTerm, reference_attention)
 from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.registry import learn_options, scheme_entries
 from depnmt.model.schemes.relative import depth_factors
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from depnmt.parse import Sentence
-from depnmt.parse.projection import join_roots
-from depnmt.trees import random_heads
-from depnmt.vocab import EOS
+from depnmt.stages.parse import Sentence
+from depnmt.stages.parse.projection import join_roots
 
 D_MODEL, HEADS = 32, 4
 D_K = D_MODEL // HEADS

@@ -11,24 +11,24 @@ import random
 import pytest
 import torch
 
-from depnmt.analyze import awsl, format_table, pair_weights, plot
-from depnmt.data import Example, add_features, collate
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.core.layerlists import parse_layers
+from depnmt.core.subwords import word_index
+from depnmt.core.trees import random_heads
+from depnmt.core.vocab import EOS
+from depnmt.core.wordtable import WordTable
+from depnmt.data.batches import Example, add_features, collate
+from depnmt.evaluation.analyze import awsl, format_table, pair_weights, plot
 from depnmt.model.schemes.absolute import sinusoidal_table
-from depnmt.layerlists import parse_layers
-from depnmt.model.schemes.gps import (GPS, SPECIAL_LABELS, UNK_LABEL, example_paths,
-                                      label_ids, label_paths, unique_paths)
-from depnmt.model.schemes.pascal import parent_positions
+from depnmt.model.schemes.gps import (GPS, SPECIAL_LABELS, UNK_LABEL, example_paths, label_ids,
+                                      label_paths, unique_paths)
 from depnmt.model.schemes.names import resolve
+from depnmt.model.schemes.pascal import parent_positions
 from depnmt.model.schemes.registry import build_schemes, scheme_entries
 from depnmt.model.schemes.structural import structural_distance
 from depnmt.model.transformer import ModelConfig, TransformerNMT
-from depnmt.parse import Sentence
-from depnmt.parse.projection import join_roots
-from depnmt.subwords import word_index
-from depnmt.trees import random_heads
-from depnmt.vocab import EOS
-from depnmt.wordtable import WordTable
+from depnmt.stages.parse import Sentence
+from depnmt.stages.parse.projection import join_roots
 
 LABELS = ["nsubj", "obj", "det", "amod", "obl", "case"]
 K = 2

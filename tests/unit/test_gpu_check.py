@@ -100,7 +100,7 @@ def test_peak_by_device_name(monkeypatch):
 
 def test_shipped_data_unpacks_into_verified_stage_folders(tmp_path):
     """The manifests point at where the data is unpacked and their line counts hold."""
-    from depnmt.manifest import load_manifest
+    from depnmt.core.manifest import load_manifest
     check = load_check()
     data = check.unpack(tmp_path / "data")
     bpe = load_manifest(data / "bpe", "bpe")
@@ -114,6 +114,7 @@ def test_published_torch_range_is_the_tested_range():
     """pyproject's torch range runs from the version CI installs in its second environment
     (.ci/run reads the `torch>=` bound) to the minor version bin/install pins, no further."""
     import re
+
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
     pyproject = (REPO / "pyproject.toml").read_text()

@@ -7,9 +7,9 @@ import torch
 from click.testing import CliRunner
 
 from depnmt.cli import cli
-from depnmt.data import Example, add_features
+from depnmt.data.batches import Example, add_features
 from depnmt.model.schemes.registry import build_schemes, scheme_entries
-from depnmt.parse import Sentence
+from depnmt.stages.parse import Sentence
 
 CONLLU = """\
 # text = My father bought a red car .

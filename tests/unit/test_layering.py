@@ -162,3 +162,44 @@ def test_the_cycle_finder_names_the_modules():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(edges) == [["a", "b", "c"]]
     assert path_in(["a", "b", "c"], edges) == "a -> b -> c -> a"
+
+
+# The packages of ``depnmt/`` by concern, lowest first: a module may import its own package and
+# the packages before it (``depnmt.version`` from anywhere), never one after it.
+LAYERS = ("core", "model", "data", "storage", "stages", "decoding", "training", "evaluation",
+          "api", "commands", "cli", "")
+ENTRY_POINTS = {"depnmt", "depnmt.api", "depnmt.cli", "depnmt.version", "depnmt.__main__"}
+
+
+def layer(module: str) -> int:
+    """The index in :data:`LAYERS` of a ``depnmt`` module's package (``""``: ``depnmt`` itself)."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1] if len(parts) > 1 else "")
+
+
+def test_every_module_is_in_a_package_but_the_entry_points():
+    loose = sorted(name for name, path in modules().items()
+                   if name.count(".") == 1 and path.name != "__init__.py"
+                   and name not in ENTRY_POINTS)
+    assert not loose, "modules outside the packages of depnmt/:\n  " + "\n  ".join(loose)
+    packages = {name.split(".")[1] for name in modules() if name.count(".") >= 1}
+    unplaced = sorted(p for p in packages if p not in LAYERS
+                      and f"depnmt.{p}" not in ENTRY_POINTS)
+    assert not unplaced, f"packages not in LAYERS: {unplaced}"
+
+
+def test_packages_import_only_the_layers_below_them():
+    """core <- model <- data <- storage <- stages <- decoding <- training <- evaluation <- api
+    <- commands <- cli: the model layer sees only the shared types of ``core`` (the dependency
+    tree and CoNLL-U sentence included), decoding never imports training, nothing imports
+    evaluation but the API and the commands."""
+    offending = sorted(f"{name} imports {m}" for name, deps in graph().items()
+                       for m in deps if m != "depnmt.version" and layer(m) > layer(name))
+    assert not offending, "imports against the package layers (LAYERS):\n  " \
+        + "\n  ".join(offending)
+
+
+def test_the_layer_rule_names_an_import_against_it():
+    assert layer("depnmt.core.trees") < layer("depnmt.model.attention") \
+        < layer("depnmt.decoding.search") < layer("depnmt.training.loop") < layer("depnmt.cli")
+    assert layer("depnmt") == len(LAYERS) - 1

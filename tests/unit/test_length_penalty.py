@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-from depnmt.errors import DepnmtError
-from depnmt.search import (LENGTH_PENALTIES, SearchConfig, beam_nbest, beam_search,
-                           greedy_nbest, length_penalty)
-from depnmt.vocab import BOS, EOS
+from depnmt.core.errors import DepnmtError
+from depnmt.core.vocab import BOS, EOS
+from depnmt.decoding.search import (LENGTH_PENALTIES, SearchConfig, beam_nbest, beam_search,
+                                    greedy_nbest, length_penalty)
 
 V = 32
 A_TOK, B_TOK, C_TOK, D_TOK, E_TOK = 4, 5, 6, 7, 8

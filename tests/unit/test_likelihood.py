@@ -1,14 +1,14 @@
 """Test likelihood files (``HYP.ref-logprob``) and the test NLL as a metric of the significance
-tests (``depnmt.likelihood``)."""
+tests (``depnmt.decoding.likelihood``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from depnmt import likelihood as lk
-from depnmt import significance as sig
-from depnmt.errors import InputError
+from depnmt.core.errors import InputError
+from depnmt.decoding import likelihood as lk
+from depnmt.evaluation import significance as sig
 
 
 def write(path, rows, header=lk.HEADER):
@@ -50,7 +50,8 @@ def campaign(nll: float, seed: int, runs: int = 3, sentences: int = 40) -> np.nd
 
 
 def test_stratified_randomization_on_the_test_nll():
-    """The approximate randomization of depnmt.significance takes the test NLL per word as its
+    """The approximate randomization of depnmt.evaluation.significance takes the test NLL per word
+    as its
     metric (additive sentence statistics): a difference of 0.2 nats a word is at the floor,
     runs of the same NLL are not told apart, and the pooled score is Σ −log p / Σ words."""
     metric = lk.PerUnitNLL()

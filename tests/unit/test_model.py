@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
+from depnmt.core.vocab import BOS, EOS, PAD
+from depnmt.decoding.search import SearchConfig, beam_search, greedy_search, length_penalty
 from depnmt.model.attention import (AttentionTerms, MultiHeadAttention, RelativeTerm,
                                     reference_attention)
 from depnmt.model.schemes.absolute import sinusoidal_table
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT, label_smoothed_nll
-from depnmt.search import SearchConfig, beam_search, greedy_search, length_penalty
-from depnmt.vocab import BOS, EOS, PAD
 
 
 def literal_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor,
@@ -265,7 +265,7 @@ def test_tied_embeddings_share_storage():
 
 
 def test_prefetch_preserves_order_and_raises():
-    from depnmt.data import prefetch
+    from depnmt.data.batches import prefetch
     assert list(prefetch(iter(range(50)), depth=3)) == list(range(50))
 
     def broken():

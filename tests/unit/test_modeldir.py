@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from depnmt.decoding.search import SearchConfig
 from depnmt.model.transformer import ModelConfig
-from depnmt.modeldir import MODEL_FIELDS, SEARCH_FIELDS
-from depnmt.search import SearchConfig
+from depnmt.storage.modeldir import MODEL_FIELDS, SEARCH_FIELDS
 
 
 def test_checked_fields_are_the_dataclass_fields():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.multitask import linearize
-from depnmt.trees import random_heads
+from depnmt.core.trees import random_heads
+from depnmt.stages.multitask import linearize
 
 
 def test_worked_example():
@@ -80,9 +80,9 @@ def test_a_forest_or_a_cycle_is_refused():
 
 
 def test_tree_file_must_have_one_tree_per_line(tmp_path):
-    from depnmt.errors import InputError
-    from depnmt.multitask import _trees
-    from depnmt.parse import Sentence, write_conllu
+    from depnmt.core.errors import InputError
+    from depnmt.stages.multitask import _trees
+    from depnmt.stages.parse import Sentence, write_conllu
     trees = [Sentence(["a", "b"], [0, 1], ["root", "dep"]), Sentence(["c"], [0], ["root"])]
     write_conllu(tmp_path / "train.en.conllu", trees)
 

@@ -10,12 +10,12 @@ import math
 import pytest
 import torch
 
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.core.vocab import BOS, EOS, PAD
+from depnmt.decoding.search import (SearchConfig, beam_nbest, beam_search, greedy_nbest,
+                                    greedy_search, length_penalty, search_nbest)
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.transformer import ModelConfig, TransformerNMT
-from depnmt.search import (SearchConfig, beam_nbest, beam_search, greedy_nbest, greedy_search,
-                           length_penalty, search_nbest)
-from depnmt.vocab import BOS, EOS, PAD
 
 
 def tiny_model(seed: int, vocab: int = 24, decoder_layers: int = 2) -> TransformerNMT:

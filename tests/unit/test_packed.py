@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 import depnmt.model.packed as packed
+from depnmt.decoding.search import SearchConfig, beam_search
 from depnmt.model.packed import PackedLinear, PackedWeights, pack_linears
 from depnmt.model.transformer import TransformerNMT
-from depnmt.search import SearchConfig, beam_search
 from tests.tiny_models import padded_source, scheme_model
 
 pytestmark = pytest.mark.skipif(not packed.KERNELS, reason="this torch has no oneDNN kernels")

@@ -9,13 +9,13 @@ import random
 import pytest
 
 from depnmt.cli import main
-from depnmt.errors import DepnmtError, InputError
-from depnmt.manifest import write_manifest
-from depnmt.parse import Sentence, make_parser, read_conllu, write_conllu
-from depnmt.parse.conllu import tree_problem
-from depnmt.parse.projection import char_spans, join_roots, line_tree, project
-from depnmt.parse.stage import checked_trees, parse_shard, per_side, shard_range
-from depnmt.textio import write_lines
+from depnmt.core.conllu import tree_problem
+from depnmt.core.errors import DepnmtError, InputError
+from depnmt.core.manifest import write_manifest
+from depnmt.core.textio import write_lines
+from depnmt.stages.parse import Sentence, make_parser, read_conllu, write_conllu
+from depnmt.stages.parse.projection import char_spans, join_roots, line_tree, project
+from depnmt.stages.parse.stage import checked_trees, parse_shard, per_side, shard_range
 
 EN_LINES = ["My father bought a red car .", "", "A man sleeps . A dog barks .",
             "Two dogs run on the grass .", "She smiles ."]
@@ -236,7 +236,8 @@ def test_stanza_missing_models_message(tmp_path, monkeypatch):
 
 def test_stanza_output_conversion():
     from stanza.models.common.doc import Document
-    from depnmt.parse.stanza_backend import StanzaParser
+
+    from depnmt.stages.parse.stanza_backend import StanzaParser
 
     def word(i, text, head, deprel, upos):
         return {"id": i, "text": text, "head": head, "deprel": deprel, "upos": upos}
@@ -333,7 +334,7 @@ def test_the_parse_line_of_depnmt_help_runs(prepare_dir, tmp_path, capsys, en_pa
 def test_a_shard_has_one_writer(prepare_dir, tmp_path, capsys, en_parser):
     """A second writer of the same shard fails at once with one line naming the holder; the
     other shards are not held up."""
-    from depnmt.stagedir import hold_lock
+    from depnmt.core.stagedir import hold_lock
     out = tmp_path / "sharded"
     base = ["parse", "-i", str(prepare_dir), *SPACY, "-o", str(out)]
     with hold_lock(tmp_path / ".sharded.shard-0-of-2.lock", out, "test"):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from depnmt.data import Example, attach_trees
-from depnmt.errors import DepnmtError, InputError
-from depnmt.parse import Sentence, write_conllu
-from depnmt.parse.parser import AnalysisError, Parser
-from depnmt.parse.stage import parsed_trees
+from depnmt.core.errors import DepnmtError, InputError
+from depnmt.data.batches import Example, attach_trees
+from depnmt.stages.parse import Sentence, write_conllu
+from depnmt.stages.parse.parser import AnalysisError, Parser
+from depnmt.stages.parse.stage import parsed_trees
 
 
 class CycleOn(Parser):

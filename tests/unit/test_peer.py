@@ -177,7 +177,7 @@ def test_depnmt_tokens_seen_counts_batches_across_epochs(tmp_path):
     (bpe / "train.de").write_text("x\ny z\nw\nv u t s\n")
     p = peer.Peer.__new__(peer.Peer)
     p.bpe, p.langs, p.s = bpe, ("en", "de"), peer.Settings(max_tokens=6)
-    from depnmt.data import TokenBatcher
+    from depnmt.data.batches import TokenBatcher
     lengths = [(3, 2), (2, 3), (4, 2), (2, 5)]
     batcher = TokenBatcher(lengths, 6, 1)
     order = batcher.batches(1) + batcher.batches(2)

@@ -9,9 +9,9 @@ import pytest
 import torch
 from test_bench import load_bench  # tests/unit is on sys.path (it has no __init__.py)
 
-from depnmt.device import (autocast, cpu_flags, cpu_has_native_bf16, precision_name,
-                           train_precision)
-from depnmt.errors import DepnmtError
+from depnmt.core.device import (autocast, cpu_flags, cpu_has_native_bf16, precision_name,
+                                train_precision)
+from depnmt.core.errors import DepnmtError
 from depnmt.model.dropout import LEVELS, Dropout, dropout
 from depnmt.model.transformer import label_smoothed_nll
 
@@ -160,7 +160,8 @@ def test_dropout_masks_follow_the_torch_rng_state():
 
 def test_resume_keeps_the_saved_precision_and_older_models_stay_fp32(tmp_path):
     import json
-    from depnmt.trainconfig import inherit_saved
+
+    from depnmt.training.config import inherit_saved
     params = {"train_precision": "auto", "train_max_steps": 9}
     # config.json files before --precision existed were config_format 1 (a flat options bag)
     model = {"src_vocab_size": 10, "tgt_vocab_size": 10, "d_model": 512, "n_heads": 8,
@@ -177,7 +178,7 @@ def test_resume_keeps_the_saved_precision_and_older_models_stay_fp32(tmp_path):
 
 
 def test_onednn_cache_is_bounded_unless_the_user_set_it(monkeypatch):
-    from depnmt.device import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VAR, bound_onednn_cache
+    from depnmt.core.device import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VAR, bound_onednn_cache
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
     bound_onednn_cache()
     assert os.environ[ONEDNN_CACHE_VAR] == str(ONEDNN_CACHE_CAPACITY) == "64"
@@ -190,7 +191,7 @@ def test_train_bounds_the_onednn_cache_before_it_builds_a_model(monkeypatch, tmp
     """`depnmt train` sets the variable before any model exists (here: it fails on a data
     folder without a bpe manifest, after having set it)."""
     from depnmt.cli import main
-    from depnmt.device import ONEDNN_CACHE_VAR
+    from depnmt.core.device import ONEDNN_CACHE_VAR
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
     with pytest.raises(SystemExit):
         (tmp_path / "data").mkdir()
@@ -204,8 +205,8 @@ def test_autocast_dtype_reads_the_cpu_autocast_on_every_torch(old_torch, monkeyp
     with the per-device functions hidden, the way torch 2.3 answers."""
     import warnings
 
-    from depnmt import device
-    from depnmt.device import autocast_dtype
+    from depnmt.core import device
+    from depnmt.core.device import autocast_dtype
     if old_torch:
         monkeypatch.setattr(device, "PER_DEVICE_AUTOCAST", False)
     with warnings.catch_warnings():

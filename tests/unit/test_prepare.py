@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from depnmt import corpora
 from depnmt.cli import main
-from depnmt.errors import DepnmtError
-from depnmt.textio import count_lines, read_lines
-from depnmt.tokenize import make_tokenizer
+from depnmt.core.errors import DepnmtError
+from depnmt.core.textio import count_lines, read_lines
+from depnmt.stages import corpora
+from depnmt.stages.tokenize import make_tokenizer
 
 
 def run(*args: str) -> int:

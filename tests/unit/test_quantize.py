@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.decoding.search import SearchConfig, beam_search
 from depnmt.model.quantize import Int8Linear, check_int8, quantizable, quantize_int8
 from depnmt.model.transformer import TransformerNMT
-from depnmt.search import SearchConfig, beam_search
 from tests.tiny_models import padded_source, scheme_model
 
 pytestmark = pytest.mark.skipif(

@@ -9,16 +9,16 @@ import random
 import pytest
 import torch
 
-from depnmt.data import Example, add_features, collate
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.core.trees import project_tree, random_heads
+from depnmt.core.vocab import EOS
+from depnmt.data.batches import Example, add_features, collate
 from depnmt.model.attention import AttentionTerms, RelativeTerm, reference_attention
 from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.schemes.relative import dep_labels, deplabel_labels, shaw_labels
 from depnmt.model.transformer import ModelConfig, TransformerNMT
-from depnmt.parse import Sentence
-from depnmt.trees import project_tree, random_heads
-from depnmt.vocab import EOS
+from depnmt.stages.parse import Sentence
 
 SCHEMES = ["rel", "dep", "dep+rel", "deplabel", "deplabel+rel", "abs+dep+rel", "abs+deplabel"]
 TERMS = ["key,value", "key", "value", "none"]

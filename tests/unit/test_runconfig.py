@@ -1,4 +1,4 @@
-"""One run configuration (depnmt/trainconfig.py): `depnmt train` (click) and `train_model` (no
+"""One run configuration (depnmt/training/config.py): `depnmt train` (click) and `train_model` (no
 click) read the same options the same way, with the same messages."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import yaml
 
 from depnmt.commands.options import checked_value
 from depnmt.commands.train import command, given_params
-from depnmt.errors import DepnmtError
-from depnmt.trainconfig import _checked, from_params, parse_values, train_params
+from depnmt.core.errors import DepnmtError
+from depnmt.training.config import _checked, from_params, parse_values, train_params
 
 VALUES = [0, 1, 7, -1, 1.5, 0.5, 2**33, "3", "many", "", "bleu", "power", "fp32", "1,2",
           "all", True, False, "yes", "off", "label,pos"]

@@ -13,14 +13,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from depnmt import compat
-from depnmt.layerlists import parse_layers
+from depnmt.core import compat
+from depnmt.core.layerlists import parse_layers
+from depnmt.core.schemename import scheme_name
 from depnmt.model.schemes.names import parse_name, part_names
-from depnmt.schemename import scheme_name
 from depnmt.model.schemes.registry import scheme_entries
 from depnmt.model.schemes.upgrade import upgrade_model_config
 from depnmt.model.transformer import ModelConfig, TransformerNMT
-from depnmt.trainconfig import today_terms
+from depnmt.training.config import today_terms
 
 REPO = Path(__file__).resolve().parents[2]
 SAFE = re.compile(r"[A-Za-z0-9+._-]+")
@@ -157,7 +157,7 @@ def test_old_train_spellings_keep_their_meaning_and_warn_once(old, capsys):
 
 
 def test_a_name_must_say_whether_it_keeps_the_absolute_pe():
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     with pytest.raises(DepnmtError, match="abs[+]dbsa-enc keeps it, noabs[+]dbsa-enc drops it"):
         parse_name("dbsa-enc")
     with pytest.raises(DepnmtError, match="once"):
@@ -169,10 +169,10 @@ def test_a_name_must_say_whether_it_keeps_the_absolute_pe():
 def train_config(monkeypatch, tmp_path, *args) -> tuple[dict, str]:
     """``depnmt train ARGS`` up to the training itself: (the model config's scheme entries
     as the run would save them, stderr)."""
-    import depnmt.trainjob
+    import depnmt.training.job
     from depnmt.commands.train import command
     seen = {}
-    monkeypatch.setattr(depnmt.trainjob, "train", lambda run: seen.update(config=run))
+    monkeypatch.setattr(depnmt.training.job, "train", lambda run: seen.update(config=run))
     result = CliRunner().invoke(command, ["-i", str(tmp_path / "bpe"), "-o",
                                           str(tmp_path / "model"), "--layers", "3", *args],
                                 catch_exceptions=False)
@@ -201,14 +201,14 @@ def test_train_takes_todays_names_and_old_spellings_alike(monkeypatch, tmp_path)
 
 
 def test_old_and_new_layer_flags_together_are_a_usage_error():
-    from depnmt.errors import UsageError
+    from depnmt.core.errors import UsageError
     params = {"scheme": "abs+gps", "gps_layer": "2", "gps_layers": "0"}
     with pytest.raises(UsageError, match="--gps-layers .* and --gps-layer"):
         today_terms(params, {"gps_layer", "gps_layers"})
 
 
 def test_layers_are_counted_from_one():
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     assert parse_layers("1", 3) == [0] and parse_layers("1,3", 3) == [0, 2]
     assert parse_layers("all", 2) == [0, 1]
     with pytest.raises(DepnmtError, match="numbered 1..3"):
@@ -290,7 +290,7 @@ def test_old_model_configs_load_silently_as_the_same_model(capsys):
 
 
 def test_published_runs_load_without_a_warning(capsys):
-    from depnmt.modeldir import read_config
+    from depnmt.storage.modeldir import read_config
     folder = REPO / "docs" / "results" / "multi30k-en-de" / "compare-plateau" / "models" / "gps"
     model = ModelConfig.from_dict(read_config(folder)["model"])
     gps = next(e for e in model.schemes if e["name"] == "gps")
@@ -335,7 +335,8 @@ def test_inspect_takes_scheme_names():
 def test_report_names_each_runs_scheme_as_train_takes_it(tmp_path):
     import json
     import shutil
-    from depnmt.report import training_summary
+
+    from depnmt.evaluation.report import training_summary
     published = REPO / "docs" / "results" / "multi30k-en-de" / "compare-plateau" / "models"
     assert training_summary(published / "dep+rel")["scheme"] == "abs+dep+rel"
     run = tmp_path / "run"
@@ -356,7 +357,7 @@ def test_train_takes_every_name(name, monkeypatch, tmp_path):
 
 def test_resuming_a_0_1_0_model_takes_its_options_in_todays_terms_silently(capsys):
     from depnmt.commands.train import command
-    from depnmt.trainconfig import inherit_saved
+    from depnmt.training.config import inherit_saved
     folder = REPO / "docs" / "results" / "multi30k-en-de" / "compare-plateau" / "models" / "gps"
     ctx = command.make_context("train", ["-i", "d", "-o", str(folder)])
     params, given = today_terms(inherit_saved(ctx.params, set(), folder), set())
@@ -369,8 +370,8 @@ def test_reading_a_saved_models_name_imports_no_torch():
     (its import is more than a second of their start-up)."""
     import subprocess
     import sys
-    code = ("import sys\nfrom depnmt import report, runs, archive\n"
-            "from depnmt.schemename import scheme_name\n"
+    code = ("import sys\nfrom depnmt.evaluation import report, runs, archive\n"
+            "from depnmt.core.schemename import scheme_name\n"
             "assert scheme_name([{'name': 'dbsa_enc'}]) == 'noabs+dbsa-enc'\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

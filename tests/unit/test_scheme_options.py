@@ -11,11 +11,10 @@ import pytest
 from depnmt.commands.fields import click_option
 from depnmt.model.schemes.base import Scheme
 from depnmt.model.schemes.options import IntRange, SubwordTreeOptions, option
-from depnmt.model.schemes.registry import (OPTION_FIELDS, SCHEMES, declared_options,
-                                           learn_options, register, scheme_entries,
-                                           with_learned)
+from depnmt.model.schemes.registry import (OPTION_FIELDS, SCHEMES, declared_options, learn_options,
+                                           register, scheme_entries, with_learned)
 from depnmt.model.schemes.relative import ShawOptions
-from depnmt.trainconfig import scheme_option_params
+from depnmt.training.config import scheme_option_params
 
 
 def test_two_meanings_of_one_option_name_are_refused_at_registration():
@@ -68,8 +67,8 @@ def test_the_model_config_holds_each_schemes_own_options():
 
 
 def test_learned_options_are_a_step_of_their_own_and_resume_keeps_the_saved_ones():
-    from depnmt.data import Example
-    from depnmt.parse import Sentence
+    from depnmt.data.batches import Example
+    from depnmt.stages.parse import Sentence
     examples = [Example(0, [5, 6, 3], [7], ["a", "b"], Sentence(["a", "b"], [0, 1],
                                                                   ["root", "obj"]))]
     entries = scheme_entries(["abs", "gps"], {})
@@ -84,7 +83,7 @@ def test_learned_options_are_a_step_of_their_own_and_resume_keeps_the_saved_ones
 
 
 def test_a_flag_of_a_scheme_not_in_use_is_ignored_with_a_warning(capsys):
-    from depnmt.trainconfig import scheme_entries_of
+    from depnmt.training.config import scheme_entries_of
     entries = scheme_entries_of("abs", {"rel_k": 5}, {"rel_k"})
     assert entries == [{"name": "abs", "options": {}}]
     assert "--rel-k is ignored: it is an option of rel, deplabel_rel, which --scheme abs " \

@@ -1,4 +1,5 @@
-"""Tests of ``depnmt score`` and ``depnmt/score.py``: published WMT22 scores, bootstrap, buckets."""
+"""Tests of ``depnmt score`` and ``depnmt/evaluation/score.py``: published WMT22 scores, bootstrap,
+buckets."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from depnmt import score as sc
 from depnmt.cli import main
-from depnmt.errors import DepnmtError
+from depnmt.core.errors import DepnmtError
+from depnmt.evaluation import score as sc
 
 WMT = "wmt22"
 

@@ -1,4 +1,4 @@
-"""Search options are declared once (depnmt/searchlimits.py): a field of ``SearchConfig`` gives
+"""Search options are declared once (depnmt/core/searchlimits.py): a field of ``SearchConfig`` gives
 translate's flag, train's search default (``--config``, ``train.yaml``), the keyword of the
 Python API, the saved ``config.json`` and its check. Adding one, as a subclass with one more
 field, is all it takes."""
@@ -13,12 +13,12 @@ from click.testing import CliRunner
 
 import depnmt
 import depnmt.commands.translate as translate_command
-from depnmt import searchlimits
-from depnmt.errors import DepnmtError
-from depnmt.modeldir import SEARCH_FIELDS, SECTIONS, check_sections
-from depnmt.optionspec import COUNT
-from depnmt.trainconfig import from_params, parse_values
-from depnmt.searchlimits import SearchConfig, search_option
+from depnmt.core import searchlimits
+from depnmt.core.errors import DepnmtError
+from depnmt.core.optionspec import COUNT
+from depnmt.core.searchlimits import SearchConfig, search_option
+from depnmt.storage.modeldir import SEARCH_FIELDS, SECTIONS, check_sections
+from depnmt.training.config import from_params, parse_values
 
 
 @dataclass

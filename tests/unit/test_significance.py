@@ -1,4 +1,4 @@
-"""``depnmt/significance.py``: statistics over runs on inputs whose answers are known."""
+"""``depnmt/evaluation/significance.py``: statistics over runs on inputs whose answers are known."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from depnmt import significance as sig
-from depnmt.score import make_metrics
+from depnmt.evaluation import significance as sig
+from depnmt.evaluation.score import make_metrics
 
 BLEU = make_metrics(["bleu"])["bleu"]
 

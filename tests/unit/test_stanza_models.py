@@ -12,9 +12,9 @@ import pytest
 import stanza
 
 from depnmt.cli import main
-from depnmt.errors import DepnmtError
-from depnmt.parse import make_parser
-from depnmt.parse.stanza_backend import PROCESSORS, default_resources_dir
+from depnmt.core.errors import DepnmtError
+from depnmt.stages.parse import make_parser
+from depnmt.stages.parse.stanza_backend import PROCESSORS, default_resources_dir
 
 
 def run(args, capsys) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""``depnmt/stopsignals.py``: which signals stop a training after its update, and which second
+"""``depnmt/core/stopsignals.py``: which signals stop a training after its update, and which second
 signal ends it at once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from depnmt.stopsignals import SIGNALS, StopSignals, Stopped
+from depnmt.core.stopsignals import SIGNALS, Stopped, StopSignals
 
 pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                 reason="signal handlers live in the main thread")

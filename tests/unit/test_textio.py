@@ -1,4 +1,4 @@
-"""depnmt.textio: every OSError and malformed .gz becomes one error naming the file; a failed
+"""depnmt.core.textio: every OSError and malformed .gz becomes one error naming the file; a failed
 atomic write leaves the old file and no temporary file."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from depnmt import textio
-from depnmt.errors import DepnmtError
-from depnmt.textio import atomic_open, count_lines, read_json, read_lines, write_lines
+from depnmt.core import textio
+from depnmt.core.errors import DepnmtError
+from depnmt.core.textio import atomic_open, count_lines, read_json, read_lines, write_lines
 
 
 def gz_lines(n: int) -> bytes:

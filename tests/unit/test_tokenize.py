@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from depnmt.errors import DepnmtError
-from depnmt.tokenize import chunk_text, make_tokenizer
+from depnmt.core.errors import DepnmtError
+from depnmt.stages.tokenize import chunk_text, make_tokenizer
 
 CONFIGS = [
     {"kind": "moses", "lang": "en"},

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depnmt import device, trainconfig
+from depnmt.core import device
+from depnmt.training import config as trainconfig
 
 
 @pytest.fixture

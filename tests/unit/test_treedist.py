@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
-from depnmt.data import Example
+from depnmt.core.trees import project_tree, tree_distance
+from depnmt.data.batches import Example
 from depnmt.model.schemes.names import resolve
 from depnmt.model.schemes.treedist import treedist_labels
-from depnmt.trees import project_tree, tree_distance
 from tests.unit.test_relative import (ancestors, batch_of, literal_attention, lookup,
                                       random_example, tiny)
 
@@ -81,7 +81,7 @@ def test_fast_path_equals_literal_equations(spec, rule):
 
 
 def test_without_a_tree_is_a_user_error():
-    from depnmt.errors import DepnmtError
+    from depnmt.core.errors import DepnmtError
     model = tiny("treedist")
     with pytest.raises(DepnmtError, match="needs source trees"):
         batch_of(model, [Example(0, [5, 6, 3], [7], ["a", "b"], None)])

@@ -7,13 +7,12 @@ import math
 
 import pytest
 from click.testing import CliRunner
+from test_inspect import CONLLU, JA_TABLE_1, OMOTE_TABLE_1
 
 from depnmt.cli import cli
-from depnmt.inspect import pair_cells
-from depnmt.parse import Sentence
-from depnmt.treefigure import cell_values, figure_cells, png_paths, sentence_figure
-
-from test_inspect import CONLLU, JA_TABLE_1, OMOTE_TABLE_1
+from depnmt.evaluation.inspect import pair_cells
+from depnmt.evaluation.treefigure import cell_values, figure_cells, png_paths, sentence_figure
+from depnmt.stages.parse import Sentence
 
 PNG = b"\x89PNG\r\n\x1a\n"
 WORDS = "My father bought a red car .".split()

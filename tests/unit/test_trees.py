@@ -7,9 +7,9 @@ import random
 import pytest
 import torch
 
-from depnmt.trees import (LINEAL, NON_DEP, NO_PARENT, SELF, SIB, ancestor_matrix, chain_heads,
-                          children, depths, pair_relations, parents, project_tree,
-                          random_heads, relative_depth, root_paths, sibling_matrix)
+from depnmt.core.trees import (LINEAL, NO_PARENT, NON_DEP, SELF, SIB, ancestor_matrix, chain_heads,
+                               children, depths, pair_relations, parents, project_tree,
+                               random_heads, relative_depth, root_paths, sibling_matrix)
 
 # "My father bought a red car ." (Omote et al. 2019, Fig. 2)
 HEADS = [2, 3, 0, 6, 6, 3, 3]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
-from depnmt.parse import Sentence
-from depnmt.trees import random_heads, sentence_heads
-from depnmt.wordtable import WordTable, counts_by_name
-
 import numpy as np
+
+from depnmt.core.trees import random_heads, sentence_heads
+from depnmt.core.wordtable import WordTable, counts_by_name
+from depnmt.stages.parse import Sentence
 
 
 def random_trees(n: int, seed: int = 2) -> list[Sentence | None]:

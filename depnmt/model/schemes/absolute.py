@@ -12,8 +12,8 @@ import math
 import torch
 from torch import Tensor
 
-from .base import ModelDims, Scheme, SchemeModule
-from .registry import register
+from depnmt.model.schemes.base import ModelDims, Scheme, SchemeModule
+from depnmt.model.schemes.registry import register
 
 
 def sinusoids(pos: Tensor, d_model: int) -> Tensor:

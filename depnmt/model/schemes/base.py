@@ -47,10 +47,10 @@ from typing import Any, ClassVar, Iterable, Iterator
 import torch
 from torch import Tensor, nn
 
-from ...errors import DepnmtError
-from ...parse.conllu import sentence_error
-from ..attention import AttentionTerms
-from .options import NoOptions, make_options
+from depnmt.core.conllu import sentence_error
+from depnmt.core.errors import DepnmtError
+from depnmt.model.attention import AttentionTerms
+from depnmt.model.schemes.options import NoOptions, make_options
 
 
 @dataclass
@@ -122,7 +122,8 @@ class SchemeModule(nn.Module):
         return {}
 
     def induced_source_trees(self, extras: Extras, examples: list[Any]) -> list[Any] | None:
-        """Word trees (:class:`depnmt.parse.Sentence`) the model induced for the sources of the
+        """Word trees (:class:`depnmt.stages.parse.Sentence`) the model induced for the sources of
+        the
         ``encode`` of ``examples`` (in batch order) that filled ``extras``; None if this scheme
         induces none."""
         return None
@@ -157,7 +158,7 @@ class Scheme:
         return getattr(self.options, name)
 
     def source_tree(self, example: Any) -> Any:
-        """``example.src_tree`` (:class:`depnmt.parse.Sentence`); a DepnmtError naming the
+        """``example.src_tree`` (:class:`depnmt.stages.parse.Sentence`); a DepnmtError naming the
         sentence when it has none (for schemes that ``needs_source_trees``)."""
         if example.src_tree is None:
             raise DepnmtError(f"scheme '{self.name}' needs source trees, but sentence "
@@ -167,7 +168,7 @@ class Scheme:
     def learn_options(self, trees: Iterable[Any]) -> dict[str, Any]:
         """Options learned from the training corpus's source trees before any features are
         computed, e.g. a label vocabulary (GPS: a :func:`~.options.learned` field); ``trees``:
-        the corpus's :class:`~depnmt.wordtable.WordTable` pieces (iterate them once, adding
+        the corpus's :class:`~depnmt.core.wordtable.WordTable` pieces (iterate them once, adding
         up counts). Training records them in the model config before it builds the model, so
         translate builds the same scheme; return ``{}`` when the options already hold them
         (``--resume`` keeps the saved ones)."""
@@ -201,7 +202,8 @@ class Scheme:
         return str(label)
 
     def check(self, dims: ModelDims) -> None:
-        """Raise :class:`~depnmt.errors.DepnmtError` if the options do not fit the model (called
+        """Raise :class:`~depnmt.core.errors.DepnmtError` if the options do not fit the model
+        (called
         before data is loaded)."""
 
     def build(self, dims: ModelDims) -> SchemeModule:
@@ -212,7 +214,7 @@ class Scheme:
 def sentence_errors(example: Any) -> Iterator[None]:
     """Turn a ValueError of the tree functions (a tree that does not fit the subwords) into a
     DepnmtError naming ``example``'s sentence: its file and line for a tree read from CoNLL-U
-    (:func:`~depnmt.parse.conllu.sentence_error`)."""
+    (:func:`~depnmt.core.conllu.sentence_error`)."""
     try:
         yield
     except ValueError as exc:

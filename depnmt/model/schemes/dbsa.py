@@ -34,7 +34,7 @@ supervision (``trains_on_source_trees``; the target side only exists in training
 the source side and BOS on the target side (causally masked there). EOS (source) and BOS
 (target) have no head: they point nowhere, their rows get no loss and are not scored.
 
-**Subwords (Fig. 4).** The word tree is projected by the chain rule of :mod:`depnmt.trees`:
+**Subwords (Fig. 4).** The word tree is projected by the chain rule of :mod:`depnmt.core.trees`:
 every non-final piece of a word points to the next piece, the final piece takes the word's head,
 landing on the head word's ``last`` piece (``--dbsa-chain-head``, default ``last``, as for every
 tree scheme's ``--chain-head``: in the projected tree a word is its last piece, the one that
@@ -77,18 +77,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...subwords import merge_subwords, word_index, word_spans
-from ...errors import DepnmtError
-from ...parse.conllu import Sentence, sentence_error
-from ...trees import CHAIN_HEADS, max_spanning_tree, project_tree
-from ...device import autocast_dtype
-from ..attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
-                         MultiHeadAttention, stacked_linears)
-from ..derived import Derived
-from ..packed import PackedWeights
-from .base import AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule, masked_sum
-from .options import Choice, FloatRange, IntRange, option
-from .registry import register
+from depnmt.core.conllu import Sentence, sentence_error
+from depnmt.core.device import autocast_dtype
+from depnmt.core.errors import DepnmtError
+from depnmt.core.subwords import merge_subwords, word_index, word_spans
+from depnmt.core.trees import CHAIN_HEADS, max_spanning_tree, project_tree
+from depnmt.model.attention import (AttentionTerms, HeadOverride, HeadResult, KeyValues,
+                                    MultiHeadAttention, stacked_linears)
+from depnmt.model.derived import Derived
+from depnmt.model.packed import PackedWeights
+from depnmt.model.schemes.base import (AuxiliaryLoss, Extras, ModelDims, Scheme, SchemeModule,
+                                       masked_sum)
+from depnmt.model.schemes.options import Choice, FloatRange, IntRange, option
+from depnmt.model.schemes.registry import register
 
 PARSE_HEAD = 0          # the head M_parse replaces (Eq. 17 lists it first; the plugin: head 0)
 

@@ -35,12 +35,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ...errors import DepnmtError
-from ...subwords import word_spans
-from ...wordtable import WordTable, counts_by_name
-from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import Choice, IntRange, learned, option
-from .registry import register
+from depnmt.core.errors import DepnmtError
+from depnmt.core.subwords import word_spans
+from depnmt.core.wordtable import WordTable, counts_by_name
+from depnmt.model.schemes.base import ModelDims, Scheme, SchemeModule, sentence_errors
+from depnmt.model.schemes.options import Choice, IntRange, learned, option
+from depnmt.model.schemes.registry import register
 
 FACTORS = ("label", "pos", "dir", "subword")
 LEARNED = ("label", "pos")                      # vocabularies read from the training trees
@@ -114,7 +114,8 @@ class FactorModule(SchemeModule):
                 table.weight[PAD_ID].zero_()
 
     def embed(self, x: Tensor, side: str, positions: Tensor, feats: dict[str, Tensor]) -> Tensor:
-        """``x [B, S, d]`` -> ``[B, S, d]`` with the factors of ``feats["factor_<name>"] [B, S]``."""
+        """``x [B, S, d]`` -> ``[B, S, d]`` with the factors of ``feats["factor_<name>"] [B,
+        S]``."""
         if side != "src":
             return x
         parts = [self.tables[n](feats[f"factor_{n}"]).to(x.dtype) for n in self.names]

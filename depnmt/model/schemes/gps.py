@@ -20,7 +20,8 @@ handed to attention as its factors, ``s_i W_s^Q / √d`` and ``s_j W_s^K`` per h
 word's sentence (:class:`~depnmt.model.attention.LowRankLogits`): the CPU adds it as a logit
 bias ``[B, H, S, S]``, a GPU as extra head dimensions of one fused attention kernel
 (:mod:`depnmt.model.attention`), which needs the number of sentences on a line of the batch,
-``gps_sentences`` (found on the host by :meth:`GPS.batch_features`; without it, the bias). ``W_s^Q``, ``W_s^K`` are per
+``gps_sentences`` (found on the host by :meth:`GPS.batch_features`; without it, the bias).
+``W_s^Q``, ``W_s^K`` are per
 layer; the label embeddings and the LSTM are shared by all layers (s_i is one embedding).
 
 **Rules** (where the paper is silent):
@@ -36,7 +37,8 @@ layer; the label embeddings and the LSTM are shared by all layers (s_i is one em
   training frequency. A root's label is always ``root``, whatever the parser called it.
 * *Several sentences on one line* — the parse stage joins them into one tree (later roots attach
   to the first with ``parataxis``; ``Sentence.sent_ids`` keeps each word's sentence). GPS undoes
-  that (:func:`depnmt.trees.sentence_heads`): each sentence's paths start at its own root, and a
+  that (:func:`depnmt.core.trees.sentence_heads`): each sentence's paths start at its own root, and
+  a
   pair of words from different sentences gets no syntax term (the mask of §3.3, Eq. 5).
 * *Subwords* take their word's path; EOS and padding have no path and no syntax term (their
   rows and columns of the bias are 0).
@@ -62,17 +64,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ...device import autocast_dtype, cpu_has_native_bf16
-from ...subwords import word_index
-from ...wordtable import WordTable, counts_by_name
-from ...errors import DepnmtError
-from ...layerlists import check_layer_list, parse_layers
-from ...parse.conllu import sentence_error
-from ...trees import root_paths, sentence_heads
-from ..attention import AttentionTerms, LowRankLogits
-from .base import ModelDims, Scheme, SchemeModule
-from .options import FloatRange, IntRange, learned, option
-from .registry import register
+from depnmt.core.conllu import sentence_error
+from depnmt.core.device import autocast_dtype, cpu_has_native_bf16
+from depnmt.core.errors import DepnmtError
+from depnmt.core.layerlists import check_layer_list, parse_layers
+from depnmt.core.subwords import word_index
+from depnmt.core.trees import root_paths, sentence_heads
+from depnmt.core.wordtable import WordTable, counts_by_name
+from depnmt.model.attention import AttentionTerms, LowRankLogits
+from depnmt.model.schemes.base import ModelDims, Scheme, SchemeModule
+from depnmt.model.schemes.options import FloatRange, IntRange, learned, option
+from depnmt.model.schemes.registry import register
 
 PAD_LABEL, UNK_LABEL, ROOT_LABEL = 0, 1, "root"
 SPECIAL_LABELS = ("<pad>", "<unk>")
@@ -172,7 +174,7 @@ class PathEncoder(nn.Module):
     def run_lstm(self, x: Tensor) -> Tensor:
         """The LSTM's outputs ``[N, L, dim]`` for its inputs ``x [N, L, dim]``, in the autocast
         dtype when autocast is on. Under a CPU autocast, but for bf16 on a CPU with native bf16
-        (:func:`depnmt.device.cpu_has_native_bf16`), the LSTM runs in fp32 with autocast off:
+        (:func:`depnmt.core.device.cpu_has_native_bf16`), the LSTM runs in fp32 with autocast off:
         oneDNN below AVX512_CORE has no bf16 LSTM (torch raises "could not create a primitive
         descriptor"), and where it emulates bf16 that is slower than fp32 (why ``--precision
         auto`` trains in fp32 on such CPUs). Elsewhere the LSTM runs under the autocast as it

@@ -6,7 +6,7 @@ sinusoidal absolute PE: ``abs+dep+rel`` keeps it, ``noabs+dep`` drops it, ``noab
 no positions at all. A part is a component (a registered :class:`~depnmt.model.schemes.base.Scheme`,
 spelled with ``-``: ``dbsa-enc``) or a *variant*, a component with option values (``gps-all``,
 ``lisa``; the flags given on the command line win over them). :func:`parse_name` turns a name
-into components and options; the 0.1.0 spellings (:mod:`depnmt.compat`: the ``Transformer_*``
+into components and options; the 0.1.0 spellings (:mod:`depnmt.core.compat`: the ``Transformer_*``
 presets, component lists without ``abs``, ``dbsa_enc``, ``none``) still work for this release
 with one warning each and exactly their 0.1.0 meaning. The model config keeps the component
 names (``dbsa_enc``), which are storage, not spellings: models of every version load without a
@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...compat import OLD_DEFAULTS, OLD_PARTS, OLD_PRESETS, deprecation
-from ...errors import DepnmtError
-from ...schemename import ABS, NOABS
-from .registry import FUSIONS, SCHEMES, load_builtin_schemes
+from depnmt.core.compat import OLD_DEFAULTS, OLD_PARTS, OLD_PRESETS, deprecation
+from depnmt.core.errors import DepnmtError
+from depnmt.core.schemename import ABS, NOABS
+from depnmt.model.schemes.registry import FUSIONS, SCHEMES, load_builtin_schemes
 
 NO_POSITIONS = "none"                   # the component of ``noabs`` alone
 NAME_CHARACTERS = re.compile(r"[A-Za-z0-9+._-]+")   # no shell quoting needed

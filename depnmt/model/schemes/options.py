@@ -1,7 +1,7 @@
 """What a scheme can be told: a small dataclass of options per scheme.
 
 Each scheme declares its options as a dataclass (``Scheme.Options``), one field per option
-(:func:`depnmt.optionspec.option`: a default, its help text, the values it takes)::
+(:func:`depnmt.core.optionspec.option`: a default, its help text, the values it takes)::
 
     @dataclass
     class ShawOptions:
@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ...optionspec import Choice, FloatRange, IntRange, is_learned, learned, option
-from ...trees import CHAIN_HEADS, SUBWORD_RULES
+from depnmt.core.optionspec import Choice, FloatRange, IntRange, is_learned, learned, option
+from depnmt.core.trees import CHAIN_HEADS, SUBWORD_RULES
 
 __all__ = ["Choice", "FloatRange", "IntRange", "NoOptions", "SubwordTreeOptions", "is_learned",
            "learned", "make_options", "option", "options_dict", "pick_options"]
@@ -59,7 +59,7 @@ def options_dict(options: Any) -> dict[str, Any]:
 
 @dataclass
 class SubwordTreeOptions:
-    """How a word tree reaches subwords (:func:`depnmt.trees.project_tree`); shared by the
+    """How a word tree reaches subwords (:func:`depnmt.core.trees.project_tree`); shared by the
     schemes that read source trees as per-pair labels."""
 
     subword_tree: str = option("chain", "tree schemes on BPE: chain (a word's pieces form a "

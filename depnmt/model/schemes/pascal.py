@@ -55,14 +55,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ...subwords import word_spans
-from ...errors import DepnmtError
-from ...layerlists import check_layer_list, parse_layers
-from ...trees import sentence_heads
-from ..attention import AttentionTerms
-from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import Choice, FloatRange, IntRange, option
-from .registry import register
+from depnmt.core.errors import DepnmtError
+from depnmt.core.layerlists import check_layer_list, parse_layers
+from depnmt.core.subwords import word_spans
+from depnmt.core.trees import sentence_heads
+from depnmt.model.attention import AttentionTerms
+from depnmt.model.schemes.base import ModelDims, Scheme, SchemeModule, sentence_errors
+from depnmt.model.schemes.options import Choice, FloatRange, IntRange, option
+from depnmt.model.schemes.registry import register
 
 PARENT_RULES = ("mean", "first")
 WEIGHTINGS = ("normal", "uniform")

@@ -11,9 +11,9 @@ import importlib
 from dataclasses import Field, fields
 from typing import Any
 
-from ...compat import renamed_options
-from .base import ModelDims, Scheme
-from .options import is_learned, make_options, options_dict, pick_options
+from depnmt.core.compat import renamed_options
+from depnmt.model.schemes.base import ModelDims, Scheme
+from depnmt.model.schemes.options import is_learned, make_options, options_dict, pick_options
 
 SCHEMES: dict[str, type[Scheme]] = {}
 # option name -> (its declaration, the first scheme declaring it): one meaning per name
@@ -80,10 +80,10 @@ def learn_options(entries: list[dict[str, Any]], examples: Any,
     the options each scheme learns from the training ``examples``' source trees added, e.g.
     GPS's label vocabulary (:meth:`Scheme.learn_options`); ``examples``: a list of examples
     with trees attached, or a corpus that hands out its trees as word tables
-    (``source_tables()``, :class:`depnmt.datacache.TrainCorpus`). ``schemes``: those of
+    (``source_tables()``, :class:`depnmt.data.cache.TrainCorpus`). ``schemes``: those of
     ``entries`` when already built (:func:`check_schemes`), given the learned options too,
     so that the model is built from them (one build per run)."""
-    from ...wordtable import WordTable
+    from depnmt.core.wordtable import WordTable
     schemes = build_schemes(entries) if schemes is None else schemes
     tables = (examples.source_tables() if hasattr(examples, "source_tables")
               else [WordTable.from_trees(ex.src_tree for ex in examples)])

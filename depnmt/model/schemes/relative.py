@@ -40,7 +40,7 @@ takes the other paths). ``rel``'s clipped ``j − i`` would need the key's posit
 (``Tk`` wide): it is not factored.
 
 **Subwords.** Trees are over words; ``--subword-tree chain|inherit`` and ``--chain-head
-last|first`` choose how they reach subwords (:mod:`depnmt.trees`). Ablations (Omote Table 3):
+last|first`` choose how they reach subwords (:mod:`depnmt.core.trees`). Ablations (Omote Table 3):
 ``--rel-terms``, ``--dep-terms``, ``--deplabel-terms`` ∈ {key,value, key, value, none}; the
 absolute PE is a separate component (``abs``), left out to remove it.
 """
@@ -53,13 +53,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from ...trees import (LINEAL, NON_DEP, SIB, SubwordTree, depths, pair_relations, project_tree,
-                      relative_depth)
-from ..attention import AttentionTerms, ClippedDistance, LabelFactors, RelativeTerm
-from ..derived import Derived
-from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import Choice, IntRange, SubwordTreeOptions, option
-from .registry import FUSIONS, register
+from depnmt.core.trees import (LINEAL, NON_DEP, SIB, SubwordTree, depths, pair_relations,
+                               project_tree, relative_depth)
+from depnmt.model.attention import AttentionTerms, ClippedDistance, LabelFactors, RelativeTerm
+from depnmt.model.derived import Derived
+from depnmt.model.schemes.base import ModelDims, Scheme, SchemeModule, sentence_errors
+from depnmt.model.schemes.options import Choice, IntRange, SubwordTreeOptions, option
+from depnmt.model.schemes.registry import FUSIONS, register
 
 TERM_CHOICES = ("key,value", "key", "value", "none")
 

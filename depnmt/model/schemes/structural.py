@@ -23,11 +23,12 @@
 "Alone or with the sequential positions": the sequential encodings are the separate components
 ``abs`` (Vaswani et al.) and ``rel`` (Shaw et al.); listed together their terms are summed
 (``abs+structural`` adds PE(pos) + PE(depth) to the embeddings; ``rel+structural`` adds both
-relative terms, like ``dep+rel``). The 0.1.0 preset ``Transformer_structural`` is ``abs+structural``.
+relative terms, like ``dep+rel``). The 0.1.0 preset ``Transformer_structural`` is
+``abs+structural``.
 
 **Rules.** Trees reach subwords by ``--subword-tree`` / ``--chain-head`` (as ``dep``;
-:func:`depnmt.trees.project_tree`). Several sentences on one line are separate trees (the parse
-stage's ``parataxis`` join is undone, :func:`depnmt.trees.sentence_heads`); a pair across them
+:func:`depnmt.core.trees.project_tree`). Several sentences on one line are separate trees (the parse
+stage's ``parataxis`` join is undone, :func:`depnmt.core.trees.sentence_heads`); a pair across them
 is "not on one root path". EOS and padding get no absolute term and relative label 0 (no term).
 
 *Provenance:* the paper's own text (arXiv 1909.00383, §3.2, its Eqs. for ``abs`` and ``rel``)
@@ -53,13 +54,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ...trees import ancestor_matrix, depths, project_tree, sentence_heads
-from ..attention import AttentionTerms
-from .absolute import sinusoids
-from .base import ModelDims, Scheme, SchemeModule, sentence_errors
-from .options import Choice, IntRange, SubwordTreeOptions, option
-from .registry import register
-from .relative import RelativeTables, distance_labels, subword_depth, with_special_tokens
+from depnmt.core.trees import ancestor_matrix, depths, project_tree, sentence_heads
+from depnmt.model.attention import AttentionTerms
+from depnmt.model.schemes.absolute import sinusoids
+from depnmt.model.schemes.base import ModelDims, Scheme, SchemeModule, sentence_errors
+from depnmt.model.schemes.options import Choice, IntRange, SubwordTreeOptions, option
+from depnmt.model.schemes.registry import register
+from depnmt.model.schemes.relative import (RelativeTables, distance_labels, subword_depth,
+                                           with_special_tokens)
 
 PARTS = ("abs,rel", "abs", "rel")
 

@@ -17,7 +17,7 @@ registry line. Its default ``k = 4`` is our choice (most dependency paths in
 a short sentence are shorter), not a tuned value.
 
 **Rules.** Trees reach subwords by ``--subword-tree`` / ``--chain-head`` (as ``dep``,
-:func:`depnmt.trees.project_tree`: with ``chain``, a word's pieces are 1 apart; with
+:func:`depnmt.core.trees.project_tree`: with ``chain``, a word's pieces are 1 apart; with
 ``inherit``, at distance 0). Label 0 is "no term" (a zero row): EOS, padding, and pairs with no
 path (two trees of a forest). Ablations: ``--treedist-terms``.
 """
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ...trees import tree_distance
-from .options import IntRange, SubwordTreeOptions, option
-from .registry import register
-from .relative import TreeScheme, terms_option
+from depnmt.core.trees import tree_distance
+from depnmt.model.schemes.options import IntRange, SubwordTreeOptions, option
+from depnmt.model.schemes.registry import register
+from depnmt.model.schemes.relative import TreeScheme, terms_option
 
 
 def treedist_labels(heads: list[int], k: int) -> Tensor:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...compat import OLD_DEFAULTS, renamed_options
-from ...errors import DepnmtError
-from .options import options_dict, pick_options
-from .registry import SCHEMES, load_builtin_schemes
+from depnmt.core.compat import OLD_DEFAULTS, renamed_options
+from depnmt.core.errors import DepnmtError
+from depnmt.model.schemes.options import options_dict, pick_options
+from depnmt.model.schemes.registry import SCHEMES, load_builtin_schemes
 
 
 def upgrade_model_config(model: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,2 @@
+"""Evaluation: score, significance, report, runs, archive, contrastive and minimal pairs, analyze,
+inspect, figures."""

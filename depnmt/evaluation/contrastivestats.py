@@ -1,0 +1,251 @@
+"""Where a contrastive set's decisions differ: accuracy per distance bucket, and systems compared
+over their runs.
+
+Distances (a set made by ``depnmt minimal-pairs``, :mod:`depnmt.evaluation.minimalpairs`, records
+two per
+item: the *linear* distance in tokens and the *tree* distance in dependency arcs between the
+two words its edit puts in conflict) are grouped into :data:`BUCKETS` ``1``, ``2–3``, ``4–6``
+and ``7+``. :func:`distance_tables` gives, per category and bucket, every model's accuracy with
+its 95 % Wilson interval (:func:`depnmt.evaluation.contrastive.wilson`), as the per-category table
+does.
+
+Systems compared (:func:`compare`): each system is the result file of one ``depnmt contrastive
+-o`` run, its models the system's runs (seeds); all on the same set. A system's accuracy is
+pooled over its runs (the decisions of every run on every item together). Each other system is
+tested against the first (the baseline) on all items, on each category and on each linear-
+distance bucket of a category with more than one bucket, by approximate randomization
+stratified over runs (:func:`depnmt.evaluation.significance.approximate_randomization_tests`: per
+item, the
+runs' decisions are shuffled between the two systems and among the runs, Clark et al. 2011),
+two-sided; with one run a side it is a paired permutation test over items, the randomization
+counterpart of McNemar's test. Every test of the table is one family: its p-values are adjusted
+by Holm's step-down method (:func:`depnmt.evaluation.significance.holm`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from depnmt.core.errors import DepnmtError, InputError
+from depnmt.decoding.likelihood import Score
+from depnmt.evaluation.contrastive import Accuracy, Evaluation, Item, wilson
+from depnmt.evaluation.significance import (DEFAULT_SEED, DEFAULT_SHUFFLES,
+                                            approximate_randomization_tests, holm, mean_sd)
+
+BUCKETS = ((1, 1, "1"), (2, 3, "2–3"), (4, 6, "4–6"), (7, math.inf, "7+"))
+KINDS = ("linear", "tree")
+
+
+def bucket(distance: int) -> str:
+    """The name of the :data:`BUCKETS` bucket of ``distance`` (≥ 1)."""
+    return next(name for low, high, name in BUCKETS if low <= distance <= high)
+
+
+def has_distances(items: Sequence[Item]) -> bool:
+    return any(it.linear is not None for it in items)
+
+
+def distance_groups(items: Sequence[Item], kind: str) -> list[tuple[str, str, list[bool]]]:
+    """``(category, bucket, mask)`` for every category and ``kind`` distance bucket that has
+    items (``mask[i]``: item ``i`` is in it), in category then bucket order."""
+    groups = []
+    for category in sorted({it.category for it in items if it.linear is not None}):
+        for _, _, name in BUCKETS:
+            mask = [it.category == category and getattr(it, kind) is not None
+                    and bucket(getattr(it, kind)) == name for it in items]
+            if any(mask):
+                groups.append((category, name, mask))
+    return groups
+
+
+def accuracy_of(decisions: Sequence[bool], mask: Sequence[bool]) -> Accuracy:
+    picked = [d for d, m in zip(decisions, mask) if m]
+    return Accuracy(sum(picked), len(picked))
+
+
+def cell(acc: Accuracy) -> str:
+    """``accuracy % [95 % Wilson interval]``, as the per-category table writes it."""
+    low, high = wilson(acc.correct, acc.total)
+    return f"{100 * acc.value:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def distance_tables(evaluation: Evaluation) -> str:
+    """A table per distance kind: a row per category and bucket, a column per model (accuracy
+    %, 95 % Wilson interval), and with several models their mean ± sd. Empty when no item has
+    distances."""
+    if not has_distances(evaluation.items):
+        return ""
+    models = list(evaluation.decisions)
+    text = ""
+    for kind in KINDS:
+        rows = []
+        for category, name, mask in distance_groups(evaluation.items, kind):
+            accs = [accuracy_of(evaluation.decisions[m], mask) for m in models]
+            row = [category, name, str(accs[0].total), *map(cell, accs)]
+            if len(models) > 1:
+                mean, sd = mean_sd([100 * a.value for a in accs])
+                row.append(f"{mean:.1f} ± {sd:.1f}")
+            rows.append(row)
+        head = ["category", f"{kind} distance", "items", *models]
+        text += f"\nBy {kind} distance ({'tokens' if kind == 'linear' else 'dependency arcs'} " \
+                f"between the two words in conflict):\n\n" + markdown_table(
+                    head + (["mean ± sd"] if len(models) > 1 else []), rows)
+    return text
+
+
+def distance_dict(evaluation: Evaluation, model: str) -> dict:
+    """``{kind: {category: {bucket: accuracy dict}}}`` of one model (JSON output)."""
+    out: dict = {}
+    for kind in KINDS:
+        for category, name, mask in distance_groups(evaluation.items, kind):
+            acc = accuracy_of(evaluation.decisions[model], mask)
+            out.setdefault(kind, {}).setdefault(category, {})[name] = acc.to_dict()
+    return out
+
+
+def evaluation_dict(evaluation: Evaluation) -> dict:
+    """:meth:`Evaluation.to_dict` with each model's ``by_distance`` when items have
+    distances (``contrastive -o``'s JSON)."""
+    out = evaluation.to_dict()
+    if has_distances(evaluation.items):
+        for model, record in out["models"].items():
+            record["by_distance"] = distance_dict(evaluation, model)
+    return out
+
+
+def evaluation_markdown(evaluation: Evaluation) -> str:
+    """:meth:`Evaluation.markdown` followed by the distance tables (empty without
+    distances)."""
+    return evaluation.markdown() + distance_tables(evaluation)
+
+
+# -- systems compared over their runs ----------------------------------------------------------
+
+class PooledAccuracy:
+    """Accuracy (%) as a metric of summed item statistics ``[correct, 1]``, the interface of
+    sacreBLEU's metrics that the approximate randomization uses."""
+
+    def _compute_score_from_stats(self, stats: Sequence[float]) -> Score:
+        return Score(100 * stats[0] / stats[1])
+
+
+@dataclass
+class System:
+    """One result file of ``contrastive -o``: its runs' decisions, ``[runs][items]``."""
+
+    name: str
+    runs: list[list[bool]]
+    normalized: bool | None = None          # the scores it compared (None: not recorded)
+
+    def pooled(self, mask: Sequence[bool]) -> Accuracy:
+        picked = [d for run in self.runs for d, m in zip(run, mask) if m]
+        return Accuracy(sum(picked), len(picked))
+
+    def stats(self, mask: Sequence[bool]) -> np.ndarray:
+        """``[runs, items in mask, 2]``: ``[correct, 1]`` per run and item."""
+        keep = np.flatnonzero(np.asarray(mask, dtype=bool))
+        correct = np.asarray(self.runs, dtype=np.float64)[:, keep]
+        return np.stack([correct, np.ones_like(correct)], axis=-1)
+
+
+def set_digest(path: Path) -> str:
+    """The SHA-256 of a set file (a result file records it: ``set_sha256``)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_system(path: Path, items: int, digest: str | None) -> System:
+    """The runs of the result file ``path``, checked against the set (``items`` items, its
+    ``digest``): a :class:`DepnmtError` naming the file when it is of another set."""
+    from depnmt.core.textio import read_json
+    data = read_json(path, f"{path}: no such result file (write one with contrastive -o)")
+    recorded = data.get("set_sha256")
+    if digest is not None and recorded is not None and recorded != digest:
+        raise InputError(path, None, f"a result of another set ({data.get('set')}, which "
+                                     f"differs from the one given): compare results of one set")
+    models = data.get("models")
+    if not isinstance(models, dict) or not models:
+        raise InputError(path, None, "no models: not a result file of contrastive -o")
+    runs = []
+    for name, record in models.items():
+        decisions = record.get("decisions") if isinstance(record, dict) else None
+        if not isinstance(decisions, list) or any(d not in (0, 1) for d in decisions):
+            raise InputError(path, None, f"model {name}: expected its decisions, a list of 0/1")
+        if len(decisions) != items:
+            raise InputError(path, None, f"model {name}: {len(decisions)} decisions, but the "
+                                         f"set has {items} items: a result of another set")
+        runs.append([bool(d) for d in decisions])
+    return System(str(path), runs, data.get("normalized"))
+
+
+def comparison_groups(items: Sequence[Item]) -> list[tuple[str, list[bool]]]:
+    """``(label, mask)`` of the rows of a comparison: all items, each category, and the linear-
+    distance buckets of each category that has more than one."""
+    groups = [("**all**", [True] * len(items))]
+    groups += [(c, [it.category == c for it in items])
+               for c in sorted({it.category for it in items})]
+    by_category: dict[str, list] = {}
+    for category, name, mask in distance_groups(items, "linear"):
+        by_category.setdefault(category, []).append((f"{category}, linear {name}", mask))
+    for rows in by_category.values():
+        if len(rows) > 1:
+            groups += rows
+    return groups
+
+
+def compare(items: Sequence[Item], systems: Sequence[System], shuffles: int = DEFAULT_SHUFFLES,
+            seed: int = DEFAULT_SEED) -> list[dict]:
+    """Every other system against ``systems[0]`` on every :func:`comparison_groups` row: a dict
+    per test (``system``, ``group``, ``items``, pooled ``accuracy`` and ``baseline`` (%),
+    ``difference``, ``p``, Holm-adjusted ``p_holm``). The systems need as many runs each."""
+    base = systems[0]
+    for other in systems[1:]:
+        if None not in (base.normalized, other.normalized) \
+                and base.normalized != other.normalized:
+            raise DepnmtError(f"{other.name} compared length-normalised scores and "
+                              f"{base.name} log-probabilities, or the other way round: "
+                              f"compare results of one kind of score (--normalized)")
+        if len(other.runs) != len(base.runs):
+            raise DepnmtError(f"{other.name} has {len(other.runs)} runs and {base.name} "
+                              f"{len(base.runs)}: the stratified test shuffles runs between "
+                              f"systems; compare systems of as many runs")
+    tests, rows = [], []
+    metric = PooledAccuracy()
+    for other in systems[1:]:
+        for label, mask in comparison_groups(items):
+            mine, theirs = other.pooled(mask), base.pooled(mask)
+            rows.append({"system": other.name, "group": label, "items": sum(mask),
+                         "accuracy": 100 * mine.value, "baseline": 100 * theirs.value,
+                         "difference": 100 * (mine.value - theirs.value)})
+            tests.append((metric, base.stats(mask), other.stats(mask)))
+    pvalues = approximate_randomization_tests(tests, shuffles, seed)
+    for row, p, adjusted in zip(rows, pvalues, holm(pvalues)):
+        row.update(p=p, p_holm=adjusted)
+    return rows
+
+
+def comparison_markdown(rows: Sequence[dict], baseline: str, runs: int) -> str:
+    """The table of :func:`compare`, then how it was tested."""
+    head = ["system", "group", "items", "accuracy %", "baseline %", "difference", "p",
+            "p (Holm)"]
+    table = markdown_table(head, [
+        [r["system"], r["group"], str(r["items"]), f"{r['accuracy']:.1f}",
+         f"{r['baseline']:.1f}", f"{r['difference']:+.1f}", f"{r['p']:.3g}",
+         f"{r['p_holm']:.3g}"] for r in rows])
+    return (f"Baseline: {baseline}. Accuracy pooled over each system's {runs} run(s); p: "
+            f"approximate randomization over items, stratified over runs, two-sided; Holm over "
+            f"the {len(rows)} tests.\n\n" + table)

@@ -1,0 +1,1 @@
+"""The data stages of the pipeline: prepare, parse (and its controls), bpe, multitask."""
