@@ -70,36 +70,33 @@ class Translator:
 
     @classmethod
     def load(cls, model_dir: str | Path | Sequence[str | Path],
-             checkpoint: str | Path | None = None, device: str = "auto",
-             precision: str = "auto", max_tokens: int | None = None, batch_size: int = 0,
-             quantize: str = "none", **search: Any) -> "Translator":
+             checkpoint: str | Path | None = None, *positional: Any,
+             **options: Any) -> "Translator":
         """Load ``model_dir`` (written by ``depnmt train``), as ``depnmt translate`` does with
         the same options; a list of model directories translates as their ensemble
         (``translate -m A -m B``, :mod:`depnmt.decoding.ensemble`). ``checkpoint``: a name in
         ``MODEL_DIR/checkpoints`` (``best``, ``last``, ``stepN``, an average's name; for an
-        ensemble, in each directory) or a ``.pt`` file (default: best, else last);
-        ``device`` auto, cpu, cuda or cuda:N; ``precision`` auto, fp32, bf16 or fp16;
-        ``quantize`` none or int8 (CPU only: most linear layers in int8); ``max_tokens``
-        (default: 8,000 on the CPU, 32,000 on a GPU) and ``batch_size`` bound a batch;
-        ``search``: the default search options of :meth:`translate` (the fields of
+        ensemble, in each directory) or a ``.pt`` file (default: best, else last).
+        ``options``, each checked as its flag of ``depnmt translate`` and defaulting as it
+        (:func:`depnmt.decoding.settings.load_keywords`): ``device`` auto, cpu, cuda or
+        cuda:N; ``precision`` auto, fp32, bf16 or fp16; ``batch_size`` (0: no limit) and
+        ``max_tokens`` (default: 8,000 on the CPU, 32,000 on a GPU) bound a batch;
+        ``quantize`` none or int8 (CPU only: most linear layers in int8); and the default
+        search options of :meth:`translate` (the fields of
         :class:`~depnmt.core.searchlimits.SearchConfig`: ``beam``, ``alpha``, ``max_len_a``,
-        ``max_len_b``, ``at_limit``, ``length_penalty``; default: the model's)."""
+        ``max_len_b``, ``at_limit``, ``length_penalty``; default: the model's). Given by
+        position after ``checkpoint``, settings are read in the order of earlier releases,
+        :data:`LOAD_POSITIONS`."""
+        from depnmt.decoding.settings import load_settings
         from depnmt.storage.modeldir import named_checkpoint
-        check_search_options(search)
-        if isinstance(model_dir, (str, os.PathLike)):
-            dirs = [Path(model_dir)]
-        elif isinstance(model_dir, (list, tuple)) and all(
-                isinstance(d, (str, os.PathLike)) for d in model_dir):
-            dirs = [Path(d) for d in model_dir]
-        else:
-            dirs = []
-        if not dirs:
-            raise TypeError(f"load() needs a model directory (or a list of them), not "
-                            f"{model_dir!r}")
+        options = {**positional_options(positional, options), **options}
+        search = load_options(options)
+        dirs = model_dirs(model_dir)
+        decoding, own = load_settings(dirs, options)
         ckpts = [named_checkpoint(d, str(checkpoint)) if checkpoint is not None else None
                  for d in dirs]
-        return cls(load_translator(dirs, ckpts, device, precision, max_tokens=max_tokens,
-                                   batch_size=batch_size, quantize=quantize, **search))
+        return cls(load_translator(dirs, ckpts, **decoding.keywords(), **own.loading(),
+                                   **search))
 
     @property
     def search(self):
@@ -147,6 +144,24 @@ class Translator:
             impl.search_cfg = defaults
 
 
+# Translator.load's settings after ``checkpoint`` in the order earlier releases took them by
+# position (``Translator.load(dir, None, "cpu", "fp32")``)
+LOAD_POSITIONS = ("device", "precision", "max_tokens", "batch_size", "quantize")
+
+
+def positional_options(values: Sequence[Any], keywords: dict[str, Any]) -> dict[str, Any]:
+    """``values`` given by position to :meth:`Translator.load` as keywords, by
+    :data:`LOAD_POSITIONS`; a ``TypeError`` as Python's for too many or a setting given twice."""
+    if len(values) > len(LOAD_POSITIONS):
+        raise TypeError(f"load() takes at most {len(LOAD_POSITIONS) + 2} positional arguments "
+                        f"after the class ({len(values) + 2} given)")
+    named = dict(zip(LOAD_POSITIONS, values))
+    twice = sorted(set(named) & set(keywords))
+    if twice:
+        raise TypeError(f"load() got multiple values for argument {twice[0]!r}")
+    return named
+
+
 def load_translator(model_dirs: Sequence[Path], checkpoints: Sequence[Path | None],
                     device: str = "auto", precision: str = "auto", **options: Any) -> Any:
     """The :class:`depnmt.decoding.translate.Translator` of one model folder, or the
@@ -162,6 +177,31 @@ def load_translator(model_dirs: Sequence[Path], checkpoints: Sequence[Path | Non
     from depnmt.decoding.translate import Translator as ModelTranslator
     return ModelTranslator.from_model_dir(model_dirs[0], checkpoints[0], device, precision,
                                           **options)
+
+
+def model_dirs(model_dir: Any) -> list[Path]:
+    """:meth:`Translator.load`'s ``model_dir`` (a folder or a list of them) as a list of
+    paths; a TypeError for anything else."""
+    if isinstance(model_dir, (str, os.PathLike)):
+        return [Path(model_dir)]
+    if isinstance(model_dir, (list, tuple)) and model_dir and all(
+            isinstance(d, (str, os.PathLike)) for d in model_dir):
+        return [Path(d) for d in model_dir]
+    raise TypeError(f"load() needs a model directory (or a list of them), not {model_dir!r}")
+
+
+def load_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The search options among :meth:`Translator.load`'s keyword ``options``; a TypeError
+    naming each that is neither a search option nor a setting of
+    :func:`depnmt.decoding.settings.load_keywords`."""
+    from depnmt.core.searchlimits import search_names
+    from depnmt.decoding.settings import load_keywords
+    names = (*load_keywords(), *search_names())
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)} of load(); expected "
+                        f"{', '.join(names)}")
+    return {name: value for name, value in options.items() if name in search_names()}
 
 
 def check_search_options(search: dict[str, Any]) -> None:

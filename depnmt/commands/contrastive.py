@@ -1,7 +1,6 @@
 """``depnmt contrastive``: accuracy of models on a contrastive test set; its own flags are the
-fields of :class:`depnmt.evaluation.contrastive.ContrastiveSettings` (-m and the hardware options
-are
-translate's)."""
+fields of :class:`depnmt.evaluation.contrastive.ContrastiveSettings`, -m and the hardware options
+those of :class:`depnmt.decoding.settings.DecodingSettings` (as translate's and rescore's)."""
 
 from __future__ import annotations
 
@@ -10,8 +9,8 @@ from pathlib import Path
 import click
 
 from depnmt.commands.fields import click_options
-from depnmt.commands.translate import hardware_options, models_option
 from depnmt.core.optionspec import field_params, from_options
+from depnmt.decoding.settings import DecodingSettings, decoding_params
 from depnmt.evaluation.contrastive import ContrastiveSettings
 
 HELP = """Contrastive evaluation: how often a model prefers a correct translation to a minimally
@@ -43,12 +42,12 @@ stratified over runs, with Holm's adjustment over all the tests.
 @click.command("contrastive", help=HELP,
                context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("set_path", metavar="SET", type=click.Path(path_type=Path, dir_okay=False))
-@models_option("give it more than once to compare models (each evaluated alone) or, with "
-               "--ensemble, to evaluate their ensemble")
+@click_options(decoding_params(
+    several="give it more than once to compare models (each evaluated alone) or, with "
+            "--ensemble, to evaluate their ensemble",
+    items="pairs", precision="matrix multiplies, as translate --precision"))
 @click_options(field_params(ContrastiveSettings))
-@hardware_options("pairs", "arithmetic of the matrix multiplies, as translate --precision")
-def command(set_path: Path, model_dirs: tuple[Path, ...], batch_size: int, device: str,
-            precision: str, **values) -> None:
+def command(set_path: Path, **values) -> None:
     import json
 
     from depnmt.commands.translate import input_progress
@@ -58,7 +57,9 @@ def command(set_path: Path, model_dirs: tuple[Path, ...], batch_size: int, devic
     from depnmt.evaluation.contrastive import evaluate, read_set, scored_pairs
     from depnmt.evaluation.contrastivestats import evaluation_dict, evaluation_markdown, set_digest
     from depnmt.storage.modeldir import model_reads, named_checkpoint
+    decoding = from_options(DecodingSettings, values)
     settings = from_options(ContrastiveSettings, values)
+    model_dirs = decoding.model_dirs
     output_path, src_path, tgt_path = settings.output_path, settings.src_path, settings.tgt_path
     compare_paths, checkpoint = settings.compare_paths, settings.checkpoint
     check_output_files({"output": output_path}, [("set", set_path), ("--src file", src_path),
@@ -75,10 +76,8 @@ def command(set_path: Path, model_dirs: tuple[Path, ...], batch_size: int, devic
     def scorers(advance):
         for group in groups:
             ckpts = [named_checkpoint(d, checkpoint) if checkpoint else None for d in group]
-            scorer = ForcedScorer.from_model_dirs(group, ckpts, device=device,
-                                                  precision=precision,
-                                                  max_tokens=settings.max_tokens,
-                                                  batch_size=batch_size)
+            scorer = ForcedScorer.from_model_dirs(group, ckpts, **decoding.keywords(),
+                                                  max_tokens=settings.max_tokens)
             scorer.progress = advance
             yield " + ".join(str(d) for d in group), scorer
     with input_progress("scoring", lambda: len(scored_pairs(items)) * len(groups),

@@ -9,9 +9,9 @@ from typing import Iterator
 import click
 
 from depnmt.commands.fields import click_options
-from depnmt.commands.options import POSITIVE
-from depnmt.commands.translate import hardware_options, models_option
+from depnmt.core.optionspec import field_params, from_options
 from depnmt.core.searchlimits import search_params
+from depnmt.decoding.settings import DecodingSettings, RescoreSettings, decoding_params
 
 CHUNK_PAIRS = 2000          # pairs read, scored and written at a time
 
@@ -38,53 +38,40 @@ prefers a correct translation to a minimally wrong one.
 
 @click.command("rescore", help=HELP,
                context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@models_option("given more than once, the models score as an ensemble (as translate's: "
-               "they must share vocabularies, BPE and tokenizers)")
-@click.option("-c", "--checkpoint", metavar="NAME|FILE",
-              help="checkpoint: a name in MODEL/checkpoints (in each, for an ensemble) or a .pt "
-                   "file  [default: best, else last]")
-@click.option("--src", "src_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="the source sentences, one per line")
-@click.option("--src-format", type=click.Choice(["text", "conllu"]), default="text",
-              help="text: raw sentences; conllu: parsed sentences (their words, and their trees "
-                   "for tree schemes)")
-@click.option("--tgt", "tgt_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="the translations to score, raw text, one per source line")
-@click.option("-o", "--output", "output_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="write the scores to this file (all or nothing) instead of standard output")
-@click.option("--per-token", is_flag=True,
-              help="add a column: each subword's log-probability, the end-of-sentence token "
-                   "last, separated by spaces")
+@click_options(decoding_params(
+    several="given more than once, the models score as an ensemble (as translate's: they must "
+            "share vocabularies, BPE and tokenizers)",
+    items="pairs",
+    precision="matrix multiplies, as translate --precision (fp32 gives the scores of an fp32 "
+              "search)"))
+@click_options(field_params(RescoreSettings))
 @click_options(search_params("rescore"))
-@click.option("--max-tokens", type=POSITIVE, default=None,
-              help="pairs of similar length are scored together in batches of at most this "
-                   "many source and target subwords (padding included)",
-              show_default="8000 on the CPU, 32000 on a GPU")
-@hardware_options("pairs", "arithmetic of the matrix multiplies, as translate --precision "
-                           "(fp32 gives the scores of an fp32 search)")
-def command(model_dirs: tuple[Path, ...], checkpoint: str | None, src_path: Path,
-            src_format: str, tgt_path: Path, output_path: Path | None, per_token: bool,
-            alpha: float | None, length_penalty: str | None, max_tokens: int | None,
-            batch_size: int, device: str, precision: str) -> None:
+def command(**values) -> None:
     from depnmt.core.stagedir import check_output_files
     from depnmt.decoding.forced import ForcedScorer, format_score
     from depnmt.storage.modeldir import model_reads
+    decoding = from_options(DecodingSettings, values)
+    settings = from_options(RescoreSettings, values)
+    search = {param.name: values[param.name] for param in search_params("rescore")}
+    model_dirs, output_path = decoding.model_dirs, settings.output_path
+    src_path, tgt_path = settings.src_path, settings.tgt_path
     check_output_files({"output": output_path}, [("--src file", src_path),
                                                  ("--tgt file", tgt_path),
-                                                 *model_reads(model_dirs, checkpoint)])
+                                                 *model_reads(model_dirs, settings.checkpoint)])
     from depnmt.commands.translate import (input_progress, input_size, model_checkpoints,
                                            output_writer)
-    scorer = ForcedScorer.from_model_dirs(model_dirs, model_checkpoints(model_dirs, checkpoint),
-                                          device=device, precision=precision,
-                                          max_tokens=max_tokens, batch_size=batch_size,
-                                          alpha=alpha, length_penalty=length_penalty)
+    scorer = ForcedScorer.from_model_dirs(model_dirs,
+                                          model_checkpoints(model_dirs, settings.checkpoint),
+                                          **decoding.keywords(), max_tokens=settings.max_tokens,
+                                          **search)
     with output_writer(output_path) as write, \
             input_progress("scoring", lambda: input_size(tgt_path),
                            output_path is None) as advance:
         scorer.progress = advance
-        for words, trees, translations in chunks(scorer, src_path, src_format, tgt_path):
+        for words, trees, translations in chunks(scorer, src_path, settings.src_format,
+                                                 tgt_path):
             ids = [scorer.target_ids(line) for line in translations]
-            for result in scorer.score_words(words, ids, trees, per_token=per_token):
+            for result in scorer.score_words(words, ids, trees, per_token=settings.per_token):
                 write(format_score(result) + "\n")
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-FOLDER_HELP = ("stanza resources folder  [default: $STANZA_RESOURCES_DIR, else stanza's own "
-               "default, ~/.cache/stanza/<resources version>/resources on Linux]")
+from depnmt.commands.fields import click_options
+from depnmt.core.optionspec import field_params, from_options
+from depnmt.stages.parse.stanza_backend import DownloadSettings
 
 
 @click.group("models", context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,11 +21,8 @@ def command() -> None:
 
 @command.command("download", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("langs", nargs=-1, required=True, metavar="LANG...")
-@click.option("--package", default=None, metavar="NAME",
-              help="stanza package (e.g. gsd, ewt; what `parse --backend stanza --model` takes)  "
-                   "[default: the language's default package]")
-@click.option("--stanza-dir", type=click.Path(file_okay=False), default=None, help=FOLDER_HELP)
-def download(langs: tuple[str, ...], package: str | None, stanza_dir: str | None) -> None:
+@click_options(field_params(DownloadSettings))
+def download(langs: tuple[str, ...], **values) -> None:
     """Download stanza's tokenize, pos, lemma and depparse models of each LANG (e.g. en de ja)
     into the folder `depnmt parse` reads them from (then parse with --backend stanza, and the
     same --stanza-dir if you give one here).
@@ -33,9 +31,10 @@ def download(langs: tuple[str, ...], package: str | None, stanza_dir: str | None
     running it again offline succeeds once everything is there.
     """
     from depnmt.core.log import info
-    from depnmt.stages.parse.stanza_backend import default_resources_dir, download_models
+    from depnmt.stages.parse.stanza_backend import download_models
 
-    folder = stanza_dir or default_resources_dir()
+    settings = from_options(DownloadSettings, values)
+    folder = settings.folder()
     for lang in langs:
-        download_models(lang, package, folder)
+        download_models(lang, settings.package, folder)
         info(f"stanza models for '{lang}' are in {folder}")

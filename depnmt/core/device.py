@@ -38,8 +38,9 @@ import torch
 
 from depnmt.core.errors import DepnmtError
 from depnmt.core.log import warn
+from depnmt.core.optionspec import PRECISION
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = PRECISION.choices
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 ONEDNN_ISA_VARS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")     # the first one set wins
@@ -87,6 +88,26 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
 def this_cpu_flags() -> frozenset[str]:
     """:func:`cpu_flags` of this machine, read once (the path LSTM asks at every batch)."""
     return frozenset(cpu_flags())
+
+
+# The CPU flags that choose torch's and oneDNN's kernels (and so a run's exact numbers)
+ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+             "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def machine_record(device: torch.device) -> dict:
+    """What a run's numbers depend on beyond its data and settings, for its manifest: the
+    device (and a GPU's name), torch's CPU kernel level, oneDNN's ISA cap, the CPU's ISA
+    flags and torch's thread count (bf16 and even fp32 results follow the kernels a machine
+    gets, so two runs are comparable bit for bit only on the same record)."""
+    record = {"device": str(device), "torch": torch.__version__,
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+              "onednn_max_isa": onednn_max_isa() or None,
+              "cpu_flags": sorted(set(ISA_FLAGS) & this_cpu_flags()),
+              "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        record["gpu"] = torch.cuda.get_device_name(device)
+    return record
 
 
 def onednn_max_isa(environ: Mapping[str, str] = os.environ) -> str:

@@ -83,6 +83,8 @@ AMOUNT = FloatRange(min=0)
 RATE = FloatRange(min=0, min_open=True)         # a learning rate
 DROPOUT = FloatRange(0, 1, max_open=True)       # dropout, label smoothing: 1 leaves nothing
 SEED = IntRange(0, 2**32 - 1)                   # what every random generator accepts
+# the arithmetic of the matrix multiplies (train, translate, rescore: depnmt.core.device)
+PRECISION = Choice(("auto", "fp32", "bf16", "fp16"))
 
 
 def option(default: Any, help: str, type: Kind = None, check: Callable[[Any], Any] | None = None,

@@ -38,8 +38,9 @@ from depnmt.core.trees import truncate_tree
 from depnmt.core.vocab import BOS, EOS, Vocab
 from depnmt.data.batches import Batch, Example, add_features, collate, encode_source, pad_2d
 from depnmt.decoding.search import Hypothesis, SearchConfig, search, search_nbest
+from depnmt.decoding.settings import check_quantize
 from depnmt.model.packed import pack_linears
-from depnmt.model.quantize import QUANTIZATIONS, check_int8, quantize_int8
+from depnmt.model.quantize import check_int8, quantize_int8
 from depnmt.model.schemes import Extras
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.stages.bpe import Segmenter
@@ -109,8 +110,7 @@ class Translator:
         saves). ``max_tokens`` (source subwords × beam; None: :func:`default_max_tokens` of the
         device) and ``batch_size`` (sentences, 0 = no limit) bound a batch
         (:func:`length_batches`)."""
-        if quantize not in QUANTIZATIONS:
-            raise DepnmtError(f"quantize {quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
+        check_quantize(quantize)
         config = read_config(model_dir)
         check_subword_files(model_dir, config)
         model_cfg = ModelConfig.from_dict(config["model"])

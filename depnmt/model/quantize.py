@@ -28,9 +28,6 @@ from torch import Tensor, nn
 
 from depnmt.core.errors import DepnmtError
 
-QUANTIZATIONS = ("none", "int8")
-
-
 class Int8Linear(nn.Module):
     """A linear layer with int8 weights (per output row scales) and dynamically quantized
     int8 activations; inference only."""

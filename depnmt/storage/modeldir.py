@@ -23,6 +23,7 @@ writer left in the directory and its ``checkpoints/``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -181,6 +182,11 @@ def subword_files(folder: Path) -> list[str]:
     named = {cfg[key] for cfg in sides.values() for key in ("codes", "filter_vocab")
              if isinstance(cfg, dict) and cfg.get(key)}
     return ["vocab.src.txt", "vocab.tgt.txt", *sorted(named)]
+
+
+def default_model_dir() -> Path:
+    """The model directory a command reads when given none: ``$DEPNMT_MODEL``, else ./model."""
+    return Path(os.environ.get("DEPNMT_MODEL", "model"))
 
 
 MODEL_FILES = (CONFIG, "train.yaml", "metrics.jsonl", "manifest.json", BPE_CONFIG, LOCK)

@@ -15,7 +15,6 @@ file's, not the model directory's, so a model can be averaged while it trains.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,8 +27,8 @@ from depnmt.core.optionspec import POSITIVE, Folder, check_options, option
 from depnmt.core.stagedir import hold_lock
 from depnmt.core.textio import make_dir
 from depnmt.storage.checkpoint import save_checkpoint
-from depnmt.storage.modeldir import (RESERVED_CHECKPOINTS, checkpoint_dir, load_model_checkpoint,
-                                     read_config, read_metrics)
+from depnmt.storage.modeldir import (RESERVED_CHECKPOINTS, checkpoint_dir, default_model_dir,
+                                     load_model_checkpoint, read_config, read_metrics)
 from depnmt.training.checkpoints import snapshots
 from depnmt.training.validation import selection_metric
 
@@ -86,11 +85,6 @@ def validation_scores(model_dir: Path, metric_name: str) -> dict[int, float]:
             if key in record:
                 scores[record["step"]] = sign * record[key]
     return scores
-
-
-def default_model_dir() -> Path:
-    """The model directory a command reads when given none: ``$DEPNMT_MODEL``, else ./model."""
-    return Path(os.environ.get("DEPNMT_MODEL", "model"))
 
 
 @dataclass

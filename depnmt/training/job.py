@@ -52,7 +52,7 @@ def lock_if_main(model_dir: Path):
 def write_train_manifest(trainer: Trainer) -> None:
     """The model directory's ``manifest.json``: the inputs, the run's training options, the
     progress reached and the precision it trained in."""
-    from depnmt.core.device import precision_name
+    from depnmt.core.device import machine_record, precision_name
     run = trainer.run
     write_manifest(run.model_dir, "train",
                    inputs={"bpe": str(run.data_dir.resolve()),
@@ -60,4 +60,5 @@ def write_train_manifest(trainer: Trainer) -> None:
                    options=asdict(run.training), outputs=[METRICS],
                    extra={"progress": {k: v for k, v in asdict(trainer.progress).items()
                                        if k != "history"},
-                          "precision": precision_name(trainer.amp)})
+                          "precision": precision_name(trainer.amp),
+                          "machine": machine_record(trainer.device)})

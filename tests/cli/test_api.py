@@ -86,6 +86,20 @@ def test_translator_load_options(api_model, tiny_bpe, tmp_path, capsys):
         translator.translate(lines, bean=3)
 
 
+def test_translator_load_takes_the_earlier_positional_order(api_model, tiny_bpe):
+    """``Translator.load(dir, checkpoint, device, precision, max_tokens, batch_size, quantize)``
+    by position, as earlier releases took it, is the same load as with keywords."""
+    lines = source_lines(tiny_bpe)[:5]
+    by_position = depnmt.Translator.load(api_model, "last", "cpu", "fp32", 300, 2)
+    by_keyword = depnmt.Translator.load(api_model, checkpoint="last", device="cpu",
+                                        precision="fp32", max_tokens=300, batch_size=2)
+    assert by_position.translate(lines) == by_keyword.translate(lines)
+    with pytest.raises(TypeError, match="multiple values for argument 'device'"):
+        depnmt.Translator.load(api_model, None, "cpu", device="cpu")
+    with pytest.raises(TypeError, match="at most 7 positional"):
+        depnmt.Translator.load(api_model, None, "cpu", "fp32", 300, 2, "none", "extra")
+
+
 def test_train_model_errors_are_depnmt_errors(tiny_bpe, tmp_path):
     with pytest.raises(DepnmtError, match="unknown option 'max-token'.*'max-tokens'"):
         depnmt.train_model({"data": str(tiny_bpe), "model-dir": str(tmp_path / "m"),

@@ -86,6 +86,19 @@ def test_resume_continues_exactly(tiny_bpe, tmp_path, precision):
     assert json.loads((split / "manifest.json").read_text())["precision"] == precision
 
 
+def test_the_manifest_records_the_machine_a_run_trained_on(tiny_model, monkeypatch):
+    """What a run's exact numbers depend on beyond data and settings: the device, torch, its
+    CPU kernel level, oneDNN's cap and the CPU's ISA flags (bf16 follows the kernels)."""
+    from depnmt.core.device import ISA_FLAGS, machine_record, this_cpu_flags
+    machine = json.loads((tiny_model / "manifest.json").read_text())["machine"]
+    assert machine["device"] == "cpu" and machine["torch"] == torch.__version__
+    assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert machine["cpu_flags"] == sorted(set(ISA_FLAGS) & this_cpu_flags())
+    assert machine["threads"] >= 1
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
+    assert machine_record(torch.device("cpu"))["onednn_max_isa"] == "AVX2"
+
+
 def test_resume_takes_the_saved_flags(tiny_bpe, tmp_path):
     """`--resume` with only -i/-o/--max-steps continues a run configured with non-default
     architecture, scheme, scheme options and training flags, exactly."""

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from conftest import (TINY_MODEL, import_random_trees, other_segmentation, overriding, run_cli,
-                      train_tiny)
+from .conftest import (TINY_MODEL, import_random_trees, other_segmentation, overriding, run_cli,
+                       train_tiny)
 from .test_chaos import chaos
 
 error_lines = chaos.error_lines

@@ -21,6 +21,7 @@ from depnmt.commands.fields import click_option
 from depnmt.core.errors import DepnmtError
 from depnmt.core.optionspec import (COUNT, Choice, File, Param, check_options, field_param, option,
                                     option_fields)
+from depnmt.decoding.settings import DecodingSettings
 from depnmt.stages.prepare import Settings, Sources
 from depnmt.stages.tokenize import make_tokenizer
 
@@ -204,7 +205,22 @@ def api_settings():
             (lambda: AwslSettings(max_sentences=-1), "max_sentences -1: -1 is not in the range"),
             (lambda: UasSettings(backend="udpipe"), "backend 'udpipe': 'udpipe' is not one of"),
             (lambda: ContrastiveSettings(fmt="xml"), "fmt 'xml': 'xml' is not one of"),
-            (lambda: ContrastiveSettings(max_tokens=0), "max_tokens 0: 0 is not in the range")]
+            (lambda: ContrastiveSettings(max_tokens=0), "max_tokens 0: 0 is not in the range"),
+            *decoding_settings()]
+
+
+def decoding_settings():
+    from depnmt.decoding.settings import DecodingSettings, RescoreSettings, TranslateSettings
+    from depnmt.stages.parse.stanza_backend import DownloadSettings
+    return [(lambda: DecodingSettings(batch_size=-1), "batch_size -1: -1 is not in the range"),
+            (lambda: DecodingSettings(precision="fp8"), "precision 'fp8': 'fp8' is not one of"),
+            (lambda: DecodingSettings(model_dirs=(Path(__file__),)), "is a file"),
+            (lambda: TranslateSettings(quantize="int4"), "'int4': choose one of none, int8"),
+            (lambda: TranslateSettings(nbest=0), "nbest 0: 0 is not in the range x>=1"),
+            (lambda: TranslateSettings(input_format="json"), "input_format 'json': 'json' is"),
+            (lambda: RescoreSettings(max_tokens=0), "max_tokens 0: 0 is not in the range"),
+            (lambda: RescoreSettings(tgt_path=Path(".")), "tgt_path .*is a directory"),
+            (lambda: DownloadSettings(stanza_dir=__file__), "stanza_dir .*is a file")]
 
 
 @pytest.mark.parametrize("settings, message", api_settings())
@@ -233,14 +249,19 @@ def test_options_that_do_not_go_together_are_a_usage_error_of_the_library(tmp_pa
 # -- commands whose flags are partly shared, or subcommands ----------------------------------------
 def subcommands() -> list[tuple[click.Command, list[type], set[str]]]:
     """Command -> the settings dataclasses of its flags, the flags it shares with translate."""
-    from depnmt.commands import analyze, contrastive
+    from depnmt.commands import analyze, contrastive, forced, models, translate
+    from depnmt.core.searchlimits import search_names
+    from depnmt.decoding.settings import DecodingSettings, RescoreSettings, TranslateSettings
     from depnmt.evaluation.analyze import AwslSettings
     from depnmt.evaluation.attachment import UasSettings
     from depnmt.evaluation.contrastive import ContrastiveSettings
+    from depnmt.stages.parse.stanza_backend import DownloadSettings
     return [(analyze.awsl_command, [AwslSettings], set()),
             (analyze.uas_command, [UasSettings], set()),
-            (contrastive.command, [ContrastiveSettings],
-             {"model_dirs", "batch_size", "device", "precision"})]
+            (contrastive.command, [DecodingSettings, ContrastiveSettings], set()),
+            (translate.command, [DecodingSettings, TranslateSettings], set(search_names())),
+            (forced.command, [DecodingSettings, RescoreSettings], {"alpha", "length_penalty"}),
+            (models.download, [DownloadSettings], set())]
 
 
 @pytest.mark.parametrize("command, classes, shared", subcommands(),
@@ -285,3 +306,97 @@ def test_more_options_that_do_not_go_together_are_errors_of_the_library(tmp_path
     assert ContrastiveSettings(src_path=Path("s")).set_format(Path("set.json")) == "contrapro"
     with pytest.raises(DepnmtError, match="--ensemble scores with several models as one"):
         ContrastiveSettings(ensemble=True).check_scoring([Path("a")])
+
+
+# -- the options of the commands that decode: one declaration for translate, rescore and
+# contrastive, and for Translator.load --------------------------------------------------------
+@dataclass
+class WithCache(DecodingSettings):
+    """The decoding settings and one more: what adding a shared option is."""
+
+    cache_mb: int = option(0, "keep at most N MB of decoder states (0: no limit)", COUNT,
+                           metavar="N")
+
+
+DECODING_COMMANDS = ("translate", "forced", "contrastive")
+
+
+@pytest.fixture
+def cache(monkeypatch):
+    """``--cache-mb`` declared as one more field of the shared decoding settings; the three
+    commands rebuilt with it (name -> module), and rebuilt as they were afterwards."""
+    import depnmt.decoding.settings
+    monkeypatch.setattr(depnmt.decoding.settings, "DecodingSettings", WithCache)
+    yield {name: importlib.reload(importlib.import_module(f"depnmt.commands.{name}"))
+           for name in DECODING_COMMANDS}
+    monkeypatch.undo()
+    for name in DECODING_COMMANDS:
+        importlib.reload(importlib.import_module(f"depnmt.commands.{name}"))
+
+
+def test_a_new_shared_decoding_field_is_a_flag_of_each_command_that_decodes(cache, tmp_path):
+    runner = CliRunner()
+    for module in cache.values():
+        text = " ".join(runner.invoke(module.command, ["--help"]).output.split())
+        assert "--cache-mb N keep at most N MB of decoder states (0: no limit) [default: 0; " \
+               "x>=0]" in text, module.__name__
+        result = runner.invoke(module.command, ["--cache-mb", "-1"])
+        assert result.exit_code == 2 and "Invalid value for '--cache-mb'" in result.output
+
+
+def test_a_new_shared_decoding_field_reaches_the_loaders(cache, tmp_path, monkeypatch):
+    """translate passes it to the translator's loader, rescore to the scorer's."""
+    from depnmt.decoding.forced import ForcedScorer
+    seen: dict = {}
+
+    def stop(*args, **kwargs):
+        seen.update(kwargs)
+        raise DepnmtError("stop here")
+    monkeypatch.setattr("depnmt.api.load_translator", stop)
+    monkeypatch.setattr(ForcedScorer, "from_model_dirs", stop)
+    src = tmp_path / "src.txt"
+    src.write_text("a\n")
+    runner = CliRunner()
+    for module, args in ((cache["translate"], []),
+                         (cache["forced"], ["--src", str(src), "--tgt", str(src)])):
+        seen.clear()
+        result = runner.invoke(module.command, ["-m", str(tmp_path), "--cache-mb", "5", *args])
+        assert "stop here" in str(result.exception), result.output
+        assert seen["cache_mb"] == 5 and seen["device"] == "auto", module.__name__
+
+
+def test_a_new_shared_decoding_field_is_a_keyword_of_translator_load(cache, tmp_path,
+                                                                      monkeypatch):
+    from depnmt.api import Translator
+    seen: dict = {}
+    monkeypatch.setattr("depnmt.api.load_translator",
+                        lambda dirs, ckpts, **options: seen.update(options))
+    Translator.load(tmp_path, cache_mb=5, beam=2)
+    assert seen["cache_mb"] == 5 and seen["beam"] == 2 and seen["quantize"] == "none"
+    with pytest.raises(DepnmtError, match="cache_mb -1: -1 is not in the range x>=0"):
+        Translator.load(tmp_path, cache_mb=-1)
+
+
+def test_without_the_field_translator_load_refuses_the_keyword(tmp_path):
+    from depnmt.api import Translator
+    with pytest.raises(TypeError, match=r"unknown option\(s\) cache_mb of load\(\); expected "
+                                        r"batch_size, device, precision, max_tokens, quantize"):
+        Translator.load(tmp_path, cache_mb=5)
+
+
+def test_translate_s_options_that_do_not_go_together_are_errors_of_the_library(monkeypatch):
+    from depnmt.decoding.settings import TranslateSettings
+    from depnmt.stages.parse.stanza_backend import DownloadSettings
+    ct2 = Path("export")
+    with pytest.raises(DepnmtError, match="--ct2 translates with one export"):
+        TranslateSettings(ct2_dir=ct2).check_ct2(models=2)
+    with pytest.raises(DepnmtError, match="--ct2 translates raw text only"):
+        TranslateSettings(ct2_dir=ct2, input_format="conllu").check_ct2(models=1)
+    with pytest.raises(DepnmtError, match="export with depnmt export --quantization int8"):
+        TranslateSettings(ct2_dir=ct2, quantize="int8").check_ct2(models=1)
+    TranslateSettings(quantize="int8").check_ct2(models=2)              # no --ct2: nothing
+    with pytest.raises(DepnmtError, match="give --input-format conllu"):
+        TranslateSettings(dbsa_gold_arcs=True).check_gold_arcs()
+    monkeypatch.setenv("STANZA_RESOURCES_DIR", "/data/stanza")
+    assert DownloadSettings().folder() == "/data/stanza"
+    assert DownloadSettings(stanza_dir="here").folder() == "here"

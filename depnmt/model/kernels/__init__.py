@@ -17,7 +17,7 @@ import re
 import torch
 from torch import Tensor
 
-from ... import log
+from depnmt.core import log
 
 MIN_CAPABILITY = (8, 0)            # bf16 dot products (Ampere and newer)
 MIN_TRITON = (3, 5)                # the oldest Triton for the kernels on a GPU
@@ -93,6 +93,6 @@ def label_bin_attention(q: Tensor, k: Tensor, v: Tensor, key_scores: Tensor | No
                         ) -> tuple[Tensor, Tensor | None]:
     """Attention with one relative term of ``rows`` labels in one fused kernel, differentiable
     (:func:`depnmt.model.kernels.label_bins.attention`, which documents the arguments)."""
-    from . import label_bins
+    from depnmt.model.kernels import label_bins
     return label_bins.attention(q, k, v, key_scores, rows, values, positions=positions,
                                 labels=labels, key_mask=key_mask, causal=causal, blocks=blocks)

@@ -56,11 +56,10 @@ def _dot(a, b, UPCAST: tl.constexpr, IEEE: tl.constexpr):
 
 
 @triton.jit
-def _tile_labels(LAB, lab_base, QP, KP, offs_m, offs_n, M, N, slm, sln, clip,
-                 POSITIONS: tl.constexpr):
+def _tile_labels(LAB, QP, KP, offs_m, offs_n, M, N, slm, sln, clip, POSITIONS: tl.constexpr):
     """``[BLOCK_M, BLOCK_N]`` int32 labels of a tile and whether they are all one label
-    (``uniform``, ``const``). Rows and columns past the ends count as label 0 / position 0,
-    which only makes a tile less often uniform."""
+    (``uniform``, ``const``), ``LAB`` at the batch row. Rows and columns past the ends count as
+    label 0 / position 0, which only makes a tile less often uniform."""
     if POSITIONS:
         qp = tl.load(QP + offs_m, mask=offs_m < M, other=0)
         kp = tl.load(KP + offs_n, mask=offs_n < N, other=0)
@@ -72,7 +71,7 @@ def _tile_labels(LAB, lab_base, QP, KP, offs_m, offs_n, M, N, slm, sln, clip,
         const = tl.where(below, 1, 2 * clip + 1)
     else:
         inside = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        lab = tl.load(LAB + lab_base + offs_m[:, None] * slm + offs_n[None, :] * sln,
+        lab = tl.load(LAB + offs_m[:, None] * slm + offs_n[None, :] * sln,
                       mask=inside, other=0).to(tl.int32)
         const = tl.min(tl.min(lab, 1), 0)
         uniform = const == tl.max(tl.max(lab, 1), 0)
@@ -107,15 +106,74 @@ def _binned(x, lab, uniform, const, R: tl.constexpr, R_PAD: tl.constexpr):
 
 
 @triton.jit
-def _allowed(KM, km_base, offs_m, offs_n, M, N, KEY_MASK: tl.constexpr, CAUSAL: tl.constexpr):
-    """``[BLOCK_M, BLOCK_N]`` bool: key j exists, is not padding, and (causal) j ≤ i."""
+def _allowed(KM, offs_m, offs_n, M, N, KEY_MASK: tl.constexpr, CAUSAL: tl.constexpr):
+    """``[BLOCK_M, BLOCK_N]`` bool: key j exists, is not padding (``KM`` at the batch row), and
+    (causal) j ≤ i."""
     ok = (offs_n < N)[None, :] & (offs_m < M)[:, None]
     if KEY_MASK:
-        keep = tl.load(KM + km_base + offs_n, mask=offs_n < N, other=0)
+        keep = tl.load(KM + offs_n, mask=offs_n < N, other=0)
         ok = ok & (keep != 0)[None, :]
     if CAUSAL:
         ok = ok & (offs_n[None, :] <= offs_m[:, None])
     return ok
+
+
+@triton.jit
+def _tile_at(X, offs, stride, cols, n, width):
+    """Pointers ``[len(offs), len(cols)]`` to rows ``offs`` (``stride`` apart) and columns
+    ``cols`` (contiguous) of a matrix at ``X``, and the mask of those inside ``n`` rows and
+    ``width`` columns."""
+    return (X + offs[:, None] * stride + cols[None, :],
+            (offs < n)[:, None] & (cols < width)[None, :])
+
+
+@triton.jit
+def _load_tile(X, offs, stride, cols, n, width):
+    """The tile of :func:`_tile_at`, zeros outside the matrix."""
+    ptrs, inside = _tile_at(X, offs, stride, cols, n, width)
+    return tl.load(ptrs, mask=inside, other=0.0)
+
+
+@triton.jit
+def _store_tile(X, offs, stride, cols, n, width, x):
+    """Writes ``x`` to the tile of :func:`_tile_at`, in ``X``'s dtype, inside the matrix."""
+    ptrs, inside = _tile_at(X, offs, stride, cols, n, width)
+    tl.store(ptrs, x.to(X.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def _key_end(pid_m, N, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr):
+    """The end of the keys that query block ``pid_m`` sees: all ``N``, or (causal) those up to
+    its last query (tiles past ``N`` are masked)."""
+    end = N
+    if CAUSAL:
+        end = (pid_m + 1) * BLOCK_M
+    return end
+
+
+@triton.jit
+def _query_start(pid_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The first query that key block ``pid_n`` is seen by: 0, or (causal) the start of the
+    query block of its first key."""
+    start = 0
+    if CAUSAL:
+        start = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M
+    return start
+
+
+@triton.jit
+def _tile_scores(q, k, qa_row, LAB, QP, KP, KM, offs_m, offs_n, M, N, slm, sln, clip,
+                 POSITIONS: tl.constexpr, HAS_KEY: tl.constexpr, KEY_MASK: tl.constexpr,
+                 CAUSAL: tl.constexpr, UPCAST: tl.constexpr, IEEE: tl.constexpr):
+    """A tile's scores ``e_ij`` fp32 (−inf where the mask forbids) and its labels
+    (:func:`_tile_labels`); ``LAB``, ``KM`` at the batch row."""
+    lab, uniform, const = _tile_labels(LAB, QP, KP, offs_m, offs_n, M, N, slm, sln, clip,
+                                       POSITIONS)
+    s = _dot(q, tl.trans(k), UPCAST, IEEE)
+    if HAS_KEY:
+        s += _gathered(qa_row, offs_m, M, lab, uniform, const)
+    s = tl.where(_allowed(KM, offs_m, offs_n, M, N, KEY_MASK, CAUSAL), s, float("-inf"))
+    return s, lab, uniform, const
 
 
 @triton.jit
@@ -133,29 +191,19 @@ def _forward(Q, K, V, QA, LAB, QP, KP, KM, O, BINS, LSE,
     b, h = bh // H, bh % H
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d, offs_dv = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :],
-                mask=(offs_m < M)[:, None] & (offs_d < D)[None, :], other=0.0)
+    q = _load_tile(Q + b * sqb + h * sqh, offs_m, sqm, offs_d, M, D)
     qa_row = QA + b * sab + h * sah + offs_m * sam
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
     bins = tl.zeros([BLOCK_M, R_PAD], tl.float32)
-    end = N
-    if CAUSAL:             # keys ≤ the block's last query (tiles past N: masked)
-        end = (pid_m + 1) * BLOCK_M
-    for start_n in range(0, end, BLOCK_N):
+    for start_n in range(0, _key_end(pid_m, N, BLOCK_M, CAUSAL), BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :],
-                    mask=(offs_n < N)[:, None] & (offs_d < D)[None, :], other=0.0)
-        v = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_dv[None, :],
-                    mask=(offs_n < N)[:, None] & (offs_dv < DV)[None, :], other=0.0)
-        lab, uniform, const = _tile_labels(LAB, b * slb, QP, KP, offs_m, offs_n, M, N, slm,
-                                           sln, clip, POSITIONS)
-        s = _dot(q, tl.trans(k), UPCAST, IEEE)
-        if HAS_KEY:
-            s += _gathered(qa_row, offs_m, M, lab, uniform, const)
-        s = tl.where(_allowed(KM, b * skmb, offs_m, offs_n, M, N, KEY_MASK, CAUSAL), s,
-                     float("-inf"))
+        k = _load_tile(K + b * skb + h * skh, offs_n, skn, offs_d, N, D)
+        v = _load_tile(V + b * svb + h * svh, offs_n, svn, offs_dv, N, DV)
+        s, lab, uniform, const = _tile_scores(q, k, qa_row, LAB + b * slb, QP, KP, KM + b * skmb,
+                                              offs_m, offs_n, M, N, slm, sln, clip, POSITIONS,
+                                              HAS_KEY, KEY_MASK, CAUSAL, UPCAST, IEEE)
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp(m_i - m_safe)
@@ -167,29 +215,23 @@ def _forward(Q, K, V, QA, LAB, QP, KP, KM, O, BINS, LSE,
         m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     m_safe = tl.where(m_i == float("-inf"), 0.0, m_i)
-    tl.store(O + b * sob + h * soh + offs_m[:, None] * som + offs_dv[None, :],
-             (acc / l_safe[:, None]).to(O.dtype.element_ty),
-             mask=(offs_m < M)[:, None] & (offs_dv < DV)[None, :])
+    _store_tile(O + b * sob + h * soh, offs_m, som, offs_dv, M, DV, acc / l_safe[:, None])
     tl.store(LSE + bh * M + offs_m, m_safe + tl.log(l_safe), mask=offs_m < M)
     if HAS_VALUE:
-        rr = tl.arange(0, R_PAD)
-        tl.store(BINS + b * sbb + h * sbh + offs_m[:, None] * sbm + rr[None, :],
-                 bins / l_safe[:, None], mask=(offs_m < M)[:, None] & (rr < R)[None, :])
+        _store_tile(BINS + b * sbb + h * sbh, offs_m, sbm, tl.arange(0, R_PAD), M, R,
+                    bins / l_safe[:, None])
 
 
 @triton.jit
-def _tile_grads(q, k, v, do, lse, delta, qa_row, dbins_row, LAB, QP, KP, KM, b, slb, slm, sln,
-                skmb, offs_m, offs_n, M, N, clip, POSITIONS: tl.constexpr,
-                HAS_KEY: tl.constexpr, HAS_VALUE: tl.constexpr, KEY_MASK: tl.constexpr,
-                CAUSAL: tl.constexpr, UPCAST: tl.constexpr, IEEE: tl.constexpr):
-    """A tile's probabilities ``P``, score gradients ``dS`` (fp32) and labels, recomputed."""
-    lab, uniform, const = _tile_labels(LAB, b * slb, QP, KP, offs_m, offs_n, M, N, slm, sln,
-                                       clip, POSITIONS)
-    s = _dot(q, tl.trans(k), UPCAST, IEEE)
-    if HAS_KEY:
-        s += _gathered(qa_row, offs_m, M, lab, uniform, const)
-    s = tl.where(_allowed(KM, b * skmb, offs_m, offs_n, M, N, KEY_MASK, CAUSAL), s,
-                 float("-inf"))
+def _tile_grads(q, k, v, do, lse, delta, qa_row, dbins_row, LAB, QP, KP, KM, offs_m, offs_n,
+                M, N, slm, sln, clip, POSITIONS: tl.constexpr, HAS_KEY: tl.constexpr,
+                HAS_VALUE: tl.constexpr, KEY_MASK: tl.constexpr, CAUSAL: tl.constexpr,
+                UPCAST: tl.constexpr, IEEE: tl.constexpr):
+    """A tile's probabilities ``P``, score gradients ``dS`` (fp32) and labels, recomputed;
+    ``LAB``, ``KM`` at the batch row."""
+    s, lab, uniform, const = _tile_scores(q, k, qa_row, LAB, QP, KP, KM, offs_m, offs_n, M, N,
+                                          slm, sln, clip, POSITIONS, HAS_KEY, KEY_MASK, CAUSAL,
+                                          UPCAST, IEEE)
     p = tl.exp(s - lse[:, None])
     dp = _dot(do, tl.trans(v), UPCAST, IEEE)
     if HAS_VALUE:
@@ -199,101 +241,76 @@ def _tile_grads(q, k, v, do, lse, delta, qa_row, dbins_row, LAB, QP, KP, KM, b, 
 
 
 @triton.jit
-def _backward_kv(Q, K, V, QA, LAB, QP, KP, KM, DO, DBINS, LSE, DELTA, DK, DV_,
-                 sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-                 sab, sah, sam, sbb, sbh, sbm, slb, slm, sln, skmb,
-                 gqb, gqh, gqm, gkb, gkh, gkn, gvb, gvh, gvn,
-                 H, M, N, D, DV, clip,
-                 R: tl.constexpr, R_PAD: tl.constexpr, POSITIONS: tl.constexpr,
-                 HAS_KEY: tl.constexpr, HAS_VALUE: tl.constexpr, KEY_MASK: tl.constexpr,
-                 CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, UPCAST: tl.constexpr,
-                 IEEE: tl.constexpr):
-    """``dk``, ``dv`` of one block of ``BLOCK_N`` keys: a loop over the query blocks."""
-    pid_n, bh = tl.program_id(0), tl.program_id(1)
-    b, h = bh // H, bh % H
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_d, offs_dv = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
-    k = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :],
-                mask=(offs_n < N)[:, None] & (offs_d < D)[None, :], other=0.0)
-    v = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_dv[None, :],
-                mask=(offs_n < N)[:, None] & (offs_dv < DV)[None, :], other=0.0)
-    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
-    start = 0
-    if CAUSAL:
-        start = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M
-    for start_m in range(start, M, BLOCK_M):
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        rows = (offs_m < M)[:, None]
-        q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :],
-                    mask=rows & (offs_d < D)[None, :], other=0.0)
-        do = tl.load(DO + b * sob + h * soh + offs_m[:, None] * som + offs_dv[None, :],
-                     mask=rows & (offs_dv < DV)[None, :], other=0.0)
-        lse = tl.load(LSE + bh * M + offs_m, mask=offs_m < M, other=0.0)
-        delta = tl.load(DELTA + bh * M + offs_m, mask=offs_m < M, other=0.0)
-        p, ds, lab, uniform, const = _tile_grads(
-            q, k, v, do, lse, delta, QA + b * sab + h * sah + offs_m * sam,
-            DBINS + b * sbb + h * sbh + offs_m * sbm, LAB, QP, KP, KM, b, slb, slm, sln, skmb,
-            offs_m, offs_n, M, N, clip, POSITIONS, HAS_KEY, HAS_VALUE, KEY_MASK, CAUSAL,
-            UPCAST, IEEE)
-        dv += _dot(tl.trans(p.to(do.dtype)), do, UPCAST, IEEE)
-        dk += _dot(tl.trans(ds.to(q.dtype)), q, UPCAST, IEEE)
-    tl.store(DK + b * gkb + h * gkh + offs_n[:, None] * gkn + offs_d[None, :],
-             dk.to(DK.dtype.element_ty), mask=(offs_n < N)[:, None] & (offs_d < D)[None, :])
-    tl.store(DV_ + b * gvb + h * gvh + offs_n[:, None] * gvn + offs_dv[None, :],
-             dv.to(DV_.dtype.element_ty), mask=(offs_n < N)[:, None] & (offs_dv < DV)[None, :])
+def _query_tile(Q, DO, LSE, DELTA, offs_m, sqm, som, offs_d, offs_dv, M, D, DV):
+    """A block of queries' ``q``, ``dO``, log-sum-exp and ``D_i``, the pointers at the
+    (batch row, head)."""
+    q = _load_tile(Q, offs_m, sqm, offs_d, M, D)
+    do = _load_tile(DO, offs_m, som, offs_dv, M, DV)
+    lse = tl.load(LSE + offs_m, mask=offs_m < M, other=0.0)
+    delta = tl.load(DELTA + offs_m, mask=offs_m < M, other=0.0)
+    return q, do, lse, delta
 
 
 @triton.jit
-def _backward_q(Q, K, V, QA, LAB, QP, KP, KM, DO, DBINS, LSE, DELTA, DQ, DQA,
-                sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-                sab, sah, sam, sbb, sbh, sbm, slb, slm, sln, skmb,
-                gqb, gqh, gqm, gkb, gkh, gkn, gvb, gvh, gvn,
-                H, M, N, D, DV, clip,
-                R: tl.constexpr, R_PAD: tl.constexpr, POSITIONS: tl.constexpr,
-                HAS_KEY: tl.constexpr, HAS_VALUE: tl.constexpr, KEY_MASK: tl.constexpr,
-                CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, UPCAST: tl.constexpr,
-                IEEE: tl.constexpr):
-    """``dq`` and the key scores' gradient (label bins of ``dS``) of one block of queries."""
-    pid_m, bh = tl.program_id(0), tl.program_id(1)
+def _backward(Q, K, V, QA, LAB, QP, KP, KM, DO, DBINS, LSE, DELTA, DQ, DQA, DK, DV_,
+              sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
+              sab, sah, sam, sbb, sbh, sbm, slb, slm, sln, skmb,
+              gqb, gqh, gqm, gkb, gkh, gkn, gvb, gvh, gvn,
+              H, M, N, D, DV, clip, KEYS: tl.constexpr,
+              R: tl.constexpr, R_PAD: tl.constexpr, POSITIONS: tl.constexpr,
+              HAS_KEY: tl.constexpr, HAS_VALUE: tl.constexpr, KEY_MASK: tl.constexpr,
+              CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, UPCAST: tl.constexpr,
+              IEEE: tl.constexpr):
+    """One block of one (batch row, head) in the pass that ``KEYS`` selects (two launches, so
+    that no two programs add into one gradient: no atomics). ``KEYS``: ``dk``, ``dv`` of one
+    block of ``BLOCK_N`` keys, a loop over the query blocks; else ``dq`` and the key scores'
+    gradient (label bins of ``dS``) of one block of ``BLOCK_M`` queries, a loop over the key
+    blocks."""
+    pid, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d, offs_dv = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
-    rows = (offs_m < M)[:, None]
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :],
-                mask=rows & (offs_d < D)[None, :], other=0.0)
-    do = tl.load(DO + b * sob + h * soh + offs_m[:, None] * som + offs_dv[None, :],
-                 mask=rows & (offs_dv < DV)[None, :], other=0.0)
-    lse = tl.load(LSE + bh * M + offs_m, mask=offs_m < M, other=0.0)
-    delta = tl.load(DELTA + bh * M + offs_m, mask=offs_m < M, other=0.0)
-    qa_row = QA + b * sab + h * sah + offs_m * sam
-    dbins_row = DBINS + b * sbb + h * sbh + offs_m * sbm
-    dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    dqa = tl.zeros([BLOCK_M, R_PAD], tl.float32)
-    end = N
-    if CAUSAL:             # keys ≤ the block's last query (tiles past N: masked)
-        end = (pid_m + 1) * BLOCK_M
-    for start_n in range(0, end, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :],
-                    mask=(offs_n < N)[:, None] & (offs_d < D)[None, :], other=0.0)
-        v = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_dv[None, :],
-                    mask=(offs_n < N)[:, None] & (offs_dv < DV)[None, :], other=0.0)
-        p, ds, lab, uniform, const = _tile_grads(
-            q, k, v, do, lse, delta, qa_row, dbins_row, LAB, QP, KP, KM, b, slb, slm, sln,
-            skmb, offs_m, offs_n, M, N, clip, POSITIONS, HAS_KEY, HAS_VALUE, KEY_MASK, CAUSAL,
-            UPCAST, IEEE)
-        dq += _dot(ds.to(k.dtype), k, UPCAST, IEEE)
+    Q, DO = Q + b * sqb + h * sqh, DO + b * sob + h * soh          # at the (batch row, head)
+    K, V = K + b * skb + h * skh, V + b * svb + h * svh
+    QA, DBINS = QA + b * sab + h * sah, DBINS + b * sbb + h * sbh
+    LAB, KM, LSE, DELTA = LAB + b * slb, KM + b * skmb, LSE + bh * M, DELTA + bh * M
+    if KEYS:
+        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        k = _load_tile(K, offs_n, skn, offs_d, N, D)
+        v = _load_tile(V, offs_n, svn, offs_dv, N, DV)
+        dk, dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32), tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
+        for start_m in range(_query_start(pid, BLOCK_M, BLOCK_N, CAUSAL), M, BLOCK_M):
+            offs_m = start_m + tl.arange(0, BLOCK_M)
+            q, do, lse, delta = _query_tile(Q, DO, LSE, DELTA, offs_m, sqm, som, offs_d, offs_dv,
+                                            M, D, DV)
+            p, ds, lab, uniform, const = _tile_grads(
+                q, k, v, do, lse, delta, QA + offs_m * sam, DBINS + offs_m * sbm, LAB, QP, KP,
+                KM, offs_m, offs_n, M, N, slm, sln, clip, POSITIONS, HAS_KEY, HAS_VALUE,
+                KEY_MASK, CAUSAL, UPCAST, IEEE)
+            dv += _dot(tl.trans(p.to(do.dtype)), do, UPCAST, IEEE)
+            dk += _dot(tl.trans(ds.to(q.dtype)), q, UPCAST, IEEE)
+        _store_tile(DK + b * gkb + h * gkh, offs_n, gkn, offs_d, N, D, dk)
+        _store_tile(DV_ + b * gvb + h * gvh, offs_n, gvn, offs_dv, N, DV, dv)
+    else:
+        offs_m = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+        q, do, lse, delta = _query_tile(Q, DO, LSE, DELTA, offs_m, sqm, som, offs_d, offs_dv, M,
+                                        D, DV)
+        dq, dqa = tl.zeros([BLOCK_M, BLOCK_D], tl.float32), tl.zeros([BLOCK_M, R_PAD], tl.float32)
+        qa_row, dbins_row = QA + offs_m * sam, DBINS + offs_m * sbm
+        for start_n in range(0, _key_end(pid, N, BLOCK_M, CAUSAL), BLOCK_N):
+            offs_n = start_n + tl.arange(0, BLOCK_N)
+            k = _load_tile(K, offs_n, skn, offs_d, N, D)
+            v = _load_tile(V, offs_n, svn, offs_dv, N, DV)
+            p, ds, lab, uniform, const = _tile_grads(
+                q, k, v, do, lse, delta, qa_row, dbins_row, LAB, QP, KP, KM, offs_m, offs_n, M,
+                N, slm, sln, clip, POSITIONS, HAS_KEY, HAS_VALUE, KEY_MASK, CAUSAL, UPCAST,
+                IEEE)
+            dq += _dot(ds.to(k.dtype), k, UPCAST, IEEE)
+            if HAS_KEY:
+                dqa += _binned(ds, lab, uniform, const, R, R_PAD)
+        _store_tile(DQ + b * gqb + h * gqh, offs_m, gqm, offs_d, M, D, dq)
         if HAS_KEY:
-            dqa += _binned(ds, lab, uniform, const, R, R_PAD)
-    tl.store(DQ + b * gqb + h * gqh + offs_m[:, None] * gqm + offs_d[None, :],
-             dq.to(DQ.dtype.element_ty), mask=rows & (offs_d < D)[None, :])
-    if HAS_KEY:
-        rr = tl.arange(0, R_PAD)
-        tl.store(DQA + b * sab + h * sah + offs_m[:, None] * sam + rr[None, :], dqa,
-                 mask=rows & (rr < R)[None, :])
+            _store_tile(DQA + b * sab + h * sah, offs_m, sam, tl.arange(0, R_PAD), M, R, dqa)
 
 
 # -- launching ---------------------------------------------------------------------------------
@@ -394,8 +411,9 @@ class LabelBinAttention(torch.autograd.Function):
                       *(x for t in (dq, dk, dv_) for x in t.stride()[:3]), *launch.sizes())
             tensors = (q, k, v, launch.qa, launch.lab, launch.qp, launch.kp, launch.km, d_out,
                        d_bins, lse, delta.contiguous())
-            _backward_kv[(launch.grid_n, b * h)](*tensors, dk, dv_, *common, **launch.flags)
-            _backward_q[(launch.grid_m, b * h)](*tensors, dq, dqa, *common, **launch.flags)
+            for keys, grid in ((True, launch.grid_n), (False, launch.grid_m)):
+                _backward[(grid, b * h)](*tensors, dq, dqa, dk, dv_, *common, KEYS=keys,
+                                         **launch.flags)
         return dq, dk, dv_, (dqa.to(qa.dtype) if launch.flags["HAS_KEY"] else None), None
 
 

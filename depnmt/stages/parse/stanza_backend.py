@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from depnmt.core.conllu import Sentence
 from depnmt.core.errors import DepnmtError
+from depnmt.core.optionspec import Folder, check_options, option
 from depnmt.stages.parse.parser import Parser
 
 PROCESSORS = "tokenize,pos,lemma,depparse"
@@ -66,6 +68,29 @@ def download_models(lang: str, package: str | None, folder: str) -> None:
     except Exception as exc:  # network errors, unknown language or package: one line
         raise DepnmtError(f"downloading stanza models for '{lang}' into {folder} failed: "
                           f"{type(exc).__name__}: {exc}") from None
+
+
+FOLDER_HELP = ("stanza resources folder  [default: $STANZA_RESOURCES_DIR, else stanza's own "
+               "default, ~/.cache/stanza/<resources version>/resources on Linux]")
+
+
+@dataclass
+class DownloadSettings:
+    """The options of ``depnmt models download`` (:func:`download_models`), each a field
+    (:func:`~depnmt.core.optionspec.option`)."""
+
+    package: str | None = option(None, "stanza package (e.g. gsd, ewt; what `parse --backend "
+                                 "stanza --model` takes)  [default: the language's default "
+                                 "package]", str, metavar="NAME")
+    stanza_dir: str | None = option(None, FOLDER_HELP, Folder(text=True))
+
+    def __post_init__(self):
+        check_options(self)
+
+    def folder(self) -> str:
+        """The resources folder the models go to: ``stanza_dir``, else
+        :func:`default_resources_dir`."""
+        return self.stanza_dir or default_resources_dir()
 
 
 def load_pipeline(lang: str, package: str | None, folder: str) -> Any:
