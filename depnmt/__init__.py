@@ -8,7 +8,10 @@ cheap)::
     depnmt.Translator.load(model_dir).translate(["A man is riding a bike."])
 """
 
+from depnmt.core.moved import install as _install_moved_paths
 from depnmt.version import __version__
+
+_install_moved_paths()                  # 0.2.0's module paths, with a warning (depnmt.core.moved)
 
 __all__ = ["Translator", "Translation", "train_model", "__version__"]
 _API = ("Translator", "train_model")
