@@ -429,9 +429,32 @@ def rerun_verdict(stage: Stage, work: Path, out: Path, ref: Reference,
         if resumed.returncode != 0:
             return f"resume failed:\n{resumed.stderr[-2000:]}"
         outcomes["identical after --resume"] += 1
-        if as_resumed(snapshot(out)) != as_resumed(ref.content):
-            return "resume: output differs from reference"
+        got, want = as_resumed(snapshot(out)), as_resumed(ref.content)
+        if got != want:
+            return f"resume: output differs from reference ({differing(got, want)})"
     return None
+
+
+def differing(got: dict, want: dict) -> str:
+    """The files two snapshots disagree on, and for JSON-like content the first differing
+    top-level entry or line, so that a failure says where to look."""
+    names = sorted(set(got) ^ set(want))
+    if names:
+        return "files only on one side: " + ", ".join(names)
+    parts = []
+    for name in sorted(n for n in got if got[n] != want[n]):
+        a, b = got[name], want[name]
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            parts.append(f"{name}: {', '.join(map(str, keys))}")
+        elif isinstance(a, list) and isinstance(b, list):
+            first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            parts.append(f"{name}: record {first} of {len(a)} (reference {len(b)}): "
+                         f"{str(a[first] if first < len(a) else None)[:300]} vs "
+                         f"{str(b[first] if first < len(b) else None)[:300]}")
+        else:
+            parts.append(name)
+    return "; ".join(parts)
 
 
 def as_resumed(content: dict) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from depnmt.commands.fields import click_options
-from depnmt.commands.options import deprecated_aliases, usage_errors
+from depnmt.commands.options import config_option, deprecated_aliases, usage_errors
 from depnmt.core.log import info
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.stages.bpe import BpeSettings, run_bpe
@@ -15,6 +15,8 @@ from depnmt.stages.bpefrom import run_bpe_from
 
 @deprecated_aliases("bpe")
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@config_option("read options from this YAML file (`merges: 8000`, one per line; flags given on "
+               "the command line win)")
 @click_options(field_params(BpeSettings))
 @click.pass_context
 def command(ctx: click.Context, **values) -> None:
@@ -33,7 +35,8 @@ def command(ctx: click.Context, **values) -> None:
     settings = from_options(BpeSettings, values)
     with usage_errors():
         settings.check(name for name in values if ctx.get_parameter_source(name)
-                       == click.core.ParameterSource.COMMANDLINE)
+                       in (click.core.ParameterSource.COMMANDLINE,
+                           click.core.ParameterSource.DEFAULT_MAP))
     if settings.source is not None:
         run_bpe_from(settings.prepare_dir, settings.out_dir, settings.source, jobs=settings.jobs)
     else:

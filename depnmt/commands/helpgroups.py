@@ -35,7 +35,7 @@ def search_group(command: str, shown: list[str]) -> list[str]:
 # from the scheme registry (scheme_groups)
 OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     "prepare": [
-        ("Corpus", ["corpus", "train_src", "train_tgt", "dev_src", "dev_tgt", "test_src",
+        ("Corpus", ["config_file", "corpus", "train_src", "train_tgt", "dev_src", "dev_tgt", "test_src",
                     "test_tgt", "src_lang", "tgt_lang", "out_dir"]),
         ("Tokenization", ["tokenizer_src", "tokenizer_tgt", "lowercase"]),
         ("Filters", ["first", "max_len", "min_len", "filter_eval", "langid_filter", "max_pairs"]),
@@ -43,7 +43,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Processes", ["jobs"]),
     ],
     "parse": [
-        ("Input and output", ["prepare_dir", "out_dir", "side", "splits"]),
+        ("Input and output", ["config_file", "prepare_dir", "out_dir", "side", "splits"]),
         ("Parser", ["backend", "models", "langs", "stanza_dir", "conllu_dir", "batch_size"]),
         ("Work split over processes", ["jobs", "shard", "merge"]),
     ],
@@ -52,7 +52,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Control", ["kind", "seed", "labels", "noise"]),
     ],
     "bpe": [
-        ("Input and output", ["prepare_dir", "out_dir"]),
+        ("Input and output", ["config_file", "prepare_dir", "out_dir"]),
         ("Subwords", ["mode", "merges", "joint", "vocab_threshold", "merge_min_freq"]),
         ("Vocabulary", ["min_freq", "src_min_freq", "tgt_min_freq", "max_vocab"]),
         ("Processes", ["jobs"]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from depnmt.commands.fields import click_options
-from depnmt.commands.options import usage_errors
+from depnmt.commands.options import config_option, usage_errors
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.stages.parse.stage import ParseSettings
 
@@ -48,6 +48,8 @@ contiguous blocks of lines), put the outputs in one OUT_DIR, then run `--merge`.
 
 
 @click.command("parse", help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@config_option("read options from this YAML file (`backend: spacy`, one per line; flags given on "
+               "the command line win)")
 @click_options(field_params(ParseSettings))
 def command(**values) -> None:
     from depnmt.stages.parse.stage import run_merge, run_parse

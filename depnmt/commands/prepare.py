@@ -8,13 +8,15 @@ from __future__ import annotations
 import click
 
 from depnmt.commands.fields import click_options
-from depnmt.commands.options import deprecated_aliases, usage_errors
+from depnmt.commands.options import config_option, deprecated_aliases, usage_errors
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.stages.prepare import Settings, Sources, prepare, resolve_inputs
 
 
 @deprecated_aliases("prepare")
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@config_option("read options from this YAML file (`max-len: 100`, one per line; flags given on "
+               "the command line win)")
 @click_options([*field_params(Settings), *field_params(Sources)])
 def command(**values) -> None:
     """Read, normalise, tokenize and filter a parallel corpus into train/dev/test.

@@ -60,7 +60,8 @@ def options_recorded(out: Path) -> dict:
 
 def test_every_prepare_option_is_a_field():
     names = [f.name for cls in (Settings, Sources) for f in option_fields(cls)]
-    params = [p.name for p in prepare_command.command.params if not p.hidden]
+    params = [p.name for p in prepare_command.command.params
+              if not p.hidden and p.name != "config_file"]          # --config: their values
     assert sorted(params) == sorted(names) and len(names) == 22
 
 
@@ -74,6 +75,16 @@ def test_a_new_prepare_field_is_a_flag_with_its_help_and_check(trim, tmp_path):
     result = runner.invoke(trim.command, [*corpus(tmp_path), "--trim", "3", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert options_recorded(out)["trim"] == 3                      # the manifest's options
+    config = tmp_path / "prepare.yaml"                             # and a --config key
+    config.write_text("trim: 4\n", encoding="utf-8")
+    result = runner.invoke(trim.command, [*corpus(tmp_path), "--config", str(config), "-o",
+                                          str(tmp_path / "from-config")])
+    assert result.exit_code == 0, result.output
+    assert options_recorded(tmp_path / "from-config")["trim"] == 4
+    config.write_text("trim: -1\n", encoding="utf-8")
+    result = runner.invoke(trim.command, [*corpus(tmp_path), "--config", str(config), "-o",
+                                          str(tmp_path / "bad-config")])
+    assert result.exit_code == 2 and "trim in" in result.output and "-1" in result.output
 
 
 def test_a_new_prepare_field_is_a_keyword_of_the_api(trim, tmp_path):
@@ -162,8 +173,39 @@ def converted() -> list[tuple[str, list[type]]]:
                          else "")
 def test_each_flag_of_a_converted_command_is_one_field(name, classes):
     command = importlib.import_module(f"depnmt.commands.{name}").command
-    options = [p.name for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    options = [p.name for p in command.params if isinstance(p, click.Option) and not p.hidden
+               and p.name != "config_file"]         # --config FILE: values of the others
     assert options == [f.name for cls in classes for f in option_fields(cls)]
+
+
+@pytest.mark.parametrize("name, key, value, args", [
+    ("prepare", "min-len", 2, ["--src-lang", "en", "--tgt-lang", "de", "--tokenizer-src", "keep",
+                               "--tokenizer-tgt", "keep", "--dev-size", "1", "--test-size", "1"]),
+    ("bpe", "merges", 7, []),
+])
+def test_a_stage_takes_its_options_from_a_config_file(name, key, value, args, tmp_path):
+    """``prepare``, ``parse`` and ``bpe`` read ``--config FILE`` as ``train`` does: keys as
+    the long flags, checked as the flags are, flags on the command line win."""
+    runner = CliRunner()
+    prepared = tmp_path / "prep"
+    files = corpus(tmp_path)[4:8]
+    assert runner.invoke(prepare_command.command, [*files, *corpus(tmp_path)[:4],
+                         *corpus(tmp_path)[8:], "-o", str(prepared)]).exit_code == 0
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(f"{key}: {value}\n", encoding="utf-8")
+    command = importlib.import_module(f"depnmt.commands.{name}").command
+    inputs = files if name == "prepare" else ["-i", str(prepared)]
+    out = tmp_path / f"{name}-out"
+    result = runner.invoke(command, [*inputs, *args, "--config", str(config), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert options_recorded(out)[key.replace("-", "_")] == value
+    config.write_text("no-such-option: 1\n", encoding="utf-8")
+    result = runner.invoke(command, [*inputs, *args, "--config", str(config), "-o",
+                                     str(tmp_path / "other")])
+    assert result.exit_code != 0 and "unknown option 'no-such-option'" in str(result.exception
+                                                                              or result.output)
+    parse_help = importlib.import_module("depnmt.commands.parse").command
+    assert "--config" in runner.invoke(parse_help, ["--help"]).output
 
 
 def api_settings():
