@@ -169,12 +169,15 @@ class Trainer:
     def train(self, signals: StopSignals) -> Progress:
         """Train until a budget (epochs, steps, minutes) or early stopping ends the run; after
         each update, stop (:class:`Stopped`) when ``signals`` received SIGTERM/SIGINT/SIGHUP.
-        A finished run resumed trains, saves and logs nothing."""
+        A finished run resumed trains, saves and logs nothing (but the ``end`` record a kill
+        right after its ``last.pt`` kept it from writing)."""
         o, p = self.run.training, self.progress
         done = self.finished() if self.run.resume else None
         if done is not None:
             info(f"{self.run.model_dir}: the run finished at update {p.step} ({done}); "
                  f"nothing to train (give a larger {done.split()[0]} to continue it)")
+            if self.metrics.last_event() != "end":   # killed between last.pt and its record
+                self._log_end()
             return p
         clock = time.monotonic(), p.elapsed
         self._announce()
@@ -194,8 +197,13 @@ class Trainer:
                     self._stop_if_signalled(signals, clock)
         self._budget_left(*clock)
         self.save("last.pt")
-        self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1)})
+        self._log_end()
         return p
+
+    def _log_end(self) -> None:
+        """The log's last record: where the run ended (after ``last.pt`` is saved)."""
+        p = self.progress
+        self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1)})
 
     def _epoch(self, signals: StopSignals, clock: tuple[float, float], window: Window,
                show: Callable[..., None]) -> bool:

@@ -51,6 +51,11 @@ class MetricsLog:
         if self.board is not None:
             self.board.write(record)
 
+    def last_event(self) -> str | None:
+        """The ``event`` of the log's last record (None: no log, or no records)."""
+        lines = metrics_lines(self.path) if self.path.exists() else []
+        return event_of(lines[-1]) if lines else None
+
     def rewind(self, keep: int | None, step: int, checkpoint: Path) -> None:
         """Keep the records written before the checkpoint resumed from (``keep`` of them; None
         for a checkpoint of an earlier depnmt: those up to its update ``step``; the records

@@ -145,6 +145,25 @@ def test_resuming_a_finished_run_trains_nothing(straight, tiny_bpe, tmp_path):
             (straight / "checkpoints" / name).read_bytes()
 
 
+def test_a_finished_run_killed_before_its_end_record_gets_it_on_resume(straight, tiny_bpe,
+                                                                      tmp_path):
+    """A kill between the final ``last.pt`` and the log's ``end`` record (what bench/chaos.py
+    hit): --resume trains nothing and writes that record, as the uninterrupted run did."""
+    model = tmp_path / "m"
+    shutil.copytree(straight, model)
+    lines = (model / "metrics.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    end = json.loads(lines[-1])
+    assert end["event"] == "end"
+    (model / "metrics.jsonl").write_text("".join(lines[:-1]), encoding="utf-8")
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, "--resume"]) == 0
+    again = (model / "metrics.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    assert again[:-1] == lines[:-1]
+    restored = json.loads(again[-1])
+    assert {k: restored[k] for k in ("event", "step", "epoch")} == \
+        {k: end[k] for k in ("event", "step", "epoch")}
+    assert_same_weights(straight, model)
+
+
 def test_resuming_an_early_stopped_run_trains_nothing(tiny_bpe, tmp_path):
     """Early stopping ended the run: --resume with the same --patience trains nothing more,
     with a larger one it goes on."""
