@@ -27,6 +27,14 @@ def default_model_dirs() -> tuple[Path, ...]:
     return (default_model_dir(),)
 
 
+def scoring_batch_option() -> Any:
+    """``--max-tokens`` of the commands that score given pairs (``rescore``, ``contrastive``):
+    one declaration, a fresh field for each settings class."""
+    return option(None, "pairs of similar length are scored together in batches of at most "
+                  "this many source and target subwords (padding included)", POSITIVE,
+                  show_default="8000 on the CPU, 32000 on a GPU")
+
+
 @dataclass
 class DecodingSettings:
     """The models a command decodes with and on what (``translate``, ``rescore`` and
@@ -204,10 +212,7 @@ class RescoreSettings:
         File(), flag=("-o", "--output"))
     per_token: bool = option(False, "add a column: each subword's log-probability, the "
                              "end-of-sentence token last, separated by spaces")
-    max_tokens: int | None = option(
-        None, "pairs of similar length are scored together in batches of at most this many "
-        "source and target subwords (padding included)", POSITIVE,
-        show_default="8000 on the CPU, 32000 on a GPU")
+    max_tokens: int | None = scoring_batch_option()
 
     def __post_init__(self):
         check_options(self)

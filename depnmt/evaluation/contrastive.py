@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from depnmt.core.errors import DepnmtError, InputError
-from depnmt.core.optionspec import POSITIVE, Choice, File, check_options, option
+from depnmt.core.optionspec import Choice, File, check_options, option
 from depnmt.core.textio import iter_lines
+from depnmt.decoding.settings import scoring_batch_option
 from depnmt.evaluation.significance import mean_sd
 
 FORMATS = ("tsv", "lingeval97", "contrapro")
@@ -87,10 +88,7 @@ class ContrastiveSettings:
     output_path: Path | None = option(None, "also write the accuracies, intervals, p-values and "
                                       "every decision as JSON (all or nothing)", File(),
                                       flag=("-o", "--output"))
-    max_tokens: int | None = option(None, "pairs of similar length are scored together in "
-                                    "batches of at most this many source and target subwords "
-                                    "(padding included)", POSITIVE,
-                                    show_default="8000 on the CPU, 32000 on a GPU")
+    max_tokens: int | None = scoring_batch_option()
     compare_paths: tuple[Path, ...] = option((), "compare systems instead of scoring: two or more "
                                              "result files of -o on SET (each a system, its "
                                              "models the system's runs), the first the baseline",
