@@ -1,4 +1,4 @@
-"""Fuzz the CoNLL-U reader with mutated real UD sentences against an independent strict oracle.
+r"""Fuzz the CoNLL-U reader with mutated real UD sentences against an independent strict oracle.
 
 The long version of ``tests/unit/test_conllu_fuzz.py`` (same mutators and oracle, from
 ``tests/conllu_oracle.py``): every case is 1-3 consecutive sentences of the UD files with 0-3
@@ -12,9 +12,10 @@ changed to CRLF, lone CR or a mix, a NUL byte or a byte order mark added).
     python bench/fuzz_conllu.py --cases 50000 --seed 7
 
 ``--reader MODULE`` fuzzes another module's ``read_conllu(path)``, e.g. the reader of commit
-0e880a7, before its inputs were checked: ``git show 0e880a7:depnmt/parse/conllu.py >
-depnmt/stages/parse/conllu_0e880a7.py`` then ``--reader depnmt.stages.parse.conllu_0e880a7``. Each
-case is written to a file that is read by path.
+0e880a7, before its inputs were checked: ``git show 0e880a7:depnmt/parse/conllu.py | sed
+'s/^from \.\./from depnmt./' > depnmt/stages/parse/conllu_0e880a7.py`` (its relative imports
+made absolute: depnmt's 0.2.0 module paths still import) then ``--reader
+depnmt.stages.parse.conllu_0e880a7``. Each case is written to a file that is read by path.
 
 Prints the counts; exits 1 when any of the must-be-zero counts is not zero.
 """

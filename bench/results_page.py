@@ -518,13 +518,15 @@ def report_measure(records: list[dict], key: str, system: str, baseline: str) ->
 def pairs_measure(evidence: Evidence) -> dict:
     """The minimal-pair accuracy (%) of each chosen run (None without its decisions or without
     the set) and, where every run has them, the comparison: the difference of the mean
-    accuracies with Welch's interval, and ``p_ar``: approximate randomization over the items
-    stratified over runs, as ``depnmt contrastive --compare`` (None with unequal run counts)."""
+    accuracies with Welch's interval, and ``p_ar``: approximate randomization over the set's
+    source sentences stratified over runs, as ``depnmt contrastive --compare`` (None with
+    unequal run counts)."""
     from dataclasses import asdict
 
     from depnmt.evaluation import significance as sig
     from depnmt.evaluation.contrastive import read_tsv
-    from depnmt.evaluation.contrastivestats import PooledAccuracy, System, read_system, set_digest
+    from depnmt.evaluation.contrastivestats import (PooledAccuracy, System, read_system,
+                                                    sentence_ids, set_digest)
     setfile = REPO / evidence.pairs_set
     items, digest = (read_tsv(setfile), set_digest(setfile)) if setfile.is_file() else ([], "")
     sides = []
@@ -540,9 +542,10 @@ def pairs_measure(evidence: Evidence) -> dict:
                for name, side in zip(("system", "baseline"), sides)]
     accuracy = [[100 * sum(run) / len(items) for run in s.runs] for s in systems]
     comparison = asdict(sig.mean_difference(accuracy[1], accuracy[0]))
-    every = [True] * len(items)
+    every, sentence = [True] * len(items), sentence_ids(items)
     comparison["p_ar"] = sig.approximate_randomization_tests(
-        [(PooledAccuracy(), systems[1].stats(every), systems[0].stats(every))])[0] \
+        [(PooledAccuracy(), systems[1].stats(every, sentence),
+          systems[0].stats(every, sentence))])[0] \
         if len(systems[0].runs) == len(systems[1].runs) else None
     return {"values": accuracy, "comparison": comparison}
 
@@ -639,7 +642,8 @@ def evidence_table(evidence: Evidence, records: list[dict]) -> str:
               f"Runs: one per seed, {evidence.system.name} − {evidence.baseline.name}. Δ: the "
               "difference of the means, Welch's 95 % interval over runs; p AR: approximate "
               "randomization stratified over runs (BLEU and test NLL: `depnmt report` above; "
-              "minimal pairs: over the set's items, as `depnmt contrastive --compare`), "
+              "minimal pairs: over the set's source sentences, as `depnmt contrastive "
+              "--compare`), "
               "Holm-adjusted over the measures compared; pooled sd: run-to-run, over the two "
               "systems; ± resolved: the half-width of the 95 % interval of a difference with "
               "the present runs a side (the fewer of the two); runs a side for Δ: the runs a "
@@ -662,6 +666,78 @@ def evidence_block(evidence: Evidence, report: Callable[[Comparison], Report] = 
                 f"by\n\n{command}")
     _, records = report(comparison)
     return f"{command}\n\n{evidence_table(evidence, records)}"
+
+
+def twins(evidence: Evidence) -> list[tuple[str, int, Run, Run]]:
+    """``(system, seed, rerun, twin)`` of every seed whose rerun and the run it reran (its
+    twin: the same recipe, data and seed) are both archived."""
+    return [(seeded.name, seed, runs[0], runs[1])
+            for seeded in (evidence.system, evidence.baseline)
+            for seed, runs in enumerate(seeded.seeds, start=1)
+            if len(runs) > 1 and runs[0].archived() and runs[1].archived()]
+
+
+def without_significance(options: tuple[str, ...]) -> tuple[str, ...]:
+    """``options`` without ``--shuffles N`` and ``--bootstrap N`` (the twins' BLEU needs no
+    test), then both at 0."""
+    out, skip = [], False
+    for option in options:
+        if skip or option in ("--shuffles", "--bootstrap"):
+            skip = not skip
+            continue
+        out.append(option)
+    return (*out, "--shuffles", "0", "--bootstrap", "0")
+
+
+def dev_nll(run: Run) -> dict[int, float]:
+    """The dev NLL of each validation of ``run`` (its archived ``metrics.jsonl``), by step."""
+    path = REPO / run.dir / "models" / run.folder / "metrics.jsonl"
+    records = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+               if line.strip())
+    return {r["step"]: r["dev_nll"] for r in records if r.get("event") == "valid"}
+
+
+def first_difference(rerun: Run, twin: Run) -> str:
+    """Where the two runs' training first differs, as far as the archive shows: the first
+    validation whose dev NLL differs (``step 315: 4.1392 → 4.1361``, twin → rerun), or
+    ``none``."""
+    old, new = dev_nll(twin), dev_nll(rerun)
+    step = next((s for s in sorted(old.keys() & new.keys()) if old[s] != new[s]), None)
+    return "none" if step is None else f"step {step}: {old[step]:.4f} → {new[step]:.4f}"
+
+
+def twins_block(evidence: Evidence, report: Callable[[Comparison], Report] = run_report
+                ) -> str:
+    """Each rerun of ``evidence`` beside its twin (:func:`twins`): the BLEU of both (``depnmt
+    report``, the question's reference and options, no significance tests), whether their test
+    hypotheses are the same bytes, and the first validation whose dev NLL differs."""
+    found = twins(evidence)
+    if not found:
+        return ("No rerun is archived yet. Each one's row (its BLEU and its twin's, whether "
+                "their hypotheses are identical, the first validation whose dev NLL differs) "
+                "is generated here when it is.")
+    runs = tuple(Runs(f"{name} seed {seed} {which}", run.folder, (run.dir,))
+                 for name, seed, rerun, twin in found
+                 for which, run in (("archived", twin), ("rerun", rerun)))
+    _, records = report(Comparison(f"{evidence.name}-twins", evidence.ref, evidence.lang,
+                                   (runs[0].name,), (), without_significance(evidence.options),
+                                   systems=runs))
+    bleu = {r["system"]: r["runs"][0]["bleu"] for r in records}
+    rows, same = [], 0
+    for name, seed, rerun, twin in found:
+        old, new = bleu[f"{name} seed {seed} archived"], bleu[f"{name} seed {seed} rerun"]
+        hyps = [(REPO / r.dir / "hyps" / f"{r.folder}.{evidence.lang}").read_bytes()
+                for r in (twin, rerun)]
+        differs = first_difference(rerun, twin)
+        identical = hyps[0] == hyps[1] and differs == "none"
+        same += identical
+        rows.append(f"| {name} | {seed} | {old:.2f} | {new:.2f} | {new - old:+.2f} | "
+                    f"{'yes' if hyps[0] == hyps[1] else 'no'} | {differs} |")
+    head = ("| system | seed | BLEU archived | BLEU rerun | Δ | same hypotheses | first dev NLL "
+            "that differs (archived → rerun) |\n|---|---:|---:|---:|---:|---|---|")
+    summary = (f"Reproduced bit for bit (the same hypotheses and the same dev NLL at every "
+               f"validation): {same} of {len(found)} reruns.")
+    return "\n".join([head, *rows, "", summary])
 
 
 # The Ja→En reruns of abs+dep+rel (the recipe as archived, FIRST=50000, seeds 1–3) that archive
@@ -718,6 +794,7 @@ def generate(page: str, report: Callable[[Comparison], Report] = run_report) -> 
         page = splice(page, comparison.name, block(comparison, report))
     for evidence in EVIDENCE:
         page = splice(page, evidence.name, evidence_block(evidence, report))
+        page = splice(page, f"{evidence.name}-twins", twins_block(evidence, report))
     return page
 
 

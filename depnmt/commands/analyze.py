@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from depnmt.commands.fields import click_options
+from depnmt.commands.fields import GivenPath, click_options
 from depnmt.commands.options import deprecated_aliases
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.evaluation.analyze import AwslSettings
@@ -85,7 +85,7 @@ def _examples(translator, src_path: Path, input_format: str, max_sentences: int)
 
 
 @command.command("uas", context_settings={"show_default": True})
-@click.argument("predicted", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("predicted", nargs=-1, type=GivenPath(exists=True, dir_okay=False, path_type=Path))
 @click_options(field_params(UasSettings))
 def uas_command(predicted: tuple[Path, ...], **values) -> None:
     """UAS and LAS of PREDICTED trees (CoNLL-U, same words as --gold) against --gold.

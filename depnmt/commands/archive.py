@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from depnmt.commands.fields import click_options
+from depnmt.commands.fields import GivenPath, click_options
 from depnmt.commands.options import deprecated_aliases, usage_errors
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.evaluation.archive import ArchiveSettings
@@ -18,7 +18,7 @@ from depnmt.evaluation.archive import ArchiveSettings
 @deprecated_aliases("archive")
 @click.command("archive")
 @click.argument("folders", nargs=-1,
-                type=click.Path(exists=True, file_okay=False, path_type=Path))
+                type=GivenPath(exists=True, file_okay=False, path_type=Path))
 @click_options(field_params(ArchiveSettings))
 def command(folders: tuple[Path, ...], **values) -> None:
     """Copy what the results table of finished runs is computed from — each run's

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from depnmt.commands.fields import click_options
+from depnmt.commands.fields import GivenPath, click_options
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.decoding.settings import DecodingSettings, decoding_params
 from depnmt.evaluation.contrastive import ContrastiveSettings
@@ -34,14 +34,15 @@ and tree distance: accuracy per category and distance bucket (1, 2–3, 4–6, 7
 
 --compare A.json --compare B.json (result files of -o, each a system with its runs, on SET)
 scores nothing: it compares each system with the first, their accuracies pooled over runs,
-overall, per category and per linear-distance bucket, by approximate randomization over items
-stratified over runs, with Holm's adjustment over all the tests.
+overall, per category and per linear-distance bucket, by approximate randomization over source
+sentences (a sentence's items shuffled together) stratified over runs, with Holm's adjustment
+over all the tests.
 """
 
 
 @click.command("contrastive", help=HELP,
                context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.argument("set_path", metavar="SET", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("set_path", metavar="SET", type=GivenPath(path_type=Path, dir_okay=False))
 @click_options(decoding_params(
     several="give it more than once to compare models (each evaluated alone) or, with "
             "--ensemble, to evaluate their ensemble",

@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterable
 
 import click
 
-from depnmt.core.optionspec import (Choice, File, FloatRange, Folder, IntRange, Kind, Param,
-                                    Processes)
+from depnmt.core.optionspec import (EMPTY_PATH, Choice, File, FloatRange, Folder, IntRange, Kind,
+                                    Param, Processes)
 
 
 def click_type(kind: Kind) -> Any:
@@ -26,16 +26,26 @@ def click_type(kind: Kind) -> Any:
         return FiniteFloatRange(kind.min, kind.max, min_open=kind.min_open,
                                 max_open=kind.max_open)
     if isinstance(kind, Folder):
-        return click.Path(path_type=None if kind.text else Path, file_okay=False,
-                          exists=kind.exists)
+        return GivenPath(path_type=None if kind.text else Path, file_okay=False,
+                         exists=kind.exists)
     if isinstance(kind, File):
-        return click.Path(path_type=None if kind.text else Path, dir_okay=kind.or_folder,
-                          exists=kind.exists)
+        return GivenPath(path_type=None if kind.text else Path, dir_okay=kind.or_folder,
+                         exists=kind.exists)
     if isinstance(kind, Processes):
         return Jobs()
     if isinstance(kind, tuple):
         return tuple(click_type(part) for part in kind)
     return kind
+
+
+class GivenPath(click.Path):
+    """A ``click.Path`` that is not empty: ``-o "$OUT"`` with ``OUT`` unset is a usage error,
+    not the current folder (``Path("")`` is ``.``)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value == "":
+            self.fail(EMPTY_PATH, param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class Jobs(click.ParamType):

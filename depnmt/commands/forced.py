@@ -68,16 +68,19 @@ def command(**values) -> None:
             input_progress("scoring", lambda: input_size(tgt_path),
                            output_path is None) as advance:
         scorer.progress = advance
-        for words, trees, translations in chunks(scorer, src_path, settings.src_format,
-                                                 tgt_path):
+        scorer.translator.source_name = str(src_path)
+        for lines, words, trees, translations in chunks(scorer, src_path, settings.src_format,
+                                                        tgt_path):
             ids = [scorer.target_ids(line) for line in translations]
-            for result in scorer.score_words(words, ids, trees, per_token=settings.per_token):
+            for result in scorer.score_words(words, ids, trees, per_token=settings.per_token,
+                                             line_numbers=lines):
                 write(format_score(result) + "\n")
 
 
 def chunks(scorer, src_path: Path, src_format: str, tgt_path: Path) -> Iterator[tuple]:
-    """The pairs in chunks of :data:`CHUNK_PAIRS`: (source words, source trees or None,
-    translations); an error naming the file and line for an empty source or a missing line."""
+    """The pairs in chunks of :data:`CHUNK_PAIRS`: (the sources' line numbers, source words,
+    source trees or None, translations); an error naming the file and line for an empty source
+    or a missing line."""
     from depnmt.core.errors import InputError
     from depnmt.core.textio import iter_lines
     if src_format == "conllu":
@@ -102,4 +105,5 @@ def chunks(scorer, src_path: Path, src_format: str, tgt_path: Path) -> Iterator[
                 raise InputError(src_path, source[0], "empty source: there is nothing to score "
                                                       "a translation against")
         trees = [s[2] for s, _ in chunk] if src_format == "conllu" else None
-        yield [list(s[1]) for s, _ in chunk], trees, [t[1] for _, t in chunk]
+        yield ([s[0] for s, _ in chunk], [list(s[1]) for s, _ in chunk], trees,
+               [t[1] for _, t in chunk])

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import click
 
-from depnmt.commands.fields import click_type
+from depnmt.commands.fields import GivenPath, click_type
 from depnmt.core import optionspec
 from depnmt.core.compat import DEPRECATED, deprecation_message
 from depnmt.core.optionspec import plain_value, read_yaml_config, suggestion
@@ -33,7 +33,7 @@ def config_option(help: str | None = None):
     a flag's; their :class:`~click.core.ParameterSource` is ``DEFAULT_MAP``. An unknown key is
     a :class:`~depnmt.core.errors.DepnmtError` naming the file and the key."""
     return click.option(
-        "--config", "config_file", type=click.Path(dir_okay=False, exists=True),
+        "--config", "config_file", type=GivenPath(dir_okay=False, exists=True),
         is_eager=True, expose_value=False, callback=_read_config_option,
         help=help or "read options from this YAML file (`max-tokens: 4000`, one per line; "
                      "flags given on the command line win)")

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import click
 
-from depnmt.commands.fields import click_options
+from depnmt.commands.fields import GivenPath, click_options
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.evaluation.runs import RunsSettings
 
 
 @click.command("runs")
 @click.argument("folders", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False, path_type=Path))
+                type=GivenPath(exists=True, file_okay=False, path_type=Path))
 @click_options(field_params(RunsSettings))
 def command(folders: tuple[Path, ...], **values) -> None:
     """Where every training run under FOLDERS stands: for a campaign stopped and continued

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import click
 
-from depnmt.commands.fields import click_options
+from depnmt.commands.fields import GivenPath, click_options
 from depnmt.commands.options import deprecated_aliases
 from depnmt.core.errors import DepnmtError
 from depnmt.core.log import info, track
@@ -26,7 +26,7 @@ METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 @deprecated_aliases("score")
 @click.command(name="score")
 @click_options(field_params(sc.ScoreSettings))
-@click.argument("hyps", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("hyps", nargs=-1, required=True, type=GivenPath(dir_okay=False))
 def command(hyps: tuple[str, ...], **values) -> None:
     """Score HYP files against --ref with sacrebleu BLEU, chrF and TER.
 

@@ -115,6 +115,7 @@ def translate_with_model(request: Request, search: dict[str, Any]) -> None:
             "translating", lambda: input_size(settings.input_path, trees),
             settings.output_path is None) as advance:
         translator.progress = advance
+        translator.source_name = str(settings.input_path or "<stdin>")
         write_results(write, model_results(translator, settings, trees, induced, targets),
                       nbest)
     from depnmt.stages.parse import write_conllu

@@ -271,6 +271,9 @@ def convert(param: Param, value: Any) -> Any:
     return param.check(value) if param.check else value
 
 
+EMPTY_PATH = "an empty path (an unset shell variable?); '.' is the current folder."
+
+
 def _path(kind: Folder | File, value: Any) -> Path | str:
     """``value`` as the path ``kind`` takes, in click's words when it does not."""
     folder = isinstance(kind, Folder)
@@ -278,6 +281,8 @@ def _path(kind: Folder | File, value: Any) -> Path | str:
         raise ValueError(f"expected a {'folder' if folder else 'file'}'s path, not "
                          f"{type(value).__name__} {value!r}.")
     path, name = Path(value), os.fspath(value)          # "" is no folder (Path("") is ".")
+    if name == "":
+        raise ValueError(EMPTY_PATH)
     if folder and os.path.isfile(name):
         raise ValueError(f"Directory {str(path)!r} is a file.")
     if not folder and not kind.or_folder and os.path.isdir(name):

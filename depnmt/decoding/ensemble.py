@@ -172,7 +172,7 @@ class EnsembleTranslator(Translator):
         """Each member's examples of tokenized sentences, the input parsed once (or ``trees``,
         the parser's, given) and each member's control applied to its copy."""
         if self.needs_trees and trees is None:
-            trees = self.parse_words(words)
+            trees = self.parse_words(words, line_numbers)
         per_member = [member.examples(words, list(trees) if trees is not None else None,
                                       line_numbers, quiet=quiet or k > 0)
                       for k, member in enumerate(self.members)]

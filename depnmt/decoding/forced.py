@@ -117,15 +117,18 @@ class ForcedScorer:
                                 per_token=per_token)
 
     def score_words(self, words: Sequence[list[str]], targets: Sequence[list[int]],
-                    trees: Sequence | None = None, per_token: bool = False) -> list[ForcedScore]:
+                    trees: Sequence | None = None, per_token: bool = False,
+                    line_numbers: Sequence[int] | None = None) -> list[ForcedScore]:
         """Scores of target ids ``targets`` (no BOS/EOS, e.g. a search's hypotheses) given
-        tokenized sources ``words`` (with their trees, the parser's, when given)."""
+        tokenized sources ``words`` (with their trees, the parser's, when given). A source the
+        parser makes no tree of is an error naming the translator's ``source_name`` and its
+        line (``line_numbers[i]``, else the pair's number ``i + 1``)."""
         check_pairs(words, targets)
         empty = [i + 1 for i, w in enumerate(words) if not w]
         if empty:
             raise DepnmtError(f"pair {empty[0]}: the source is empty; there is nothing to "
                               f"score a translation against")
-        examples = self.translator.examples(words, trees)
+        examples = self.translator.examples(words, trees, line_numbers)
         for ex, ids in zip(examples, targets):
             ex.tgt = list(ids)
         return self.score_examples(examples, per_token)

@@ -30,7 +30,7 @@ import torch
 
 from depnmt.core.device import (autocast, out_of_memory_as, resolve_device, search_attention,
                                 train_precision)
-from depnmt.core.errors import DepnmtError
+from depnmt.core.errors import DepnmtError, InputError
 from depnmt.core.log import warn
 from depnmt.core.searchlimits import search_config
 from depnmt.core.subwords import merge_subwords
@@ -69,9 +69,11 @@ EMPTY = Translation("", 0.0, 0.0)    # an empty input line: nothing decoded, log
 class Translator:
     """A loaded model with everything needed to go from raw text to raw text. ``progress``:
     called with the number of input lines (sentences) done, after each batch decoded and for
-    the empty lines, when set (``translate``'s progress bar on a terminal)."""
+    the empty lines, when set (``translate``'s progress bar on a terminal). ``source_name``:
+    what an error about an input line names as its file (``translate`` sets the input's path)."""
 
     progress: Callable[[int], None] | None = None
+    source_name: str = "input"
 
     def __init__(self, model: TransformerNMT, config: dict, src_vocab: Vocab, tgt_vocab: Vocab,
                  segmenter: Segmenter | None, device: torch.device, search_cfg: SearchConfig,
@@ -157,10 +159,19 @@ class Translator:
             self._parser = source_parser(self.config["parser"]["src"])
         return self._parser
 
-    def parse_words(self, words: Sequence[list[str]]) -> list:
-        """:attr:`parser`'s trees of tokenized sentences (None for an empty one)."""
+    def parse_words(self, words: Sequence[list[str]],
+                    line_numbers: Sequence[int] | None = None) -> list:
+        """:attr:`parser`'s trees of tokenized sentences (None for an empty one). A sentence
+        whose analysis makes no tree is an :class:`InputError` naming :attr:`source_name` and
+        its line (``line_numbers[i]``, else ``i + 1``)."""
+        from depnmt.stages.parse.parser import AnalysisError
         nonempty = [i for i, w in enumerate(words) if w]
-        parsed = self.parser.parse([words[i] for i in nonempty])
+        try:
+            parsed = self.parser.parse([words[i] for i in nonempty])
+        except AnalysisError as exc:
+            i = nonempty[exc.item]
+            raise InputError(self.source_name, line_numbers[i] if line_numbers else i + 1,
+                             exc.message) from None
         trees: list = [None] * len(words)
         for i, tree in zip(nonempty, parsed):
             trees[i] = tree
@@ -171,7 +182,7 @@ class Translator:
         """Examples for tokenized source sentences (with word-level trees for tree schemes);
         ``quiet``: no warning for the sentences truncated to the model's source limit."""
         if self.needs_trees and trees is None:
-            trees = self.parse_words(words)
+            trees = self.parse_words(words, line_numbers)
         elif trees is not None and self.control is not None:     # given: the parser's trees
             trees = [self.control.apply(t) if t is not None else None for t in trees]
         out = []

@@ -227,7 +227,12 @@ def score_items(items: Sequence[Item], scorer, normalized: bool = False) -> list
     empty = next((it for it in items if not it.source.strip()), None)
     if empty is not None:
         raise DepnmtError(f"{empty.where}: empty source: there is nothing to score against")
-    results = scorer.score_lines([s for s, _ in pairs], [t for _, t in pairs])
+    try:
+        results = scorer.score_lines([s for s, _ in pairs], [t for _, t in pairs])
+    except InputError as exc:     # a source the parser makes no tree of: pair number exc.line
+        source = pairs[exc.line - 1][0]
+        where = next(it.where for it in items if it.source == source)
+        raise DepnmtError(f"{where}: {exc.message}") from None
     value = {pair: (r.score if normalized else r.logprob) for pair, r in zip(pairs, results)}
     return [all(value[it.source, it.reference] > value[it.source, v] for v in it.variants)
             for it in items]

@@ -15,10 +15,12 @@ pooled over its runs (the decisions of every run on every item together). Each o
 tested against the first (the baseline) on all items, on each category and on each linear-
 distance bucket of a category with more than one bucket, by approximate randomization
 stratified over runs (:func:`depnmt.evaluation.significance.approximate_randomization_tests`: per
-item, the
-runs' decisions are shuffled between the two systems and among the runs, Clark et al. 2011),
-two-sided; with one run a side it is a paired permutation test over items, the randomization
-counterpart of McNemar's test. Every test of the table is one family: its p-values are adjusted
+source sentence, the runs' decisions on its items are shuffled together between the two systems
+and among the runs, Clark et al. 2011), two-sided. The sentence, not the item, is the unit: a
+set made from references varies one sentence in several places, and those decisions are not
+independent (shuffled item by item, a sentence's correlated items would make p too small). With
+one run a side and one item per sentence it is a paired permutation test over items, the
+randomization counterpart of McNemar's test. Every test of the table is one family: its p-values are adjusted
 by Holm's step-down method (:func:`depnmt.evaluation.significance.holm`).
 """
 
@@ -133,7 +135,7 @@ def evaluation_markdown(evaluation: Evaluation) -> str:
 # -- systems compared over their runs ----------------------------------------------------------
 
 class PooledAccuracy:
-    """Accuracy (%) as a metric of summed item statistics ``[correct, 1]``, the interface of
+    """Accuracy (%) as a metric of summed statistics ``[correct, items]``, the interface of
     sacreBLEU's metrics that the approximate randomization uses."""
 
     def _compute_score_from_stats(self, stats: Sequence[float]) -> Score:
@@ -152,11 +154,29 @@ class System:
         picked = [d for run in self.runs for d, m in zip(run, mask) if m]
         return Accuracy(sum(picked), len(picked))
 
-    def stats(self, mask: Sequence[bool]) -> np.ndarray:
-        """``[runs, items in mask, 2]``: ``[correct, 1]`` per run and item."""
+    def stats(self, mask: Sequence[bool], sentence: Sequence[int]) -> np.ndarray:
+        """``[runs, sentences, 2]``: ``[correct, items]`` per run and source sentence, over
+        the items in ``mask`` (``sentence[i]``: item ``i``'s sentence, :func:`sentence_ids`;
+        the sentences in order of their first item in the mask)."""
         keep = np.flatnonzero(np.asarray(mask, dtype=bool))
+        _, first, cluster = np.unique(np.asarray(sentence)[keep], return_index=True,
+                                      return_inverse=True)
+        order = np.argsort(np.argsort(first))            # cluster index -> order of first item
+        cluster = order[cluster]
         correct = np.asarray(self.runs, dtype=np.float64)[:, keep]
-        return np.stack([correct, np.ones_like(correct)], axis=-1)
+        out = np.zeros((correct.shape[0], len(first), 2))
+        for r, row in enumerate(correct):
+            out[r, :, 0] = np.bincount(cluster, weights=row, minlength=len(first))
+        out[:, :, 1] = np.bincount(cluster, minlength=len(first))
+        return out
+
+
+def sentence_ids(items: Sequence[Item]) -> list[int]:
+    """Each item's source sentence, as an index (items of one source share it): the unit the
+    comparison shuffles, since a sentence's items are not independent of each other (a set
+    made by ``minimal-pairs`` varies one reference in up to four categories)."""
+    ids: dict[str, int] = {}
+    return [ids.setdefault(it.source, len(ids)) for it in items]
 
 
 def set_digest(path: Path) -> str:
@@ -224,14 +244,14 @@ def compare(items: Sequence[Item], systems: Sequence[System], shuffles: int = DE
                               f"{len(base.runs)}: the stratified test shuffles runs between "
                               f"systems; compare systems of as many runs")
     tests, rows = [], []
-    metric = PooledAccuracy()
+    metric, sentence = PooledAccuracy(), sentence_ids(items)
     for other in systems[1:]:
         for label, mask in comparison_groups(items):
             mine, theirs = other.pooled(mask), base.pooled(mask)
             rows.append({"system": other.name, "group": label, "items": sum(mask),
                          "accuracy": 100 * mine.value, "baseline": 100 * theirs.value,
                          "difference": 100 * (mine.value - theirs.value)})
-            tests.append((metric, base.stats(mask), other.stats(mask)))
+            tests.append((metric, base.stats(mask, sentence), other.stats(mask, sentence)))
     pvalues = approximate_randomization_tests(tests, shuffles, seed)
     for row, p, adjusted in zip(rows, pvalues, holm(pvalues)):
         row.update(p=p, p_holm=adjusted)
@@ -247,5 +267,6 @@ def comparison_markdown(rows: Sequence[dict], baseline: str, runs: int) -> str:
          f"{r['baseline']:.1f}", f"{r['difference']:+.1f}", f"{r['p']:.3g}",
          f"{r['p_holm']:.3g}"] for r in rows])
     return (f"Baseline: {baseline}. Accuracy pooled over each system's {runs} run(s); p: "
-            f"approximate randomization over items, stratified over runs, two-sided; Holm over "
-            f"the {len(rows)} tests.\n\n" + table)
+            f"approximate randomization over source sentences (a sentence's items shuffled "
+            f"together), stratified over runs, two-sided; Holm over the {len(rows)} tests."
+            f"\n\n" + table)

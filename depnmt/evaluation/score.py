@@ -48,13 +48,6 @@ DEFAULT_SEED = 12345
 DEFAULT_SAMPLES = 1000
 
 
-def check_file_name(value: str | None) -> str | None:
-    """``value`` unless it is empty (e.g. an unset shell variable: not "no file")."""
-    if value == "":
-        raise ValueError("an empty file name")
-    return value
-
-
 @dataclass
 class ScoreSettings:
     """The options of ``depnmt score``, each a field (:func:`~depnmt.core.optionspec.option`)."""
@@ -81,8 +74,7 @@ class ScoreSettings:
                           "source-length buckets; half-open, so the default gives 0-19, 20-29, "
                           "30-39, 40-49 and 50+ words.", str, show_default=True)
     bucket_plot: str | None = option(None, "Write a PNG of Δ-BLEU per bucket of each system vs "
-                                     "the first (needs --src).", File(text=True),
-                                     check=check_file_name)
+                                     "the first (needs --src).", File(text=True))
     as_json: bool = option(False, "One JSON object per hypothesis per line on stdout instead "
                            "of tables.", flag="--json")
 

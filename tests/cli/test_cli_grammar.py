@@ -204,3 +204,23 @@ def test_a_config_key_given_in_both_spellings_is_an_error_naming_both(tmp_path):
     both.write_text(f"data: {tmp_path}\ninput: {tmp_path}\noutput: {tmp_path / 'model'}\n")
     with pytest.raises(DepnmtError, match=r"'input' is given twice \(also as 'data'\)"):
         parse(COMMANDS["train"], ["--config", str(both)])
+
+
+def test_every_path_of_every_command_refuses_an_empty_string():
+    """``-o "$OUT"`` with ``OUT`` unset passes ``""``, which ``Path`` reads as the current
+    folder: every file or folder argument and option is a GivenPath, a usage error for ``""``."""
+    from depnmt.commands.fields import GivenPath
+    paths = [(name, p) for name, command in COMMANDS.items() for p in command.params
+             if isinstance(p.type, click.Path)]
+    assert len(paths) > 60
+    assert [(name, p.name) for name, p in paths if not isinstance(p.type, GivenPath)] == []
+
+
+@pytest.mark.parametrize("args", [["prepare", "--src-lang", "en", "--tgt-lang", "de", "-o", ""],
+                                  ["translate", "-m", "", "-i", "x.txt"],
+                                  ["archive", "", "-o", "out"]])
+def test_an_empty_path_is_a_usage_error_naming_the_flag(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and list(tmp_path.iterdir()) == []
+    assert "an empty path (an unset shell variable?); '.' is the current folder" in result.output

@@ -305,3 +305,26 @@ def test_compare_refuses_results_of_another_set_or_with_models(pairs_tsv, tmp_pa
     assert run_cli(["contrastive", pairs_tsv, "-m", tmp_path, "--compare", good,
                     "--compare", good]) == 2
     assert "leave out -m" in capsys.readouterr().err
+
+
+def test_compare_shuffles_a_sentences_items_together():
+    """Items made from one sentence are not independent: five copies of each sentence's
+    decisions are the evidence of one item per sentence, not five times as much (the p-value
+    of an item-by-item shuffle, 5x smaller here, would claim it)."""
+    from depnmt.evaluation.contrastive import Item
+    from depnmt.evaluation.contrastivestats import System, compare
+    rng = random.Random(5)
+    base = [[int(rng.random() < 0.6) for _ in range(24)] for _ in range(2)]
+    better = [[1 if k % 4 == 0 else d for k, d in enumerate(run)] for run in base]
+
+    def p_value(copies: int) -> float:
+        items = [Item(f"source {k}", "ref", ["var"], "cat") for k in range(24)
+                 for _ in range(copies)]
+        def runs(decisions):
+            return [[d for d in run for _ in range(copies)] for run in decisions]
+        rows = compare(items, [System("base", runs(base)), System("better", runs(better))],
+                       shuffles=2000)
+        return next(r["p"] for r in rows if r["group"] == "**all**")
+
+    assert 0.01 < p_value(1) < 0.5
+    assert p_value(5) == p_value(1)

@@ -150,3 +150,38 @@ def test_a_seeds_rerun_replaces_the_run_it_reran(tmp_path, monkeypatch):
     assert ev.archived()
     args = ev.comparison().argv("out")
     assert "rerun/s2/models/abs+dep+rel" in args and "old/s2/models/dep+rel" not in args
+
+
+@pytest.mark.slow
+def test_each_rerun_is_compared_with_its_twin(archive, tiny_model):
+    """A rerun that is its twin's copy is reproduced bit for bit; one with other hypotheses and
+    another dev NLL is not, and the row says at which validation they part."""
+    root, ref = archive
+    pairs_set(root)
+    same = {"drop": 0.3, "nll": 2.0, "pairs": 0.7}
+    twins = archive_runs(root, tiny_model, ref, "old", same, range(1, 3))
+    copy = gen.Run("archive/new-seed1", "abs+dep+rel")
+    shutil.copytree(root / twins[0].dir, root / copy.dir)
+    other, = archive_runs(root, tiny_model, ref, "new", {**same, "drop": 0.2}, range(2, 3))
+    metrics = root / other.dir / "models" / other.folder / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
+    first = next(r for r in records if r["event"] == "valid")
+    old_nll, first["dev_nll"] = first["dev_nll"], first["dev_nll"] + 0.001
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    ev = evidence([], [], "pairs.tsv")
+    ev = gen.Evidence(ev.name, ev.question, gen.Seeded("tree", ((copy, twins[0]),
+                                                                (other, twins[1]))),
+                      gen.Seeded("random", ((twins[0],),)),
+                      *(getattr(ev, f) for f in ("ref", "lang", "options", "pairs_set", "deltas")))
+    text = gen.twins_block(ev)
+    table = [line.split(" | ") for line in text.splitlines() if line.startswith("| tree")]
+    assert [(row[1], row[5]) for row in table] == [("1", "yes"), ("2", "no")]
+    assert table[0][4] == "+0.00" and table[0][6] == "none |"
+    assert float(table[1][3]) > float(table[1][2])           # it drops fewer words
+    assert table[1][6] == f"step {first['step']}: {old_nll:.4f} → {old_nll + 0.001:.4f} |"
+    assert "Reproduced bit for bit (the same hypotheses and the same dev NLL at every " \
+           "validation): 1 of 2 reruns." in text
+    assert gen.twins_block(gen.Evidence(*[getattr(ev, f) for f in (
+        "name", "question")], gen.Seeded("tree", ((twins[0],),)), ev.baseline, *(
+        getattr(ev, f) for f in ("ref", "lang", "options", "pairs_set", "deltas")))
+    ).startswith("No rerun is archived yet.")

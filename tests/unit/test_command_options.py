@@ -231,7 +231,7 @@ def api_settings():
             (lambda: ParseSettings(batch_size=0), "batch_size 0: 0 is not in the range x>=1"),
             (lambda: ControlSettings(kind="noise", noise=1.5), r"noise 1.5: 1.5 is not in"),
             (lambda: ScoreSettings(chrf_word_order=10), "chrf_word_order 10: 10 is not in"),
-            (lambda: ScoreSettings(bucket_plot=""), "bucket_plot '': an empty file name"),
+            (lambda: ScoreSettings(bucket_plot=""), "bucket_plot '': an empty path"),
             (lambda: ReportSettings(deltas=("bleu=0.5", "bleu=1")),
              r"bleu given twice \(0.5 and 1\)"),
             (lambda: ReportSettings(deltas=("ter=1",)), "expected MEASURE=VALUE"),

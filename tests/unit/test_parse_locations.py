@@ -52,3 +52,43 @@ def test_a_training_tree_over_other_words_names_both_files(tmp_path):
         attach_trees(examples, path, "src", text)
     assert (err.value.path, err.value.line) == (str(path), 4)
     assert f"but {text}:2 has ['b', 'd']" in str(err.value)
+
+
+@pytest.mark.parametrize("line_numbers, line", [([4, 9, 12], 12), (None, 3)])
+def test_a_translators_parse_that_makes_no_tree_names_the_input_line(line_numbers, line):
+    """Translating with a tree scheme parses the input: a sentence whose analysis makes no
+    tree is the input's file and line (``translate`` names its --input), not a batch index."""
+    translator = cycle_translator(["e", "f"], "talk.txt")
+    with pytest.raises(InputError) as err:
+        translator.examples([["a", "b"], [], ["e", "f"]], line_numbers=line_numbers)
+    assert (err.value.path, err.value.line) == ("talk.txt", line)
+    assert str(err.value) == f"talk.txt:{line}: spacy fake: parser output has no root"
+
+
+def cycle_translator(bad: list[str], name: str = "input"):
+    """A Translator with only its source side: tree schemes, the :class:`CycleOn` parser."""
+    from depnmt.decoding.translate import Translator
+    translator = Translator.__new__(Translator)
+    translator._parser, translator.needs_trees = CycleOn(bad), True
+    translator.source_name = name
+    return translator
+
+
+def test_rescore_and_contrastive_name_the_source_the_parser_makes_no_tree_of():
+    """``rescore`` scores in chunks: the line is the --src file's, not the chunk's index;
+    ``contrastive``'s is the item's place in its test set."""
+    from depnmt.decoding.forced import ForcedScorer
+    from depnmt.evaluation.contrastive import Item, score_items
+    scorer = ForcedScorer.__new__(ForcedScorer)
+    scorer.translator = cycle_translator(["e", "f"], "src.txt")
+    with pytest.raises(InputError) as err:
+        scorer.score_words([["a"], ["e", "f"]], [[1], [2]], line_numbers=[1001, 1002])
+    assert str(err.value) == "src.txt:1002: spacy fake: parser output has no root"
+    scorer.translator = cycle_translator(["e", "f"])
+    scorer.translator.src_tokenizer = type("Split", (), {"tokenize": staticmethod(str.split)})
+    scorer.target_ids = lambda line: [1]
+    items = [Item("a b", "x", ["y"], "cat", "set.tsv:2"), Item("e f", "x", ["z"], "cat",
+                                                                 "set.tsv:3")]
+    with pytest.raises(DepnmtError) as err:
+        score_items(items, scorer)
+    assert str(err.value) == "set.tsv:3: spacy fake: parser output has no root"

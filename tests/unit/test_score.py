@@ -229,8 +229,9 @@ def test_an_empty_bucket_plot_name_is_refused(small, capsys, monkeypatch):
     monkeypatch.chdir(small["dir"])
     code, _, err = run_cli(["score", "-r", small["ref"], "--src", small["src"], "--bucket-plot",
                             "", small["poor"], small["good"]], capsys)
-    assert code == 2 and err.endswith("Error: Invalid value for '--bucket-plot': an empty file "
-                                      "name\n")
+    assert code == 2 and err.endswith("Error: Invalid value for '--bucket-plot': an empty path "
+                                      "(an unset shell variable?); '.' is the current "
+                                      "folder.\n")
     assert sorted(p.name for p in small["dir"].iterdir() if p.suffix == ".png") == []
 
 
