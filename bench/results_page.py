@@ -475,7 +475,7 @@ class Evidence:
     ref: str                            # as Comparison's
     lang: str
     options: tuple[str, ...]
-    pairs_set: str                      # the minimal-pair set (tsv), from the repository root
+    pairs_set: str                      # the minimal-pair set's index (:func:`set_index`)
     deltas: tuple[tuple[str, float], ...]
 
     def comparison(self) -> Comparison:
@@ -515,6 +515,33 @@ def report_measure(records: list[dict], key: str, system: str, baseline: str) ->
     return {"values": values, "comparison": by_name[system]["vs"][baseline].get(key)}
 
 
+INDEX_HEADER = ("sentence", "category", "linear_distance", "tree_distance")
+
+
+def set_index(set_path: Path) -> str:
+    """The index of a minimal-pair set (``depnmt minimal-pairs``' tsv) that the archive keeps
+    in its place: a ``# set_sha256 = HEX`` line, then per item its source sentence (numbered
+    in order of first appearance), category and distances — none of the set's text, which is
+    the test set's (the corpus is never copied into the repository)."""
+    from depnmt.evaluation.contrastive import read_tsv
+    from depnmt.evaluation.contrastivestats import sentence_ids, set_digest
+    items = read_tsv(set_path)
+    rows = [f"{n}\t{it.category}\t{it.linear or '-'}\t{it.tree or '-'}"
+            for n, it in zip(sentence_ids(items), items)]
+    return "\n".join([f"# set_sha256 = {set_digest(set_path)}", "\t".join(INDEX_HEADER),
+                      *rows]) + "\n"
+
+
+def read_set_index(path: Path) -> tuple[list[dict], str]:
+    """The items (``sentence``, ``category``) and the set's SHA-256 of a :func:`set_index`
+    file."""
+    first, header, *lines = path.read_text(encoding="utf-8").splitlines()
+    if not first.startswith("# set_sha256 = ") or tuple(header.split("\t")) != INDEX_HEADER:
+        raise ValueError(f"{path}: not a minimal-pair set index (make one with --set-index)")
+    items = [dict(zip(("sentence", "category"), line.split("\t")[:2])) for line in lines]
+    return [{**it, "sentence": int(it["sentence"])} for it in items], first.split(" = ", 1)[1]
+
+
 def pairs_measure(evidence: Evidence) -> dict:
     """The minimal-pair accuracy (%) of each chosen run (None without its decisions or without
     the set) and, where every run has them, the comparison: the difference of the mean
@@ -524,11 +551,9 @@ def pairs_measure(evidence: Evidence) -> dict:
     from dataclasses import asdict
 
     from depnmt.evaluation import significance as sig
-    from depnmt.evaluation.contrastive import read_tsv
-    from depnmt.evaluation.contrastivestats import (PooledAccuracy, System, read_system,
-                                                    sentence_ids, set_digest)
+    from depnmt.evaluation.contrastivestats import PooledAccuracy, System, read_system
     setfile = REPO / evidence.pairs_set
-    items, digest = (read_tsv(setfile), set_digest(setfile)) if setfile.is_file() else ([], "")
+    items, digest = read_set_index(setfile) if setfile.is_file() else ([], "")
     sides = []
     for runs in (evidence.system.chosen(), evidence.baseline.chosen()):
         files = [r.pairs(evidence.lang) for r in runs]
@@ -542,7 +567,7 @@ def pairs_measure(evidence: Evidence) -> dict:
                for name, side in zip(("system", "baseline"), sides)]
     accuracy = [[100 * sum(run) / len(items) for run in s.runs] for s in systems]
     comparison = asdict(sig.mean_difference(accuracy[1], accuracy[0]))
-    every, sentence = [True] * len(items), sentence_ids(items)
+    every, sentence = [True] * len(items), [row["sentence"] for row in items]
     comparison["p_ar"] = sig.approximate_randomization_tests(
         [(PooledAccuracy(), systems[1].stats(every, sentence),
           systems[0].stats(every, sentence))])[0] \
@@ -744,7 +769,8 @@ def twins_block(evidence: Evidence, report: Callable[[Comparison], Report] = run
 # every measure, each a folder of `depnmt archive`'s layout (a campaign's ARCHIVE copied as it
 # is: `cp -r ARCHIVE/. docs/results/FOLDER/`), beside the runs they reran: on the parsers' trees
 # and on random projective trees. The minimal-pair set (made from the test references by `depnmt
-# minimal-pairs`) is archived once, RERUN/minimal-pairs.tsv; each run's decisions on it (`depnmt
+# minimal-pairs`) is archived once as its index (no text), RERUN/minimal-pairs.index.tsv (made by
+# `python bench/results_page.py --set-index SET OUT`); each run's decisions on it (`depnmt
 # contrastive -o`, with the checkpoint that translated) beside its hypotheses.
 RERUN = f"{ENJA}-rerun"
 RERUN_CONTROL = f"{CONTROL}-rerun"
@@ -765,7 +791,7 @@ EVIDENCE = (
              seeded_runs(RANDOM, RERUN_CONTROL, CONTROL, "-control-random-projective",
                          "abs+dep+rel"),
              "small_parallel_enja/test.en", "en", ("--ref-from-tokens",),
-             f"{RERUN}/minimal-pairs.tsv",
+             f"{RERUN}/minimal-pairs.index.tsv",
              # the papers' differences between syntax variants (Omote et al.: +0.50 BLEU); the
              # dev NLL's differences between the Ja→En systems (0.004–0.018 nats a word); one
              # point of minimal-pair accuracy
@@ -802,7 +828,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 if docs/results.md differs from the archive")
+    parser.add_argument("--set-index", nargs=2, metavar=("SET", "OUT"), type=Path,
+                        help="write the index of the minimal-pair set SET (no text) to OUT, "
+                             "and nothing else")
     args = parser.parse_args(argv)
+    if args.set_index:
+        args.set_index[1].write_text(set_index(args.set_index[0]), encoding="utf-8")
+        return 0
     old = PAGE.read_text(encoding="utf-8")
     new = generate(old)
     if args.check:

@@ -20,13 +20,16 @@ ITEMS = 200
 
 
 def pairs_set(root) -> str:
-    """A minimal-pair set of :data:`ITEMS` items (two categories, distances) in ``root``."""
+    """A minimal-pair set of :data:`ITEMS` items (two categories, distances, two items a
+    sentence) in ``root``, outside the archive, which keeps its index (no text)."""
     lines = ["source\treference\tcontrastive\tcategory\tlinear_distance\ttree_distance"]
-    lines += [f"s {i}\tr {i}\tc {i}\t{'agreement' if i % 2 else 'negation'}\t{1 + i % 3}\t1"
-              for i in range(ITEMS)]
+    lines += [f"s {i // 2}\tr {i}\tc {i}\t{'agreement' if i % 2 else 'negation'}\t"
+              f"{1 + i % 3}\t1" for i in range(ITEMS)]
     (root / "archive").mkdir(parents=True, exist_ok=True)
-    (root / "archive" / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return "archive/pairs.tsv"
+    (root / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert gen.main(["--set-index", str(root / "pairs.tsv"),
+                     str(root / "archive" / "pairs.index.tsv")]) == 0
+    return "archive/pairs.index.tsv"
 
 
 def write_decisions(root, hyp, accuracy: float, seed: int) -> None:
@@ -37,7 +40,7 @@ def write_decisions(root, hyp, accuracy: float, seed: int) -> None:
     decisions = [int(rng.random() < accuracy) for _ in range(ITEMS)]
     hyp.with_name(hyp.name + gen.PAIRS_SUFFIX).write_text(json.dumps({
         "set": "pairs.tsv", "format": "tsv", "normalized": False,
-        "set_sha256": set_digest(root / "archive" / "pairs.tsv"),
+        "set_sha256": set_digest(root / "pairs.tsv"),
         "models": {"model": {"decisions": decisions}}}), encoding="utf-8")
 
 
@@ -130,6 +133,21 @@ def test_equal_systems_are_not_resolved_and_missing_measures_are_counted(archive
                                      "not archived (0 of 3 runs without)"]
         assert f"- **{label}: not archived** (tree: 1 of 3 runs without): " in text
     assert "test NLL/word not archived; minimal-pair accuracy (%) not archived." in text
+
+
+def test_the_archive_keeps_the_sets_index_without_its_text(tmp_path):
+    """The set's text is the test set's: the archive keeps per item only its sentence, its
+    category and its distances, and the SHA-256 the decisions are checked against."""
+    from depnmt.evaluation.contrastivestats import set_digest
+    index = tmp_path / pairs_set(tmp_path)
+    text = index.read_text(encoding="utf-8")
+    assert " r 3" not in text and "c 3" not in text and "s 1" not in text
+    items, digest = gen.read_set_index(index)
+    assert digest == set_digest(tmp_path / "pairs.tsv") and len(items) == ITEMS
+    assert items[:3] == [{"sentence": 0, "category": "negation"},
+                         {"sentence": 0, "category": "agreement"},
+                         {"sentence": 1, "category": "negation"}]
+    assert text.splitlines()[2:4] == ["0\tnegation\t1\t1", "0\tagreement\t2\t1"]
 
 
 def test_a_seeds_rerun_replaces_the_run_it_reran(tmp_path, monkeypatch):
