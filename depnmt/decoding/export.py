@@ -233,7 +233,8 @@ def write_export(tmp: Path, name: str, model_dir: Path, config: dict[str, Any], 
     from depnmt.stages.bpe import Segmenter
     from depnmt.storage.modeldir import load_model_checkpoint, load_vocabs
     state = load_model_checkpoint(ckpt_path,
-                                  expected_model=ModelConfig.from_dict(config["model"]).to_dict())
+                                  expected_model=ModelConfig.from_dict(config["model"]).to_dict(),
+                                  files=config.get("files"))
     src_vocab, tgt_vocab = load_vocabs(model_dir)
     spec = build_spec(config, state["model"], kind, src_vocab.itos, tgt_vocab.itos)
     spec.validate()

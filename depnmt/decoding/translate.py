@@ -117,7 +117,7 @@ class Translator:
         check_subword_files(model_dir, config)
         model_cfg = ModelConfig.from_dict(config["model"])
         ckpt_path = checkpoint or default_checkpoint(model_dir)
-        state = load_model_checkpoint(ckpt_path, model_cfg.to_dict())
+        state = load_model_checkpoint(ckpt_path, model_cfg.to_dict(), config.get("files"))
         dev = resolve_device(device)
         if quantize == "int8":
             check_int8(dev)

@@ -378,15 +378,38 @@ def lock_for_writing(model_dir: Path) -> Iterator[None]:
             raise
 
 
-def load_model_checkpoint(path: Path, expected_model: dict[str, Any]) -> dict[str, Any]:
+def load_model_checkpoint(path: Path, expected_model: dict[str, Any],
+                          files: dict[str, str] | None = None) -> dict[str, Any]:
     """:func:`depnmt.storage.checkpoint.load_checkpoint`, and a DepnmtError when the checkpoint was
     trained with another architecture or positional scheme than ``expected_model`` (a
-    :class:`~depnmt.model.transformer.ModelConfig` dict)."""
+    :class:`~depnmt.model.transformer.ModelConfig` dict) or, given the model folder's
+    ``files`` (``config.json``'s sha256 of its vocabularies and codes), with other ones
+    (:func:`check_same_files`)."""
     from depnmt.storage.checkpoint import load_checkpoint
     state = load_checkpoint(path)
     check_same_model(path, state.get("model_config", {}), expected_model)
     check_parameters(path, state.get("model"), expected_model)
+    check_same_files(path, state.get(CHECKPOINT_FILES), files)
     return state
+
+
+CHECKPOINT_FILES = "files"      # a checkpoint's record of its run's vocabularies and codes
+
+
+def check_same_files(path: Path, trained: Any, files: dict[str, str] | None) -> None:
+    """The checkpoint ``path`` was trained with the vocabularies and codes ``files`` (``{name:
+    sha256}``, as ``config.json`` records them): a checkpoint of another run whose weights
+    have the same shapes (the same vocabulary sizes) would translate with this folder's
+    vocabularies swapped under its weights. Checkpoints of an earlier depnmt (no record), and
+    folders without one, are not checked."""
+    if not isinstance(trained, dict) or not isinstance(files, dict):
+        return
+    for name in sorted(files.keys() | trained.keys()):
+        if trained.get(name) != files.get(name):
+            raise DepnmtError(f"{path}: trained with another {name} than the model folder's "
+                              f"(sha256 {str(trained.get(name))[:12]}…, {CONFIG} records "
+                              f"{str(files.get(name))[:12]}…): a checkpoint of another run; "
+                              f"translate it with its own model folder")
 
 
 def check_parameters(path: Path, weights: Any, model: dict[str, Any]) -> None:

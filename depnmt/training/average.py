@@ -27,8 +27,9 @@ from depnmt.core.optionspec import POSITIVE, Folder, check_options, option
 from depnmt.core.stagedir import hold_lock
 from depnmt.core.textio import make_dir
 from depnmt.storage.checkpoint import save_checkpoint
-from depnmt.storage.modeldir import (RESERVED_CHECKPOINTS, checkpoint_dir, default_model_dir,
-                                     load_model_checkpoint, read_config, read_metrics)
+from depnmt.storage.modeldir import (CHECKPOINT_FILES, RESERVED_CHECKPOINTS, checkpoint_dir,
+                                     default_model_dir, load_model_checkpoint, read_config,
+                                     read_metrics)
 from depnmt.training.checkpoints import snapshots
 from depnmt.training.validation import selection_metric
 
@@ -114,12 +115,14 @@ def average(model_dir: Path, name: str, last: int | None = None, best: int | Non
         raise DepnmtError(f"-o {name!r}: give a plain name other than last, best and stepN "
                           f"(the files train writes)")
     out = checkpoint_dir(model_dir) / (name if name.endswith(".pt") else f"{name}.pt")
-    model_config = read_config(model_dir, upgrade=True)["model"]
+    config = read_config(model_dir, upgrade=True)
+    model_config, files = config["model"], config.get(CHECKPOINT_FILES)
     with hold_lock(make_dir(out.parent) / f".{out.name}.lock", out,
                    "another `depnmt average` writes it", wait=True):
         paths = choose(model_dir, last, best)
-        states = [load_model_checkpoint(p, model_config)["model"] for p in paths]
+        states = [load_model_checkpoint(p, model_config, files)["model"] for p in paths]
         save_checkpoint(out, {"model_config": model_config,
                               "model": average_state_dicts(states, [str(p) for p in paths]),
+                              **({CHECKPOINT_FILES: files} if isinstance(files, dict) else {}),
                               "averaged_from": [p.name for p in paths]})
     return out

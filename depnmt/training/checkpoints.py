@@ -20,7 +20,8 @@ import torch
 from depnmt.core.errors import DepnmtError
 from depnmt.core.log import info, warn
 from depnmt.storage.checkpoint import load_checkpoint, save_checkpoint
-from depnmt.storage.modeldir import checkpoint_dir, load_model_checkpoint
+from depnmt.storage.modeldir import (CHECKPOINT_FILES, checkpoint_dir, load_model_checkpoint,
+                                     subword_digests)
 from depnmt.training import distributed as dist
 
 if TYPE_CHECKING:
@@ -52,6 +53,15 @@ class Checkpoints:
     def __init__(self, run: TrainingRun, model: TransformerNMT, updater: Updater):
         self.run, self.model, self.updater = run, model, updater
         self.folder = checkpoint_dir(run.model_dir)
+        self._files: dict[str, str] | None = None
+
+    @property
+    def files(self) -> dict[str, str]:
+        """The sha256 of the model folder's vocabularies and codes, which every checkpoint
+        records (read once, when first needed: the run's set-up wrote them)."""
+        if self._files is None:
+            self._files = subword_digests(self.run.model_dir)
+        return self._files
 
     def save(self, progress: Progress, *names: str) -> None:
         """Write the checkpoint to each of ``names`` in order (default ``last.pt``; give
@@ -69,7 +79,7 @@ class Checkpoints:
         ``rng_ranks`` holds them all when there are several ranks)."""
         u = self.updater
         return {"model_config": self.run.model.to_dict(), "model": self.model.state_dict(),
-                "optimizer": u.optimizer.state_dict(), "scheduler": u.scheduler.state_dict(),
+                CHECKPOINT_FILES: self.files, "optimizer": u.optimizer.state_dict(), "scheduler": u.scheduler.state_dict(),
                 "scaler": u.scaler.state_dict(), "progress": asdict(progress),
                 "rng": rngs[0], **({"rng_ranks": rngs} if len(rngs) > 1 else {})}
 
@@ -83,7 +93,8 @@ class Checkpoints:
             return
         save_checkpoint(self.folder / f"step{progress.step}.pt",
                         {"model_config": self.run.model.to_dict(),
-                         "model": self.model.state_dict(), "progress": asdict(progress)})
+                         "model": self.model.state_dict(), CHECKPOINT_FILES: self.files,
+                         "progress": asdict(progress)})
         for old in snapshots(self.folder)[:-keep]:
             old.unlink(missing_ok=True)
 
@@ -92,7 +103,7 @@ class Checkpoints:
         RNG states (a rank the saved run did not have, now more processes, keeps the stream
         :func:`~depnmt.training.distributed.seed_rank` gave it); returns its path and progress."""
         path = self.folder / "last.pt"
-        state = load_model_checkpoint(path, self.run.model.to_dict())
+        state = load_model_checkpoint(path, self.run.model.to_dict(), self.files)
         u = self.updater
         try:
             self.model.load_state_dict(state["model"])

@@ -54,6 +54,8 @@ def test_average_writes_the_mean_and_translate_uses_it(kept_model, tiny_bpe, cap
     avg = load_checkpoint(ckpt / "avg2.pt")
     a, b = (load_checkpoint(ckpt / n)["model"] for n in ("step9.pt", "step12.pt"))
     assert avg["averaged_from"] == ["step9.pt", "step12.pt"]
+    files = json.loads((kept_model / "config.json").read_text())["files"]
+    assert avg["files"] == files == load_checkpoint(ckpt / "step9.pt")["files"]
     for k in a:
         assert torch.allclose(avg["model"][k], (a[k] + b[k]) / 2), k
     src = tiny_bpe.parent / "prepare" / "test.raw.en"

@@ -99,3 +99,39 @@ def test_a_checkpoint_without_a_parameter_is_an_error_naming_it(change, model, t
     expected = ("has no weights for src_embed.weight" if change == "drop"
                 else "src_embed.weight is (3, 3), the model's is")
     assert line.startswith(f"error: {best}: {expected}")
+
+
+def test_a_checkpoint_of_another_run_with_the_same_shapes_is_refused(model, tmp_path, capsys):
+    """Every checkpoint records the sha256 of its run's vocabularies and codes. Another run
+    whose vocabularies have this one's sizes (here: two target entries swapped, its config.json
+    recording them) has weights of the same shapes: loading this run's checkpoint there would
+    translate with the entries swapped under its weights, exit 0. It is one line instead."""
+    from depnmt.data.record import sha256
+    from depnmt.storage.checkpoint import load_checkpoint, save_checkpoint
+    best = model / "checkpoints" / "best.pt"
+    config = json.loads((model / "config.json").read_text())
+    assert load_checkpoint(best)["files"] == config["files"]
+    other = tmp_path / "other"
+    shutil.copytree(model, other)
+    lines = (other / "vocab.tgt.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[10], lines[11] = lines[11], lines[10]
+    (other / "vocab.tgt.txt").write_text("".join(lines), encoding="utf-8")
+    config["files"]["vocab.tgt.txt"] = sha256(other / "vocab.tgt.txt")
+    (other / "config.json").write_text(json.dumps(config))
+    source = tmp_path / "in.txt"
+    source.write_text("a dog runs .\n", encoding="utf-8")
+    for args in (["translate", "-i", source, "-o", tmp_path / "out"],
+                 ["export", "-o", tmp_path / "ct2"]):
+        capsys.readouterr()
+        assert run_cli([*args, "-m", other, "--checkpoint", best]) == 2
+        [line] = error_lines(capsys.readouterr().err)
+        assert line.startswith(f"error: {best}: trained with another vocab.tgt.txt than the "
+                               f"model folder's (sha256 ")
+    assert not (tmp_path / "out").exists()
+    assert run_cli(["translate", "-m", model, "--checkpoint", best, "-i", source,
+                    "-o", tmp_path / "mine"]) == 0
+    old = load_checkpoint(best)                   # saved by an earlier depnmt: no record
+    del old["files"]
+    save_checkpoint(tmp_path / "old.pt", old)
+    assert run_cli(["translate", "-m", other, "--checkpoint", tmp_path / "old.pt", "-i", source,
+                    "-o", tmp_path / "out"]) == 0
