@@ -70,12 +70,20 @@ Sections (``--only``):
   8,000, ≤ 25,000 tokens a batch, 60 updates): abs, abs+dep+rel and abs+gps, each one's
   tokens/s, MFU (with the corpus's vocabulary and sentence lengths) and ratio to abs, the GPU's
   busy share (``nvidia-smi``), and the share of the loop's time spent waiting for batches
-  (goal on CUDA: ≤ 5 %, and abs's MFU goal as in ``speed``).
+  (goal on CUDA: ≤ 5 %, and abs's MFU goal as in ``speed``). Then abs (``COMPILED_RUNS``;
+  one run, for the check's time) with ``train --compile dynamic``: tokens/s over the updates after the
+  first record's 10 (the warm-up, which compiles: inductor's compile time is in the row's
+  wall time, not its tokens/s), MFU, the ratios to the uncompiled abs and the same scheme, and
+  the graphs compiled (in all and during the measured updates), recompiles and graph breaks;
+  on CUDA a check that the measured updates compiled at most 2 graphs (the forward pass and
+  the loss once more for a batch of one sentence). On the CPU they use the ``eager`` backend
+  (``$DEPNMT_COMPILE_BACKEND``; informative only); with a torch too old for ``--compile`` the
+  row says so (INFO).
 
 ``--tiny`` (what ``tests/unit/test_gpu_check.py`` runs with ``--device cpu``): 2 updates
 (resumed after 1), abs alone in every precision and resumed (the other schemes: fp32, once),
 only the ablation under torchrun, 5 lines to decode, a 2+2-layer d_model 32 speed model
-(``loader``: abs and abs+dep+rel, 300 pairs, 3 updates).
+(``loader``: abs and abs+dep+rel, 300 pairs, 3 updates; abs compiled).
 
 MFU counts the FLOPs of the abs Transformer (the extra work of a tree scheme is not counted, so
 its MFU is its speed relative to abs), as in the PaLM paper's appendix B: 6 FLOPs per
@@ -136,6 +144,8 @@ FUSED_SYSTEMS = ("abs+dep", "abs+gps", "abs+gps+dep")
 # systems with a relative term of pair labels (Shaw's j − i), which the label-bins kernel
 # (depnmt.model.kernels) takes on CUDA, checked against the explicit path: row name -> options
 KERNEL_SYSTEMS = {"abs+rel": {}, "abs+rel-key": {"rel_terms": "key"}, "abs+dep+rel": {}}
+# loader systems also trained with `train --compile dynamic`, rows "NAME --compile dynamic"
+COMPILED_RUNS = ("abs",)
 ABLATIONS = {"deplabel+rel-key": ["--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                                   "--deplabel-terms", "key"]}
 # dense bf16 tensor TFLOP/s by a part of torch.cuda.get_device_name (first match wins)
@@ -187,8 +197,8 @@ class Plan:
         batch_size=250, n_batches=2, decode_len=2, rounds=8))
     # the real data path (bench/loader_speed.py): the speed model, 25k tokens a batch
     loader: dict = field(default_factory=lambda: dict(
-        schemes=("abs", "abs+dep+rel", "abs+gps"), pairs=40000, merges=8000, steps=60,
-        max_tokens=25000, workers=-1))
+        schemes=("abs", "abs+dep+rel", "abs+gps"), pairs=40000, merges=8000,
+        steps=60, max_tokens=25000, workers=-1, compiled=COMPILED_RUNS))
     peak_tflops: float | None = None
     rows: list[Row] = field(default_factory=list)
 
@@ -216,7 +226,7 @@ def tiny_plan(device: torch.device, work: Path) -> Plan:
                 speed=dict(d_model=32, heads=4, d_ff=64, layers=2, vocab=1000, src_len=16,
                            tgt_len=16, batch_size=8, n_batches=1, decode_len=1, rounds=1),
                 loader=dict(schemes=("abs", "abs+dep+rel"), pairs=300, merges=300, steps=3,
-                            max_tokens=512, workers=-1))
+                            max_tokens=512, workers=-1, compiled=("abs",)))
 
 
 # -- data and schemes ------------------------------------------------------------------------
@@ -868,7 +878,7 @@ def check_loader(plan: Plan, data: Path) -> None:
     peak = peak_tflops(plan.device, plan.peak_tflops)
     size = (f"{s['layers']}+{s['layers']} layers, d {s['d_model']}, vocab {lengths['vocab']}, "
             f"≤ {ld['max_tokens']} tokens/batch, {ld['steps']} updates")
-    base = None
+    base, eager = None, {}
     for scheme in ld["schemes"]:
         try:
             run = loader_speed.train(work, scheme, str(plan.device), arch, ld["max_tokens"],
@@ -892,6 +902,49 @@ def check_loader(plan: Plan, data: Path) -> None:
         wait = f"{run['wait_share_max']:.1%} (median {run['wait_share_median']:.1%})"
         plan.add("loader", f"{scheme}: the loop's wait for batches; goal ≤ {GOAL_WAIT:.0%}",
                  wait, run["wait_share_max"] <= GOAL_WAIT if cuda else None)
+        eager[scheme] = run["tgt_tok_s"]
+    for scheme in ld.get("compiled", ()):
+        check_compiled(plan, work, scheme, arch, eager, lambda run: (
+            loader_flops_per_s(s, lengths, run) / (peak * 1e12) if peak else None))
+
+
+def check_compiled(plan: Plan, work: Path, scheme: str, arch: list[str],
+                   eager: dict[str, float], mfu_of) -> None:
+    """The loader run of ``scheme`` with ``train --compile dynamic``: tokens/s over the updates
+    after the first record's (the warm-up, which compiles), its MFU (``mfu_of(run)``) and
+    ratios to the uncompiled abs and ``scheme`` (``eager``: their tokens/s), and the compile
+    counts; on CUDA a check that the real batches' shapes did not keep recompiling (at most
+    the forward pass and the loss once more during the measured updates: a batch of one
+    sentence)."""
+    import loader_speed
+    ld, cuda = plan.loader, plan.device.type == "cuda"
+    warmup = max(1, ld["steps"] // 6)
+    backend = os.environ.get("DEPNMT_COMPILE_BACKEND") or "inductor"
+    name = (f"{scheme} --compile dynamic ({backend}; {ld['steps']} updates, the first "
+            f"{warmup} a warm-up)")
+    from depnmt.training.compiled import missing_features
+    if missing_features():
+        plan.add("loader", name, f"not run: torch {torch.__version__} lacks "
+                                 f"{', '.join(missing_features())}", None)
+        return
+    try:
+        run = loader_speed.train(work, scheme, str(plan.device), arch, ld["max_tokens"],
+                                 ld["steps"], ld["workers"], warmup,
+                                 "bf16" if cuda else "auto", ("--compile", "dynamic"))
+    except Exception as exc:  # noqa: BLE001
+        plan.add("loader", name, failure(exc), False)
+        return
+    mfu = mfu_of(run)
+    ratios = [f"{run['tgt_tok_s'] / eager[base]:.2f}× {base}" for base in dict.fromkeys(
+        ("abs", scheme)) if eager.get(base)]
+    counts = (f"{run.get('compiled_graphs', '?')} graphs compiled "
+              f"({run.get('steady_compiles', '?')} in the measured updates), "
+              f"{run.get('recompiles', '?')} recompiles, {run.get('graph_breaks', '?')} "
+              f"graph breaks")
+    value = ", ".join([f"{run['tgt_tok_s']:,.0f} tok/s", *([f"MFU {mfu:.1%}"] if mfu is not None
+                                                          else []), *ratios, counts])
+    steady = run.get("steady_compiles")
+    plan.add("loader", name, value, steady is not None and steady <= 2 if cuda else None)
 
 
 def goal_mfu(device: torch.device) -> float:
@@ -995,6 +1048,9 @@ def main(device: str, tiny: bool, only: str, out: Path | None, peak_tflops: floa
     dev = resolve_device(device)
     if dev.type == "cpu":       # the label-bins kernel's parity rows, in Triton's interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        # the compiled loader rows trace without generating code (inductor's C++ build takes
+        # minutes on a small CPU; on the CPU these rows are informative only)
+        os.environ.setdefault("DEPNMT_COMPILE_BACKEND", "eager")
     if set(sections) & {"train", "ddp", "translate", "loader"}:
         require_wheels()
     with contextlib.ExitStack() as stack:

@@ -136,20 +136,22 @@ def busy_samples(device: str) -> Iterator[list[float]]:
 
 
 def train(work: Path, scheme: str, device: str, arch: list[str], max_tokens: int, steps: int,
-          workers: int, log_every: int, precision: str) -> dict:
-    """``depnmt train`` of ``scheme`` for ``steps`` updates from ``work``'s folders: the
-    steady tokens/s and batch waits of its records (module docstring) and the busy samples."""
-    model = work / "models" / scheme
+          workers: int, log_every: int, precision: str, extra: tuple[str, ...] = ()) -> dict:
+    """``depnmt train`` of ``scheme`` (and the flags ``extra``) for ``steps`` updates from
+    ``work``'s folders: the steady tokens/s and batch waits of its records (module docstring)
+    and the busy samples; with ``--compile``, the compile counts of its last record and the
+    graphs compiled during the steady records (:func:`compile_counts`)."""
+    model = work / "models" / "-".join([scheme, *(f.strip("-") for f in extra)])
     shutil.rmtree(model, ignore_errors=True)
     model.parent.mkdir(parents=True, exist_ok=True)
     trees = ["-t", work / "parse"] if scheme != "abs" else []
     cmd = cli("train", "-i", work / "bpe", *trees, "-o", model, "--scheme", scheme, *arch,
               "--max-tokens", max_tokens, "--max-steps", steps, "--log-every", log_every,
               "--warmup", 10, "--valid-max-sentences", 10, "--device", device,
-              "--precision", precision, "--workers", workers)
+              "--precision", precision, "--workers", workers, *extra)
     started = time.monotonic()
     with busy_samples(device) as busy:
-        run(cmd, work / f"train-{scheme}.log")
+        run(cmd, work / f"train-{model.name}.log")
     records = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r.get("event") == "train"]
     steady = train[1:] or train
@@ -160,7 +162,20 @@ def train(work: Path, scheme: str, device: str, arch: list[str], max_tokens: int
             "wait_share_median": statistics.median(r.get("batch_wait_share", 0.0)
                                                    for r in steady),
             "busy": statistics.mean(busy[len(busy) // 4:]) if len(busy) >= 4 else None,
-            "wall_s": round(time.monotonic() - started, 1)}
+            "wall_s": round(time.monotonic() - started, 1), **compile_counts(train)}
+
+
+def compile_counts(train: list[dict]) -> dict:
+    """A compiled run's (``train --compile``) counts from its ``train`` records: graphs
+    compiled, recompiles and graph breaks in all, and the graphs compiled during the steady
+    records (after the first record, which includes the first compile); empty otherwise."""
+    counted = [r for r in train if "compiled_graphs" in r]
+    if not counted:
+        return {}
+    last = counted[-1]
+    return {"compiled_graphs": last["compiled_graphs"], "recompiles": last["recompiles"],
+            "graph_breaks": last["graph_breaks"],
+            "steady_compiles": last["compiled_graphs"] - counted[0]["compiled_graphs"]}
 
 
 @click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})

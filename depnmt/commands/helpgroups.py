@@ -74,7 +74,8 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Checkpoints", ["train_save_every", "train_keep_last"]),
         ("Translation defaults (saved with the model)",
          search_group("train", ["search_beam", "search_alpha", "search_length_penalty"])),
-        ("Hardware and precision", ["train_device", "train_precision", "train_amp"]),
+        ("Hardware and precision", ["train_device", "train_precision", "train_amp",
+                                    "train_compile"]),
         ("Logging", ["train_log_every", "tensorboard"]),
     ],
     "translate": [

@@ -7,7 +7,8 @@ dropped when ``u_i < n``, ``n = round(p · 2^16)``, and kept elements are scaled
 ``1 / (1 − p')`` with ``p' = n / 2^16`` (``|p' − p| ≤ 2^-17``), so ``E[out] = x`` exactly.
 The draws come from torch's default generator, so ``torch.get_rng_state()`` (saved in every
 checkpoint) reproduces the masks: a resumed run draws the same ones. On CUDA torch's own
-fused kernel is used.
+fused kernel is used, and under ``torch.compile`` (``train --compile``) torch's dropout too
+(TorchDynamo cannot trace the in-place draw: the graph would break at every dropout).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """Dropout of ``x`` (any shape) with probability ``p`` (see the module docstring)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or not 0.0 < p < 1.0:
+    if x.device.type != "cpu" or not 0.0 < p < 1.0 or torch.compiler.is_compiling():
         return F.dropout(x, p, training)
     n = round(p * LEVELS)
     words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)

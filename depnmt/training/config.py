@@ -42,6 +42,7 @@ from depnmt.core.stagedir import check_distinct
 from depnmt.model.schemes.names import SchemeName, parse_name, resolve
 from depnmt.model.schemes.registry import OPTION_FIELDS, SCHEMES, declared_options, scheme_entries
 from depnmt.model.transformer import ModelConfig
+from depnmt.training.compiled import MODES as COMPILE_MODES
 
 if TYPE_CHECKING:
     from depnmt.core.vocab import Vocab
@@ -102,6 +103,14 @@ class TrainOptions:
         "ones (bf16 there is emulated: slow, with a warning); loss, softmaxes and optimizer "
         "state stay fp32"), Choice(PRECISIONS), envvar="DEPNMT_PRECISION")
     amp: bool = option(True, "--no-amp is --precision fp32 (older flag)", flag="--amp/--no-amp")
+    compile: str = option("off", (
+        "dynamic: run the training step's forward pass and loss through torch.compile with "
+        "dynamic shapes (the batches' sizes and lengths are symbols of one graph; a batch of "
+        "one sentence compiles once more), counted in metrics.jsonl (compiled_graphs, "
+        "recompiles) with a warning when recompiles keep coming; the first updates wait for "
+        "the compiler. For GPUs (slower on a CPU). Checkpoints are the plain model's; "
+        "validation stays uncompiled; --resume may change it. off: no compiling"),
+        Choice(COMPILE_MODES))
     log_every: int = option(100, "updates between metrics.jsonl lines", POSITIVE)
     workers: int = option(-1, (
         "data-loader processes that read, collate and compute the tree features of the "

@@ -100,7 +100,7 @@ class Trainer:
         self.wait = WaitClock()
         if run.resume:
             self._resume()
-        self.updater.net = dist.wrap(self.model, self.device)   # what trains: DDP or the model
+        self.updater.use(dist.wrap(self.model, self.device))    # what trains: DDP or the model
 
     @property
     def net(self) -> torch.nn.Module:
@@ -203,7 +203,10 @@ class Trainer:
     def _log_end(self) -> None:
         """The log's last record: where the run ended (after ``last.pt`` is saved)."""
         p = self.progress
-        self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1)})
+        self.log({"event": "end", "step": p.step, "epoch": p.epoch, "elapsed": round(p.elapsed, 1),
+                  **self.updater.compiled.observe()})
+        if counts := self.updater.compiled.counts():
+            info(counts.summary())
 
     def _epoch(self, signals: StopSignals, clock: tuple[float, float], window: Window,
                show: Callable[..., None]) -> bool:
@@ -222,7 +225,8 @@ class Trainer:
                 window.add(stats)
                 show(completed=p.step, description=f"epoch {p.epoch} loss {stats['loss']:.3f}")
                 if p.step % o.log_every == 0:
-                    self.log(window.record(p.step, p.epoch, self.updater.lr, self.wait.take()))
+                    self.log({**window.record(p.step, p.epoch, self.updater.lr, self.wait.take()),
+                              **self.updater.compiled.observe()})
                     window.reset()
             else:
                 info(f"update {p.step + 1}: inf/NaN gradients in fp16, skipped (loss "
@@ -277,7 +281,8 @@ class Trainer:
             warn(NO_LIMIT_WARNING)
         self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
                   "device": str(self.device), "processes": world,
-                  "precision": precision_name(self.amp)})
+                  "precision": precision_name(self.amp),
+                  **({"compile": o.compile} if self.updater.compiled.on else {})})
 
     def _stop_if_signalled(self, signals: StopSignals, clock: tuple[float, float]) -> None:
         """After an update (and its validation): when any rank received SIGTERM/SIGINT/SIGHUP,

@@ -22,6 +22,7 @@ from depnmt.core.device import autocast, grad_scaler
 from depnmt.core.log import info
 from depnmt.model.transformer import TransformerNMT, label_smoothed_nll
 from depnmt.training import distributed as dist
+from depnmt.training.compiled import Compiled
 
 if TYPE_CHECKING:
     from depnmt.training.config import TrainOptions
@@ -30,17 +31,27 @@ if TYPE_CHECKING:
 class Updater:
     """The optimizer, learning-rate schedule and loss scaler of ``model`` on ``device`` in
     ``amp`` (an autocast dtype, None for fp32), and one update with them (:meth:`step`)
-    through ``net``: the model, or its DDP wrapper once the trainer has made it."""
+    through ``net``: the model, or its DDP wrapper once the trainer has made it
+    (:meth:`use`); with ``--compile`` the forward pass and loss run compiled
+    (``compiled``: :class:`~depnmt.training.compiled.Compiled`, which counts the compiles)."""
 
     def __init__(self, model: TransformerNMT, device: torch.device, amp: torch.dtype | None,
                  training: TrainOptions):
         self.model, self.device, self.amp, self.training = model, device, amp, training
-        self.net: torch.nn.Module = model
+        self.compiled = Compiled(training.compile)
+        self.use(model)
+        self.loss = self.compiled.loss(label_smoothed_nll)
         self.optimizer = adam(model.parameters(), training.lr, device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: inverse_sqrt(s, training.warmup))
         self.scaler = grad_scaler(device, amp)
         self.loss_scale = self.scaler.get_scale()      # fp16: drops when a step is skipped
+
+    def use(self, net: torch.nn.Module) -> None:
+        """Train through ``net`` (the model or its DDP wrapper; compiled with ``--compile``:
+        the DDP wrapper, not the module inside it, as torch documents)."""
+        self.net = net
+        self.forward = self.compiled.forward(net)
 
     def step(self, batches: list) -> dict[str, Any]:
         """One optimizer update over this rank's ``update_freq`` batches; the loss is normalised
@@ -97,8 +108,9 @@ class Updater:
         batch's summed ``loss``, ``nll`` and auxiliary losses (each its mean × target tokens)
         as 0-dim float64 tensors on the device (read once per update)."""
         with autocast(self.device, self.amp):
-            logits, extras = self.net(batch.src, batch.tgt_in, batch.src_feats, batch.tgt_feats)
-        loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.training.label_smoothing)
+            logits, extras = self.forward(batch.src, batch.tgt_in, batch.src_feats,
+                                          batch.tgt_feats)
+        loss, nll = self.loss(logits, batch.tgt_out, self.training.label_smoothing)
         objective, n = loss, batch.n_tokens
         sums = {"loss": loss.detach().double(), "nll": nll.detach().double()}
         # schemes' auxiliary losses (e.g. DBSA, Deguchi et al. Eq. 18): + λ · mean per token

@@ -290,3 +290,38 @@ def test_the_prepared_run_writes_its_files_and_passes_the_exit_status_on(tmp_pat
     bad = subprocess.run(["bash", str(script), str(tmp_path / "bad"), "--device", "cpu",
                           "--only", "speeed"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "speeed" in (tmp_path / "bad" / "gpu-check.log").read_text()
+
+
+def test_compiled_loader_rows_count_the_compiles_and_check_them_on_cuda(monkeypatch, tmp_path):
+    """The `train --compile dynamic` loader rows (faked measurements): tokens/s as ratios to
+    the uncompiled abs and the same scheme, the compile counts, and on CUDA a failure when
+    the measured updates kept compiling (abs+rel: 3 graphs after the warm-up)."""
+    check = load_check()
+    speed = load_script("loader_speed")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    plan = check.Plan(torch.device("cuda"), tmp_path)
+    lengths = {"pairs": 10, "S": 27, "T": 28, "S2": 800, "T2": 850, "ST": 820, "vocab": 8000}
+    eager = dict(tgt_tok_s=1000.0, src_tok_s=900.0, wait_share_max=0.01,
+                 wait_share_median=0.01, busy=0.9)
+    counts = {"abs": dict(compiled_graphs=2, recompiles=0, graph_breaks=0, steady_compiles=0),
+              "abs+rel": dict(compiled_graphs=5, recompiles=3, graph_breaks=1,
+                              steady_compiles=3)}
+
+    def train(work, scheme, *args):
+        compiled = args[-1] == ("--compile", "dynamic")
+        tok_s = {"abs": 1000.0, "abs+rel": 800.0}[scheme] * (1.5 if compiled else 1.0)
+        return {**eager, "tgt_tok_s": tok_s, **(counts[scheme] if compiled else {})}
+    monkeypatch.setattr(speed, "make_corpus", lambda base, work, pairs, merges: work)
+    monkeypatch.setattr(speed, "length_moments", lambda bpe: lengths)
+    monkeypatch.setattr(speed, "train", train)
+    plan.loader = {**plan.loader, "schemes": ("abs", "abs+rel"), "compiled": ("abs", "abs+rel")}
+    monkeypatch.setitem(sys.modules, "loader_speed", speed)
+    check.check_loader(plan, tmp_path)
+    rows = [(r.check, r.value, r.status) for r in plan.rows if "--compile" in r.check]
+    assert [r[0] for r in rows] == [
+        f"{s} --compile dynamic (inductor; 60 updates, the first 10 a warm-up)"
+        for s in ("abs", "abs+rel")]
+    assert rows[0][1].endswith("1.50× abs, 2 graphs compiled (0 in the measured updates), "
+                               "0 recompiles, 0 graph breaks") and rows[0][2] == "PASS"
+    assert "1.20× abs, 1.50× abs+rel, 5 graphs compiled (3 in the measured updates)" in \
+        rows[1][1] and rows[1][2] == "FAIL"
