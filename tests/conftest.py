@@ -27,3 +27,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.skip("../shared/data not present")
     return SHARED_DATA
+
+
+@pytest.fixture
+def fresh_dynamo(monkeypatch):
+    """TorchDynamo's caches and counters fresh, and ``train --compile``'s backend ``eager``
+    (traced as inductor traces, no code generated) unless a test sets another."""
+    import torch
+    monkeypatch.setenv("DEPNMT_COMPILE_BACKEND", "eager")
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

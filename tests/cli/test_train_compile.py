@@ -26,13 +26,7 @@ RUN = overriding(TINY_MODEL, "--max-tokens", "150", "--valid-every", "0", "--log
 COUNTS = ("compiled_graphs", "recompiles", "graph_breaks")
 
 
-@pytest.fixture(autouse=True)
-def eager_backend(monkeypatch):
-    """TorchDynamo without code generation, and its caches and counters fresh."""
-    monkeypatch.setenv("DEPNMT_COMPILE_BACKEND", "eager")
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")   # tests/conftest.py
 
 
 def records(model: Path) -> list[dict]:

@@ -28,13 +28,7 @@ from depnmt.training.step import Updater
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo(monkeypatch):
-    """TorchDynamo's caches and counters fresh; the ``eager`` backend unless a test says."""
-    monkeypatch.setenv("DEPNMT_COMPILE_BACKEND", "eager")
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")   # tests/conftest.py
 
 
 def model_of(spec: str, exs: list[Example], dropout: float = 0.0) -> TransformerNMT:
