@@ -532,14 +532,46 @@ def set_index(set_path: Path) -> str:
                       *rows]) + "\n"
 
 
-def read_set_index(path: Path) -> tuple[list[dict], str]:
-    """The items (``sentence``, ``category``) and the set's SHA-256 of a :func:`set_index`
-    file."""
+def read_set_index(path: Path) -> tuple[list, str]:
+    """The items of a :func:`set_index` file, each a
+    :class:`~depnmt.evaluation.contrastive.Item` without text (its ``source`` the name of its
+    sentence, ``sentence N``; its category and distances), and the set's SHA-256."""
+    from depnmt.evaluation.contrastive import Item
     first, header, *lines = path.read_text(encoding="utf-8").splitlines()
     if not first.startswith("# set_sha256 = ") or tuple(header.split("\t")) != INDEX_HEADER:
         raise ValueError(f"{path}: not a minimal-pair set index (make one with --set-index)")
-    items = [dict(zip(("sentence", "category"), line.split("\t")[:2])) for line in lines]
-    return [{**it, "sentence": int(it["sentence"])} for it in items], first.split(" = ", 1)[1]
+    items = []
+    for n, line in enumerate(lines, start=3):
+        sentence, category, linear, tree = line.split("\t")
+        items.append(Item(f"sentence {sentence}", "", [], category, f"{path}:{n}",
+                          *(None if d == "-" else int(d) for d in (linear, tree))))
+    return items, first.split(" = ", 1)[1]
+
+
+def pairs_decisions(evidence: Evidence) -> tuple[list, list[list]]:
+    """The minimal-pair set's items (:func:`read_set_index`; none without the set) and, per
+    side (system, baseline), each chosen run's decisions (``[models][items]``, the file
+    ``contrastive -o`` wrote), None for a run without them."""
+    from depnmt.evaluation.contrastivestats import read_system
+    setfile = REPO / evidence.pairs_set
+    items, digest = read_set_index(setfile) if setfile.is_file() else ([], "")
+    sides = []
+    for runs in (evidence.system.chosen(), evidence.baseline.chosen()):
+        files = [r.pairs(evidence.lang) for r in runs]
+        sides.append([read_system(f, len(items), digest).runs if items and f.is_file() else None
+                      for f in files])
+    return items, sides
+
+
+def pairs_systems(evidence: Evidence) -> tuple[list, list] | None:
+    """The items and the two sides as :class:`~depnmt.evaluation.contrastivestats.System`
+    (every run's decisions pooled), or None unless every chosen run has its decisions."""
+    from depnmt.evaluation.contrastivestats import System
+    items, sides = pairs_decisions(evidence)
+    if not items or any(decided is None for side in sides for decided in side):
+        return None
+    return items, [System(name, [run for decided in side for run in decided])
+                   for name, side in zip((evidence.system.name, evidence.baseline.name), sides)]
 
 
 def pairs_measure(evidence: Evidence) -> dict:
@@ -551,28 +583,41 @@ def pairs_measure(evidence: Evidence) -> dict:
     from dataclasses import asdict
 
     from depnmt.evaluation import significance as sig
-    from depnmt.evaluation.contrastivestats import PooledAccuracy, System, read_system
-    setfile = REPO / evidence.pairs_set
-    items, digest = read_set_index(setfile) if setfile.is_file() else ([], "")
-    sides = []
-    for runs in (evidence.system.chosen(), evidence.baseline.chosen()):
-        files = [r.pairs(evidence.lang) for r in runs]
-        sides.append([read_system(f, len(items), digest).runs if items and f.is_file() else None
-                      for f in files])
+    from depnmt.evaluation.contrastivestats import PooledAccuracy, sentence_ids
+    items, sides = pairs_decisions(evidence)
     values = [[None if decided is None else 100 * sum(map(sum, decided)) / len(items)
                / len(decided) for decided in side] for side in sides]
-    if any(v is None for side in values for v in side):
+    found = pairs_systems(evidence)
+    if found is None:
         return {"values": values, "comparison": None}
-    systems = [System(name, [run for decided in side for run in decided])
-               for name, side in zip(("system", "baseline"), sides)]
+    systems = found[1]
     accuracy = [[100 * sum(run) / len(items) for run in s.runs] for s in systems]
     comparison = asdict(sig.mean_difference(accuracy[1], accuracy[0]))
-    every, sentence = [True] * len(items), [row["sentence"] for row in items]
+    every, sentence = [True] * len(items), sentence_ids(items)
     comparison["p_ar"] = sig.approximate_randomization_tests(
         [(PooledAccuracy(), systems[1].stats(every, sentence),
           systems[0].stats(every, sentence))])[0] \
         if len(systems[0].runs) == len(systems[1].runs) else None
     return {"values": accuracy, "comparison": comparison}
+
+
+def pairs_block(evidence: Evidence) -> str:
+    """Where the minimal-pair accuracies differ: ``depnmt contrastive --compare``'s table of
+    the system against the baseline (each pooled over its runs) on all items, each category and
+    each linear-distance bucket of a category with several, approximate randomization over
+    sentences stratified over runs, Holm over the table; a line saying what is missing until
+    every chosen run has its decisions (or the sides have unequal run counts)."""
+    from depnmt.evaluation.contrastivestats import compare, comparison_markdown
+    found = pairs_systems(evidence)
+    if found is None:
+        return ("Not every run of the question has its minimal-pair decisions archived yet: "
+                "the table by category and distance is generated here when they are.")
+    items, (system, baseline) = found
+    if len(system.runs) != len(baseline.runs):
+        return (f"{system.name} has {len(system.runs)} runs with decisions and {baseline.name} "
+                f"{len(baseline.runs)}: the stratified test needs as many a side.")
+    rows = compare(items, [baseline, system])
+    return comparison_markdown(rows, baseline.name, len(system.runs)).strip()
 
 
 def measures(evidence: Evidence, records: list[dict]) -> dict[str, dict]:
@@ -820,6 +865,7 @@ def generate(page: str, report: Callable[[Comparison], Report] = run_report) -> 
         page = splice(page, comparison.name, block(comparison, report))
     for evidence in EVIDENCE:
         page = splice(page, evidence.name, evidence_block(evidence, report))
+        page = splice(page, f"{evidence.name}-pairs", pairs_block(evidence))
         page = splice(page, f"{evidence.name}-twins", twins_block(evidence, report))
     return page
 

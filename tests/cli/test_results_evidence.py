@@ -111,6 +111,14 @@ def test_a_known_difference_is_resolved_on_every_measure(archive, tiny_model):
     verdicts = text.split("\n\nRuns: ")[0]
     assert verdicts.count("**yes**") == 3 and "not archived" not in verdicts
     assert "**Do trees beat random trees?** BLEU resolved at 3 runs a side (Δ +" in text
+    by_group = gen.pairs_block(evidence(tree, rand, pairs))     # by category and distance
+    assert by_group.startswith("Baseline: random. Accuracy pooled over each system's 3 run(s)")
+    groups = {row.split(" | ")[1]: row.split(" | ") for row in by_group.splitlines()
+              if row.startswith("| tree |")}
+    assert list(groups) == ["**all**", "agreement", "negation", "agreement, linear 1",
+                            "agreement, linear 2–3", "negation, linear 1", "negation, linear 2–3"]
+    assert float(groups["**all**"][5]) > 20 and float(groups["**all**"][7].rstrip(" |")) < 0.01
+    assert groups["**all**"][2] == str(ITEMS)
 
 
 @pytest.mark.slow
@@ -133,6 +141,8 @@ def test_equal_systems_are_not_resolved_and_missing_measures_are_counted(archive
                                      "not archived (0 of 3 runs without)"]
         assert f"- **{label}: not archived** (tree: 1 of 3 runs without): " in text
     assert "test NLL/word not archived; minimal-pair accuracy (%) not archived." in text
+    assert gen.pairs_block(evidence(tree, rand, pairs)).startswith(
+        "Not every run of the question has its minimal-pair decisions archived yet")
 
 
 def test_the_archive_keeps_the_sets_index_without_its_text(tmp_path):
@@ -144,9 +154,9 @@ def test_the_archive_keeps_the_sets_index_without_its_text(tmp_path):
     assert " r 3" not in text and "c 3" not in text and "s 1" not in text
     items, digest = gen.read_set_index(index)
     assert digest == set_digest(tmp_path / "pairs.tsv") and len(items) == ITEMS
-    assert items[:3] == [{"sentence": 0, "category": "negation"},
-                         {"sentence": 0, "category": "agreement"},
-                         {"sentence": 1, "category": "negation"}]
+    assert [(it.source, it.category, it.linear, it.tree) for it in items[:3]] == [
+        ("sentence 0", "negation", 1, 1), ("sentence 0", "agreement", 2, 1),
+        ("sentence 1", "negation", 3, 1)]
     assert text.splitlines()[2:4] == ["0\tnegation\t1\t1", "0\tagreement\t2\t1"]
 
 
