@@ -168,14 +168,17 @@ def test_two_exports_into_one_folder(tiny_model, tmp_path):
 
 
 def test_the_current_folder_as_the_output(tiny_bpe, tmp_path):
-    """``-o .`` (and ``-o ''``, the same path) names the current folder: written there like any
-    other output folder, not refused for a lock file the stage itself made (``..lock``)."""
+    """``-o .`` names the current folder: written there like any other output folder, not
+    refused for a lock file the stage itself made (``..lock``); ``-o ''`` (an unset shell
+    variable) is a usage error, not the current folder."""
     here = tmp_path / "here"
     here.mkdir()
     proc = run_subprocess(stage_args("bpe", tiny_bpe, Path("."), 0), cwd=here)
     assert proc.returncode == 0, proc.stderr
     assert (here / "manifest.json").is_file() and not (here / "..lock").exists()
-    assert run_subprocess(stage_args("bpe", tiny_bpe, "", 1), cwd=here).returncode == 0
+    assert run_subprocess(stage_args("bpe", tiny_bpe, Path("."), 1), cwd=here).returncode == 0
+    proc = run_subprocess(stage_args("bpe", tiny_bpe, "", 1), cwd=here)
+    assert proc.returncode == 2 and "an empty path" in proc.stderr
     (here / "notes.txt").write_text("mine\n")
     proc = run_subprocess(stage_args("bpe", tiny_bpe, Path("."), 0), cwd=here)
     assert proc.returncode == 2
