@@ -19,8 +19,10 @@ wrong one.
 \b
 Reads  SET: source, reference and contrastive variants (--format)
 Prints a table of accuracy (%) with its 95 % Wilson interval, per category and for all items,
-       one column per model (-m given more than once: e.g. seeds), their mean ± sd, and an
-       exact McNemar test of each model's decisions against the first's; with --ensemble,
+       one column per model (-m given more than once: e.g. seeds), their mean ± sd, and a
+       paired test of each model's decisions against the first's (McNemar's exact test, or a
+       sign-flip permutation test over source sentences where items share them; intervals
+       then over the effective number of items); with --ensemble,
        one column: the models scoring as one ensemble (as `depnmt rescore -m A -m B`)
 
 Every translation is scored by forced decoding (as `depnmt rescore`: log p(translation |

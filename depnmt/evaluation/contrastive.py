@@ -8,8 +8,10 @@ decoding (:mod:`depnmt.decoding.forced`: ``log p(Y | x)`` summed over subwords a
 or
 with ``normalized`` that divided by the length penalty), and decides the item correctly when
 the reference scores strictly higher than every variant. Accuracy is reported overall and per
-category with a 95 % Wilson score interval; with several models (e.g. seeds), also their mean
-± sd and an exact McNemar test of each model's decisions against the first model's.
+category with a 95 % Wilson score interval (over the effective number of items where items
+share a source sentence: :mod:`depnmt.evaluation.clustered`); with several models (e.g. seeds),
+also their mean ± sd and a paired test of each model's decisions against the first model's
+(McNemar's exact test, or a sign-flip permutation test over sentences where items share them).
 
 Formats read (:func:`read_set`):
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -41,12 +44,17 @@ from depnmt.core.errors import DepnmtError, InputError
 from depnmt.core.optionspec import Choice, File, check_options, option
 from depnmt.core.textio import iter_lines
 from depnmt.decoding.settings import scoring_batch_option
+from depnmt.evaluation.clustered import design_effect, paired_p, sentence_ids
+from depnmt.evaluation.clustered import mcnemar_exact  # noqa: F401  (where it was)
 from depnmt.evaluation.significance import mean_sd
 
 FORMATS = ("tsv", "lingeval97", "contrapro")
 TSV_HEADER = ("source", "reference", "contrastive", "category", "linear_distance",
               "tree_distance")
 Z95 = 1.959963984540054
+PAIRED_TESTS = {"mcnemar": "Exact McNemar test of each model's decisions against ",
+                "sign-flip": "Sign-flip permutation test over source sentences (a sentence's "
+                             "items together, 10,000 draws) of each model's decisions against "}
 
 
 @dataclass
@@ -255,33 +263,38 @@ def wilson(correct: int, total: int, z: float = Z95) -> tuple[float, float]:
     return (max(0.0, center - half), min(1.0, center + half))
 
 
-def mcnemar_exact(base: Sequence[bool], other: Sequence[bool]) -> float:
-    """Two-sided exact McNemar p-value of paired decisions: a binomial test (p = 1/2) on the
-    items that exactly one of the two decides correctly."""
-    b = sum(1 for x, y in zip(base, other) if x and not y)
-    c = sum(1 for x, y in zip(base, other) if y and not x)
-    n = b + c
-    if n == 0:
-        return 1.0
-    log_half = n * math.log(0.5)
-    tail = sum(math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-                        + log_half) for k in range(min(b, c) + 1))
-    return min(1.0, 2 * tail)
-
-
 @dataclass
 class Accuracy:
+    """``correct`` of ``total`` items; ``design_effect`` (≥ 1) of their grouping into sentences
+    (:func:`~depnmt.evaluation.clustered.design_effect`), which the interval accounts for."""
+
     correct: int
     total: int
+    design_effect: float = 1.0
 
     @property
     def value(self) -> float:
         return self.correct / self.total if self.total else math.nan
 
+    def interval(self) -> tuple[float, float]:
+        """The 95 % Wilson interval over the effective number of items, ``total /
+        design_effect`` (the plain Wilson interval where every item is its own sentence)."""
+        return wilson(self.correct / self.design_effect, self.total / self.design_effect)
+
     def to_dict(self) -> dict:
-        low, high = wilson(self.correct, self.total)
+        low, high = self.interval()
         return {"correct": self.correct, "total": self.total, "accuracy": self.value,
-                "ci95": [low, high]}
+                "ci95": [low, high], "design_effect": round(self.design_effect, 4)}
+
+
+def accuracy_of(decisions: Sequence[bool], sentence: Sequence[int],
+                mask: Sequence[bool] | None = None) -> Accuracy:
+    """The :class:`Accuracy` of the ``decisions`` in ``mask`` (all: None), their design effect
+    over the items' ``sentence`` ids."""
+    keep = [i for i in range(len(decisions)) if mask is None or mask[i]]
+    picked = [decisions[i] for i in keep]
+    return Accuracy(sum(picked), len(picked),
+                    design_effect(picked, [sentence[i] for i in keep]))
 
 
 @dataclass
@@ -294,10 +307,21 @@ class Evaluation:
     def categories(self) -> list[str]:
         return sorted({it.category for it in self.items})
 
+    @cached_property
+    def sentences(self) -> list[int]:
+        """Each item's sentence (:func:`~depnmt.evaluation.clustered.sentence_ids` of the
+        sources)."""
+        return sentence_ids([it.source for it in self.items])
+
     def accuracy(self, model: str, category: str | None = None) -> Accuracy:
-        picked = [d for it, d in zip(self.items, self.decisions[model])
-                  if category is None or it.category == category]
-        return Accuracy(sum(picked), len(picked))
+        mask = None if category is None else [it.category == category for it in self.items]
+        return accuracy_of(self.decisions[model], self.sentences, mask)
+
+    def paired(self, model: str) -> tuple[str, float]:
+        """``model``'s decisions against the first model's
+        (:func:`~depnmt.evaluation.clustered.paired_p`): the test's name and p."""
+        first = self.decisions[next(iter(self.decisions))]
+        return paired_p(first, self.decisions[model], self.sentences)
 
     def to_dict(self) -> dict:
         models = list(self.decisions)
@@ -308,8 +332,10 @@ class Evaluation:
                 "by_category": {c: self.accuracy(m, c).to_dict() for c in self.categories()},
                 "decisions": [int(d) for d in self.decisions[m]]}
             if m != models[0]:
-                out["models"][m]["mcnemar_p_vs_first"] = mcnemar_exact(
-                    self.decisions[models[0]], self.decisions[m])
+                test, p = self.paired(m)
+                out["models"][m].update({"test_vs_first": test, "p_vs_first": p},
+                                        **({"mcnemar_p_vs_first": p} if test == "mcnemar"
+                                           else {}))
         return out
 
     def markdown(self) -> str:
@@ -324,7 +350,7 @@ class Evaluation:
             accs = [self.accuracy(m, category) for m in models]
             cells = [category or "**all**", str(accs[0].total)]
             for a in accs:
-                low, high = wilson(a.correct, a.total)
+                low, high = a.interval()
                 cells.append(f"{100 * a.value:.1f} [{100 * low:.1f}, {100 * high:.1f}]")
             if len(models) > 1:
                 mean, sd = mean_sd([100 * a.value for a in accs])
@@ -334,9 +360,13 @@ class Evaluation:
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         text = "\n".join(lines) + "\n"
         if len(models) > 1:
-            text += "\nExact McNemar test of each model's decisions against " + models[0] + ": "
-            text += "; ".join(f"{m} p = {mcnemar_exact(self.decisions[models[0]], self.decisions[m]):.3g}"
-                              for m in models[1:]) + "\n"
+            tests = {m: self.paired(m) for m in models[1:]}
+            kind = next(iter(tests.values()))[0]
+            text += "\n" + (PAIRED_TESTS[kind] + models[0] + ": " + "; ".join(
+                f"{m} p = {p:.3g}" for m, (_, p) in tests.items()) + "\n")
+        if len(set(self.sentences)) < len(self.items):
+            text += ("\nIntervals: Wilson's over the effective number of items (items / the "
+                     "design effect of their grouping into source sentences).\n")
         return text
 
 

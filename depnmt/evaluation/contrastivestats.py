@@ -6,8 +6,8 @@ two per
 item: the *linear* distance in tokens and the *tree* distance in dependency arcs between the
 two words its edit puts in conflict) are grouped into :data:`BUCKETS` ``1``, ``2–3``, ``4–6``
 and ``7+``. :func:`distance_tables` gives, per category and bucket, every model's accuracy with
-its 95 % Wilson interval (:func:`depnmt.evaluation.contrastive.wilson`), as the per-category table
-does.
+its 95 % Wilson interval (:meth:`depnmt.evaluation.contrastive.Accuracy.interval`), as the
+per-category table does.
 
 Systems compared (:func:`compare`): each system is the result file of one ``depnmt contrastive
 -o`` run, its models the system's runs (seeds); all on the same set. A system's accuracy is
@@ -36,7 +36,8 @@ import numpy as np
 
 from depnmt.core.errors import DepnmtError, InputError
 from depnmt.decoding.likelihood import Score
-from depnmt.evaluation.contrastive import Accuracy, Evaluation, Item, wilson
+from depnmt.evaluation import clustered
+from depnmt.evaluation.contrastive import Accuracy, Evaluation, Item, accuracy_of
 from depnmt.evaluation.significance import (DEFAULT_SEED, DEFAULT_SHUFFLES,
                                             approximate_randomization_tests, holm, mean_sd)
 
@@ -66,14 +67,9 @@ def distance_groups(items: Sequence[Item], kind: str) -> list[tuple[str, str, li
     return groups
 
 
-def accuracy_of(decisions: Sequence[bool], mask: Sequence[bool]) -> Accuracy:
-    picked = [d for d, m in zip(decisions, mask) if m]
-    return Accuracy(sum(picked), len(picked))
-
-
 def cell(acc: Accuracy) -> str:
     """``accuracy % [95 % Wilson interval]``, as the per-category table writes it."""
-    low, high = wilson(acc.correct, acc.total)
+    low, high = acc.interval()
     return f"{100 * acc.value:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
 
 
@@ -93,7 +89,8 @@ def distance_tables(evaluation: Evaluation) -> str:
     for kind in KINDS:
         rows = []
         for category, name, mask in distance_groups(evaluation.items, kind):
-            accs = [accuracy_of(evaluation.decisions[m], mask) for m in models]
+            accs = [accuracy_of(evaluation.decisions[m], evaluation.sentences, mask)
+                    for m in models]
             row = [category, name, str(accs[0].total), *map(cell, accs)]
             if len(models) > 1:
                 mean, sd = mean_sd([100 * a.value for a in accs])
@@ -111,7 +108,7 @@ def distance_dict(evaluation: Evaluation, model: str) -> dict:
     out: dict = {}
     for kind in KINDS:
         for category, name, mask in distance_groups(evaluation.items, kind):
-            acc = accuracy_of(evaluation.decisions[model], mask)
+            acc = accuracy_of(evaluation.decisions[model], evaluation.sentences, mask)
             out.setdefault(kind, {}).setdefault(category, {})[name] = acc.to_dict()
     return out
 
@@ -175,8 +172,7 @@ def sentence_ids(items: Sequence[Item]) -> list[int]:
     """Each item's source sentence, as an index (items of one source share it): the unit the
     comparison shuffles, since a sentence's items are not independent of each other (a set
     made by ``minimal-pairs`` varies one reference in up to four categories)."""
-    ids: dict[str, int] = {}
-    return [ids.setdefault(it.source, len(ids)) for it in items]
+    return clustered.sentence_ids([it.source for it in items])
 
 
 def set_digest(path: Path) -> str:

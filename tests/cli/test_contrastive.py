@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from depnmt.evaluation.contrastive import mcnemar_exact, wilson
+from depnmt.evaluation.clustered import mcnemar_exact, sentence_ids, sign_flip_p
+from depnmt.evaluation.contrastive import wilson
 
 from .conftest import TINY_MODEL, run_cli
 
@@ -101,9 +102,25 @@ def test_several_models_and_every_format(models, tsv, tmp_path, capsys):
                     "-o", tmp_path / "two.json"]) == 0
     table = capsys.readouterr().out
     two = json.loads((tmp_path / "two.json").read_text(encoding="utf-8"))
-    assert str(models[1]) in table and "mean ± sd" in table and "McNemar" in table
+    assert str(models[1]) in table and "mean ± sd" in table
     first, second = (two["models"][str(m)] for m in models)
-    assert second["mcnemar_p_vs_first"] == mcnemar_exact(first["decisions"], second["decisions"])
+    # items of one source sentence go together: a sign-flip test over sentences, not McNemar's
+    sentence = sentence_ids([it[0] for it in items])
+    assert len(set(sentence)) < len(items)
+    assert "Sign-flip permutation test over source sentences" in table
+    assert (second["test_vs_first"], second["p_vs_first"]) == (
+        "sign-flip", sign_flip_p(first["decisions"], second["decisions"], sentence))
+    assert "mcnemar_p_vs_first" not in second
+    one_each = tmp_path / "one-each.tsv"      # a set with one item a sentence: McNemar's
+    one_each.write_text("".join("\t".join(it) + "\n" for it in
+                                {it[0]: it for it in items}.values()), encoding="utf-8")
+    assert run_cli(["contrastive", "-m", models[0], "-m", models[1], one_each,
+                    "-o", tmp_path / "one.json"]) == 0
+    assert "Exact McNemar test" in capsys.readouterr().out
+    a, b = json.loads((tmp_path / "one.json").read_text(encoding="utf-8"))["models"].values()
+    assert b["test_vs_first"] == "mcnemar"
+    assert b["mcnemar_p_vs_first"] == b["p_vs_first"] == mcnemar_exact(a["decisions"],
+                                                                        b["decisions"])
     # LingEval97's JSON: one entry per source with its errors; the same decisions
     entries: dict = {}
     for src, ref, var, cat in items:

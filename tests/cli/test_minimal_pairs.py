@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from lemminflect import getInflection, getLemma
 
+from depnmt.evaluation.clustered import design_effect, sentence_ids
 from depnmt.evaluation.contrastive import wilson
 from depnmt.evaluation.contrastivestats import bucket, set_digest
 from depnmt.evaluation.minimalpairs import CATEGORIES, joined, load_parser, make_pairs
@@ -228,7 +229,11 @@ def test_contrastive_reports_accuracy_per_category_and_distance_bucket(tiny_mode
                           if r[3] == category and bucket(int(r[column])) == name]
                 acc = found[category][name]
                 assert (acc["correct"], acc["total"]) == (sum(picked), len(picked))
-                assert acc["ci95"] == list(wilson(sum(picked), len(picked)))
+                sentences = sentence_ids([r[0] for r, d in zip(rows, mine["decisions"])
+                                          if r[3] == category and bucket(int(r[column])) == name])
+                deff = design_effect(picked, sentences)
+                assert acc["design_effect"] == round(deff, 4)
+                assert acc["ci95"] == list(wilson(sum(picked) / deff, len(picked) / deff))
                 low, high = acc["ci95"]
                 assert f"| {category} | {name} | {len(picked)} | {100 * acc['accuracy']:.1f} " \
                        f"[{100 * low:.1f}, {100 * high:.1f}] |" in table
