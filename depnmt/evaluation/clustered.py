@@ -27,6 +27,7 @@ import numpy as np
 
 SIGN_FLIPS = 10_000
 SEED = 12345
+CHUNK_CELLS = 5_000_000     # signs drawn at once (float64)
 
 
 def sentence_ids(sources: Sequence[str]) -> list[int]:
@@ -79,8 +80,9 @@ def sign_flip_p(base: Sequence[bool], other: Sequence[bool], sentence: Sequence[
         return 1.0
     rng = np.random.default_rng(seed)
     extreme = 0
-    for start in range(0, draws, 1000):
-        signs = rng.choice((-1.0, 1.0), size=(min(1000, draws - start), per_sentence.size))
+    chunk = max(1, min(1000, CHUNK_CELLS // per_sentence.size))     # draws × sentences ≤ 40 MB
+    for start in range(0, draws, chunk):
+        signs = rng.choice((-1.0, 1.0), size=(min(chunk, draws - start), per_sentence.size))
         extreme += int((np.abs(signs @ per_sentence) >= observed - 1e-9).sum())
     return (extreme + 1) / (draws + 1)
 
