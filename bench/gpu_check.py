@@ -146,6 +146,7 @@ FUSED_SYSTEMS = ("abs+dep", "abs+gps", "abs+gps+dep")
 KERNEL_SYSTEMS = {"abs+rel": {}, "abs+rel-key": {"rel_terms": "key"}, "abs+dep+rel": {}}
 # loader systems also trained with `train --compile dynamic`, rows "NAME --compile dynamic"
 COMPILED_RUNS = ("abs",)
+COMPILED_TIMEOUT_S = 300    # a compiled run past it is killed and its row fails: GPU time is short
 ABLATIONS = {"deplabel+rel-key": ["--scheme", "abs+deplabel+rel", "--rel-terms", "key",
                                   "--deplabel-terms", "key"]}
 # dense bf16 tensor TFLOP/s by a part of torch.cuda.get_device_name (first match wins)
@@ -930,7 +931,8 @@ def check_compiled(plan: Plan, work: Path, scheme: str, arch: list[str],
     try:
         run = loader_speed.train(work, scheme, str(plan.device), arch, ld["max_tokens"],
                                  ld["steps"], ld["workers"], warmup,
-                                 "bf16" if cuda else "auto", ("--compile", "dynamic"))
+                                 "bf16" if cuda else "auto", ("--compile", "dynamic"),
+                                 timeout=COMPILED_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001
         plan.add("loader", name, failure(exc), False)
         return

@@ -52,15 +52,21 @@ def cli(*args) -> list[str]:
     return [sys.executable, "-m", "depnmt.cli", *map(str, args)]
 
 
-def run(cmd: list, log: Path) -> None:
-    """Run ``cmd`` (output to ``log``); a failure raises with the log's last lines."""
+def run(cmd: list, log: Path, timeout: float | None = None) -> None:
+    """Run ``cmd`` (output to ``log``); a failure, or a run past ``timeout`` seconds (killed),
+    raises with the log's last lines."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     with open(log, "w") as fh:                  # this checkout's depnmt, installed or not
-        done = subprocess.run([str(c) for c in cmd], stdout=fh, stderr=subprocess.STDOUT,
-                              env={**os.environ, "DEPNMT_NO_PROGRESS": "1", "PYTHONPATH": path})
-    if done.returncode:
+        try:
+            done = subprocess.run([str(c) for c in cmd], stdout=fh, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "DEPNMT_NO_PROGRESS": "1",
+                                       "PYTHONPATH": path}, timeout=timeout)
+            failed = f"failed ({done.returncode})" if done.returncode else None
+        except subprocess.TimeoutExpired:
+            failed = f"did not finish in {timeout:g} s (killed)"
+    if failed:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-5:])
-        raise RuntimeError(f"{' '.join(map(str, cmd[2:]))} failed ({done.returncode}):\n{tail}")
+        raise RuntimeError(f"{' '.join(map(str, cmd[2:]))} {failed}:\n{tail}")
 
 
 def make_corpus(base: Path, work: Path, pairs: int, merges: int) -> Path:
@@ -136,8 +142,10 @@ def busy_samples(device: str) -> Iterator[list[float]]:
 
 
 def train(work: Path, scheme: str, device: str, arch: list[str], max_tokens: int, steps: int,
-          workers: int, log_every: int, precision: str, extra: tuple[str, ...] = ()) -> dict:
-    """``depnmt train`` of ``scheme`` (and the flags ``extra``) for ``steps`` updates from
+          workers: int, log_every: int, precision: str, extra: tuple[str, ...] = (),
+          timeout: float | None = None) -> dict:
+    """``depnmt train`` of ``scheme`` (and the flags ``extra``; killed past ``timeout``
+    seconds) for ``steps`` updates from
     ``work``'s folders: the steady tokens/s and batch waits of its records (module docstring)
     and the busy samples; with ``--compile``, the compile counts of its last record and the
     graphs compiled during the steady records (:func:`compile_counts`)."""
@@ -151,7 +159,7 @@ def train(work: Path, scheme: str, device: str, arch: list[str], max_tokens: int
               "--precision", precision, "--workers", workers, *extra)
     started = time.monotonic()
     with busy_samples(device) as busy:
-        run(cmd, work / f"train-{model.name}.log")
+        run(cmd, work / f"train-{model.name}.log", timeout)
     records = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r.get("event") == "train"]
     steady = train[1:] or train

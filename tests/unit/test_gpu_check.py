@@ -307,8 +307,9 @@ def test_compiled_loader_rows_count_the_compiles_and_check_them_on_cuda(monkeypa
               "abs+rel": dict(compiled_graphs=5, recompiles=3, graph_breaks=1,
                               steady_compiles=3)}
 
-    def train(work, scheme, *args):
+    def train(work, scheme, *args, timeout=None):
         compiled = args[-1] == ("--compile", "dynamic")
+        assert timeout == (check.COMPILED_TIMEOUT_S if compiled else None)
         tok_s = {"abs": 1000.0, "abs+rel": 800.0}[scheme] * (1.5 if compiled else 1.0)
         return {**eager, "tgt_tok_s": tok_s, **(counts[scheme] if compiled else {})}
     monkeypatch.setattr(speed, "make_corpus", lambda base, work, pairs, merges: work)
@@ -325,3 +326,14 @@ def test_compiled_loader_rows_count_the_compiles_and_check_them_on_cuda(monkeypa
                                "0 recompiles, 0 graph breaks") and rows[0][2] == "PASS"
     assert "1.20× abs, 1.50× abs+rel, 5 graphs compiled (3 in the measured updates)" in \
         rows[1][1] and rows[1][2] == "FAIL"
+
+
+def test_a_loader_run_past_its_timeout_is_killed_and_fails_with_its_log(tmp_path):
+    """The compiled row's run has a time limit (its compile time on a GPU is unknown, and the
+    check's GPU time is short): past it the run is killed and the row fails with the log."""
+    speed = load_script("loader_speed")
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"did not finish in 0.5 s \(killed\):\nstarted"):
+        speed.run([sys.executable, "-c", "import time; print('started', flush=True); "
+                   "time.sleep(30)"], tmp_path / "log", timeout=0.5)
+    assert time.monotonic() - started < 10
