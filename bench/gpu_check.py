@@ -78,7 +78,8 @@ Sections (``--only``):
   on CUDA a check that the measured updates compiled at most 2 graphs (the forward pass and
   the loss once more for a batch of one sentence). On the CPU they use the ``eager`` backend
   (``$DEPNMT_COMPILE_BACKEND``; informative only); with a torch too old for ``--compile`` the
-  row says so (INFO).
+  row says so (INFO). A compiled run still going after ``COMPILED_TIMEOUT_S`` (300 s) is
+  killed and its row fails.
 
 ``--tiny`` (what ``tests/unit/test_gpu_check.py`` runs with ``--device cpu``): 2 updates
 (resumed after 1), abs alone in every precision and resumed (the other schemes: fp32, once),
