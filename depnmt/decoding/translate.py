@@ -73,7 +73,7 @@ class Translator:
     what an error about an input line names as its file (``translate`` sets the input's path)."""
 
     progress: Callable[[int], None] | None = None
-    source_name: str = "input"
+    source_name: str = "<input>"    # the API's sentences; translate sets --input or <stdin>
 
     def __init__(self, model: TransformerNMT, config: dict, src_vocab: Vocab, tgt_vocab: Vocab,
                  segmenter: Segmenter | None, device: torch.device, search_cfg: SearchConfig,

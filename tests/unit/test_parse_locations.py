@@ -65,7 +65,7 @@ def test_a_translators_parse_that_makes_no_tree_names_the_input_line(line_number
     assert str(err.value) == f"talk.txt:{line}: spacy fake: parser output has no root"
 
 
-def cycle_translator(bad: list[str], name: str = "input"):
+def cycle_translator(bad: list[str], name: str = "<input>"):
     """A Translator with only its source side: tree schemes, the :class:`CycleOn` parser."""
     from depnmt.decoding.translate import Translator
     translator = Translator.__new__(Translator)
