@@ -59,7 +59,7 @@ def command(set_path: Path, **values) -> None:
     from depnmt.decoding.forced import ForcedScorer
     from depnmt.evaluation.contrastive import evaluate, read_set, scored_pairs
     from depnmt.evaluation.contrastivestats import evaluation_dict, evaluation_markdown, set_digest
-    from depnmt.storage.modeldir import model_reads, named_checkpoint
+    from depnmt.storage.modeldir import default_checkpoint, model_reads, named_checkpoint
     decoding = from_options(DecodingSettings, values)
     settings = from_options(ContrastiveSettings, values)
     model_dirs = decoding.model_dirs
@@ -75,14 +75,18 @@ def command(set_path: Path, **values) -> None:
         return compare_systems(set_path, items, compare_paths, output_path)
     settings.check_scoring(model_dirs)
     groups = [list(model_dirs)] if settings.ensemble else [[d] for d in model_dirs]
+    used: dict[str, list[str]] = {}         # each model's checkpoints, recorded in -o's JSON
 
     def scorers(advance):
         for group in groups:
-            ckpts = [named_checkpoint(d, checkpoint) if checkpoint else None for d in group]
+            ckpts = [named_checkpoint(d, checkpoint) if checkpoint else default_checkpoint(d)
+                     for d in group]
             scorer = ForcedScorer.from_model_dirs(group, ckpts, **decoding.keywords(),
                                                   max_tokens=settings.max_tokens)
             scorer.progress = advance
-            yield " + ".join(str(d) for d in group), scorer
+            name = " + ".join(str(d) for d in group)
+            used[name] = [str(c) for c in ckpts]
+            yield name, scorer
     with input_progress("scoring", lambda: len(scored_pairs(items)) * len(groups),
                         streams_stdout=False) as advance:
         result = evaluate(items, scorers(advance), settings.normalized)
@@ -90,7 +94,8 @@ def command(set_path: Path, **values) -> None:
         with atomic_open(output_path) as fh:
             fh.write(json.dumps({"set": str(set_path), "format": fmt,
                                  "normalized": settings.normalized,
-                                 "set_sha256": set_digest(set_path), **evaluation_dict(result)},
+                                 "set_sha256": set_digest(set_path), "checkpoints": used,
+                                 **evaluation_dict(result)},
                                 indent=1) + "\n")
     write_stdout(evaluation_markdown(result), flush=True)
 

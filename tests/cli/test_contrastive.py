@@ -73,6 +73,8 @@ def test_one_model_per_category_decisions_are_the_forced_scores(models, tsv, tmp
     table = capsys.readouterr().out
     result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     mine = result["models"][str(models[0])]
+    from depnmt.storage.modeldir import default_checkpoint
+    assert result["checkpoints"] == {str(models[0]): [str(default_checkpoint(models[0]))]}
     counts = {c: sum(1 for it in items if it[3] == c) for c in ("article", "swap", "drop")}
     assert result["categories"] == sorted(counts) and min(counts.values()) >= 10
     for category, n in counts.items():
