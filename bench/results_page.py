@@ -523,11 +523,11 @@ def set_index(set_path: Path) -> str:
     in its place: a ``# set_sha256 = HEX`` line, then per item its source sentence (numbered
     in order of first appearance), category and distances — none of the set's text, which is
     the test set's (the corpus is never copied into the repository)."""
-    from depnmt.evaluation.contrastive import read_tsv
-    from depnmt.evaluation.contrastivestats import sentence_ids, set_digest
+    from depnmt.evaluation.contrastive import item_sentences, read_tsv
+    from depnmt.evaluation.contrastivestats import set_digest
     items = read_tsv(set_path)
     rows = [f"{n}\t{it.category}\t{it.linear or '-'}\t{it.tree or '-'}"
-            for n, it in zip(sentence_ids(items), items)]
+            for n, it in zip(item_sentences(items), items)]
     return "\n".join([f"# set_sha256 = {set_digest(set_path)}", "\t".join(INDEX_HEADER),
                       *rows]) + "\n"
 
@@ -563,15 +563,15 @@ def pairs_decisions(evidence: Evidence) -> tuple[list, list[list]]:
     return items, sides
 
 
-def pairs_systems(evidence: Evidence) -> tuple[list, list] | None:
-    """The items and the two sides as :class:`~depnmt.evaluation.contrastivestats.System`
-    (every run's decisions pooled), or None unless every chosen run has its decisions."""
+def pairs_systems(evidence: Evidence, items: list, sides: list[list]) -> list | None:
+    """The two sides of :func:`pairs_decisions` as
+    :class:`~depnmt.evaluation.contrastivestats.System` (every run's decisions pooled), or None
+    unless every chosen run has its decisions."""
     from depnmt.evaluation.contrastivestats import System
-    items, sides = pairs_decisions(evidence)
     if not items or any(decided is None for side in sides for decided in side):
         return None
-    return items, [System(name, [run for decided in side for run in decided])
-                   for name, side in zip((evidence.system.name, evidence.baseline.name), sides)]
+    return [System(name, [run for decided in side for run in decided])
+            for name, side in zip((evidence.system.name, evidence.baseline.name), sides)]
 
 
 def pairs_measure(evidence: Evidence) -> dict:
@@ -583,17 +583,17 @@ def pairs_measure(evidence: Evidence) -> dict:
     from dataclasses import asdict
 
     from depnmt.evaluation import significance as sig
-    from depnmt.evaluation.contrastivestats import PooledAccuracy, sentence_ids
+    from depnmt.evaluation.contrastive import item_sentences
+    from depnmt.evaluation.contrastivestats import PooledAccuracy
     items, sides = pairs_decisions(evidence)
     values = [[None if decided is None else 100 * sum(map(sum, decided)) / len(items)
                / len(decided) for decided in side] for side in sides]
-    found = pairs_systems(evidence)
-    if found is None:
+    systems = pairs_systems(evidence, items, sides)
+    if systems is None:
         return {"values": values, "comparison": None}
-    systems = found[1]
     accuracy = [[100 * sum(run) / len(items) for run in s.runs] for s in systems]
     comparison = asdict(sig.mean_difference(accuracy[1], accuracy[0]))
-    every, sentence = [True] * len(items), sentence_ids(items)
+    every, sentence = [True] * len(items), item_sentences(items)
     comparison["p_ar"] = sig.approximate_randomization_tests(
         [(PooledAccuracy(), systems[1].stats(every, sentence),
           systems[0].stats(every, sentence))])[0] \
@@ -608,11 +608,12 @@ def pairs_block(evidence: Evidence) -> str:
     sentences stratified over runs, Holm over the table; a line saying what is missing until
     every chosen run has its decisions (or the sides have unequal run counts)."""
     from depnmt.evaluation.contrastivestats import compare, comparison_markdown
-    found = pairs_systems(evidence)
-    if found is None:
+    items, sides = pairs_decisions(evidence)
+    systems = pairs_systems(evidence, items, sides)
+    if systems is None:
         return ("Not every run of the question has its minimal-pair decisions archived yet: "
                 "the table by category and distance is generated here when they are.")
-    items, (system, baseline) = found
+    system, baseline = systems
     if len(system.runs) != len(baseline.runs):
         return (f"{system.name} has {len(system.runs)} runs with decisions and {baseline.name} "
                 f"{len(baseline.runs)}: the stratified test needs as many a side.")

@@ -44,7 +44,7 @@ from depnmt.core.errors import DepnmtError, InputError
 from depnmt.core.optionspec import Choice, File, check_options, option
 from depnmt.core.textio import iter_lines
 from depnmt.decoding.settings import scoring_batch_option
-from depnmt.evaluation.clustered import design_effect, paired_p, sentence_ids
+from depnmt.evaluation.clustered import SIGN_FLIPS, design_effect, paired_p, sentence_ids
 from depnmt.evaluation.clustered import mcnemar_exact  # noqa: F401  (where it was)
 from depnmt.evaluation.significance import mean_sd
 
@@ -53,8 +53,9 @@ TSV_HEADER = ("source", "reference", "contrastive", "category", "linear_distance
               "tree_distance")
 Z95 = 1.959963984540054
 PAIRED_TESTS = {"mcnemar": "Exact McNemar test of each model's decisions against ",
-                "sign-flip": "Sign-flip permutation test over source sentences (a sentence's "
-                             "items together, 10,000 draws) of each model's decisions against "}
+                "sign-flip": f"Sign-flip permutation test over source sentences (a sentence's "
+                             f"items together, {SIGN_FLIPS:,} draws) of each model's decisions "
+                             f"against "}
 
 
 @dataclass
@@ -286,6 +287,18 @@ class Accuracy:
         return {"correct": self.correct, "total": self.total, "accuracy": self.value,
                 "ci95": [low, high], "design_effect": round(self.design_effect, 4)}
 
+    def cell(self) -> str:
+        """``accuracy % [95 % interval]``, as the tables write it."""
+        low, high = self.interval()
+        return f"{100 * self.value:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def item_sentences(items: Sequence[Item]) -> list[int]:
+    """Each item's source sentence as an index (items of one source share it;
+    :func:`~depnmt.evaluation.clustered.sentence_ids`): the unit of the intervals and tests,
+    since a sentence's items are not independent of each other."""
+    return sentence_ids([it.source for it in items])
+
 
 def accuracy_of(decisions: Sequence[bool], sentence: Sequence[int],
                 mask: Sequence[bool] | None = None) -> Accuracy:
@@ -309,9 +322,8 @@ class Evaluation:
 
     @cached_property
     def sentences(self) -> list[int]:
-        """Each item's sentence (:func:`~depnmt.evaluation.clustered.sentence_ids` of the
-        sources)."""
-        return sentence_ids([it.source for it in self.items])
+        """Each item's sentence (:func:`item_sentences`)."""
+        return item_sentences(self.items)
 
     def accuracy(self, model: str, category: str | None = None) -> Accuracy:
         mask = None if category is None else [it.category == category for it in self.items]
@@ -349,9 +361,7 @@ class Evaluation:
         for category in [*self.categories(), None]:
             accs = [self.accuracy(m, category) for m in models]
             cells = [category or "**all**", str(accs[0].total)]
-            for a in accs:
-                low, high = a.interval()
-                cells.append(f"{100 * a.value:.1f} [{100 * low:.1f}, {100 * high:.1f}]")
+            cells += [a.cell() for a in accs]
             if len(models) > 1:
                 mean, sd = mean_sd([100 * a.value for a in accs])
                 cells.append(f"{mean:.1f} ± {sd:.1f}" if sd is not None else f"{mean:.1f}")

@@ -20,8 +20,8 @@ and among the runs, Clark et al. 2011), two-sided. The sentence, not the item, i
 set made from references varies one sentence in several places, and those decisions are not
 independent (shuffled item by item, a sentence's correlated items would make p too small). With
 one run a side and one item per sentence it is a paired permutation test over items, the
-randomization counterpart of McNemar's test. Every test of the table is one family: its p-values are adjusted
-by Holm's step-down method (:func:`depnmt.evaluation.significance.holm`).
+randomization counterpart of McNemar's test. Every test of the table is one family: its
+p-values are adjusted by Holm's step-down method (:func:`depnmt.evaluation.significance.holm`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ import numpy as np
 
 from depnmt.core.errors import DepnmtError, InputError
 from depnmt.decoding.likelihood import Score
-from depnmt.evaluation import clustered
-from depnmt.evaluation.contrastive import Accuracy, Evaluation, Item, accuracy_of
+from depnmt.evaluation.contrastive import Accuracy, Evaluation, Item, accuracy_of, item_sentences
 from depnmt.evaluation.significance import (DEFAULT_SEED, DEFAULT_SHUFFLES,
                                             approximate_randomization_tests, holm, mean_sd)
 
@@ -67,12 +66,6 @@ def distance_groups(items: Sequence[Item], kind: str) -> list[tuple[str, str, li
     return groups
 
 
-def cell(acc: Accuracy) -> str:
-    """``accuracy % [95 % Wilson interval]``, as the per-category table writes it."""
-    low, high = acc.interval()
-    return f"{100 * acc.value:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
-
-
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
@@ -91,7 +84,7 @@ def distance_tables(evaluation: Evaluation) -> str:
         for category, name, mask in distance_groups(evaluation.items, kind):
             accs = [accuracy_of(evaluation.decisions[m], evaluation.sentences, mask)
                     for m in models]
-            row = [category, name, str(accs[0].total), *map(cell, accs)]
+            row = [category, name, str(accs[0].total), *(a.cell() for a in accs)]
             if len(models) > 1:
                 mean, sd = mean_sd([100 * a.value for a in accs])
                 row.append(f"{mean:.1f} ± {sd:.1f}")
@@ -153,8 +146,9 @@ class System:
 
     def stats(self, mask: Sequence[bool], sentence: Sequence[int]) -> np.ndarray:
         """``[runs, sentences, 2]``: ``[correct, items]`` per run and source sentence, over
-        the items in ``mask`` (``sentence[i]``: item ``i``'s sentence, :func:`sentence_ids`;
-        the sentences in order of their first item in the mask)."""
+        the items in ``mask`` (``sentence[i]``: item ``i``'s sentence,
+        :func:`~depnmt.evaluation.contrastive.item_sentences`; the sentences in order of their
+        first item in the mask)."""
         keep = np.flatnonzero(np.asarray(mask, dtype=bool))
         _, first, cluster = np.unique(np.asarray(sentence)[keep], return_index=True,
                                       return_inverse=True)
@@ -166,13 +160,6 @@ class System:
             out[r, :, 0] = np.bincount(cluster, weights=row, minlength=len(first))
         out[:, :, 1] = np.bincount(cluster, minlength=len(first))
         return out
-
-
-def sentence_ids(items: Sequence[Item]) -> list[int]:
-    """Each item's source sentence, as an index (items of one source share it): the unit the
-    comparison shuffles, since a sentence's items are not independent of each other (a set
-    made by ``minimal-pairs`` varies one reference in up to four categories)."""
-    return clustered.sentence_ids([it.source for it in items])
 
 
 def set_digest(path: Path) -> str:
@@ -240,7 +227,7 @@ def compare(items: Sequence[Item], systems: Sequence[System], shuffles: int = DE
                               f"{len(base.runs)}: the stratified test shuffles runs between "
                               f"systems; compare systems of as many runs")
     tests, rows = [], []
-    metric, sentence = PooledAccuracy(), sentence_ids(items)
+    metric, sentence = PooledAccuracy(), item_sentences(items)
     for other in systems[1:]:
         for label, mask in comparison_groups(items):
             mine, theirs = other.pooled(mask), base.pooled(mask)
