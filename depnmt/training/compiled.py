@@ -194,18 +194,19 @@ def recompile_limit() -> Any:
     return getattr(config, "recompile_limit", getattr(config, "cache_size_limit", "?"))
 
 
-_compiles = {"first": 0, "again": 0}   # TorchDynamo's compiles in this process (_on_compile)
+_recompiles = [0]       # TorchDynamo's recompiles in this process (_on_compile)
 
 
 def _on_compile(args: Any) -> None:
-    """TorchDynamo's start-of-compile callback: a frame compiled for the first time, or again
-    (its compile id's second number, ``frame/attempt``, counts a frame's compiles)."""
+    """TorchDynamo's start-of-compile callback: counts a frame compiled again (its compile
+    id's second number, ``frame/attempt``, counts a frame's compiles; 0 is its first)."""
     from torch._dynamo.callback import CallbackTrigger
     from torch._guards import CompileId
     if args.callback_trigger is not CallbackTrigger.DYNAMO:
         return
     compile_id = CompileId.from_string(args.compile_id)
-    _compiles["again" if compile_id and compile_id.frame_compile_id else "first"] += 1
+    if compile_id and compile_id.frame_compile_id:
+        _recompiles[0] += 1
 
 
 def _listen() -> None:
@@ -219,7 +220,7 @@ def _totals() -> tuple[int, int, int]:
     """The process's (graphs compiled, recompiles, graph breaks) so far."""
     from torch._dynamo.utils import counters
     _listen()
-    return (int(counters["stats"]["unique_graphs"]), _compiles["again"],
+    return (int(counters["stats"]["unique_graphs"]), _recompiles[0],
             int(sum(counters["graph_break"].values())))
 
 
