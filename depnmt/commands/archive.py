@@ -29,8 +29,8 @@ def command(folders: tuple[Path, ...], **values) -> None:
     FOLDERS (models/NAME, hyps/NAME.LANG; one folder per seed) into OUT/<FOLDER's name>/.
     `depnmt report -f` and `depnmt plot` then give the same table and curves from the archive,
     on a machine that never had the models. Archiving again adds the runs finished since;
-    unfinished runs are skipped with a warning. Archives into one OUT at once (campaign jobs)
-    run one after the other: each waits for the one writing OUT.
+    unfinished runs, and runs a process is training, are skipped with a warning. Archives into
+    one OUT at once (campaign jobs) run one after the other: each waits for the one writing OUT.
 
     OUT/data.json records the data the runs were trained on: for each data folder (prepare,
     parse, bpe, by name) its stage's options, library and parser versions and the sha256 of

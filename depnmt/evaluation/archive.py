@@ -17,8 +17,8 @@ so that ``depnmt report -f OUT/<FOLDER's name> ...`` (BLEU, chrF, test NLL, dev 
 intervals, p-values) and ``depnmt plot`` (training curves) give the same table and curves on a
 machine that never had the models — e.g. from a repository, a paper's supplementary material,
 or after the machine that trained them is gone. Files are written atomically and flushed to
-disk; archiving again replaces them (a run finished since is added). Unfinished runs are
-skipped with a warning.
+disk; archiving again replaces them (a run finished since is added). Unfinished runs, and
+runs a process is training, are skipped with a warning.
 
 One writer: an archive holds ``PARENT/.OUT.lock`` (:func:`depnmt.core.stagedir.hold_lock`) while it
 writes ``OUT``; a second `depnmt archive` into the same ``OUT`` (campaign jobs archiving their

@@ -122,7 +122,8 @@ def runs_in_folders(folders: Sequence[Path]) -> list[System]:
     """The runs of the recipes' layout: every ``FOLDER/models/NAME`` with a finished training
     (``manifest.json``) and a hypothesis file ``FOLDER/hyps/NAME.<target language>``; each
     folder is one replicate (e.g. ``compare``, ``compare-seed2``). Unfinished ones are skipped
-    with a warning."""
+    with a warning, and so is a run a process trains (a finished run resumed to train on keeps
+    its earlier ``manifest.json`` while its log and checkpoints change)."""
     runs = []
     for folder in folders:
         models = folder / "models"
@@ -132,7 +133,11 @@ def runs_in_folders(folders: Sequence[Path]) -> list[System]:
         for model in sorted(p for p in models.iterdir() if p.is_dir()):
             config = read_config(model)
             hyp = folder / "hyps" / f"{model.name}.{config['tgt_lang']}"
-            if (model / "manifest.json").exists() and hyp.exists() and hyp.stat().st_size:
+            pid = trainer_pid(model)
+            if pid is not None:
+                warn(f"{model}: skipped (training, process {pid}: its log and checkpoints are "
+                     f"changing)")
+            elif (model / "manifest.json").exists() and hyp.exists() and hyp.stat().st_size:
                 runs.append(System(model.name, model, hyp))
             else:
                 warn(f"{model}: skipped (training or translation not finished)")

@@ -138,6 +138,18 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return state
 
 
+def recorded_digest(path: Path) -> str | None:
+    """The SHA-256 that checkpoint ``path`` records of its contents (not verified), read
+    without reading its tensors (memory-mapped); None when it records none or is unreadable."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - any unreadable file: the caller loads it and is told why
+        return None
+    return state.get(DIGEST) if isinstance(state, dict) else None
+
+
 def _refused(message: str) -> str:
     """What torch's weights-only unpickler refused, from its (long) message."""
     found = re.search(r"GLOBAL (\S+)", message)

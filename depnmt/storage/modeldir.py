@@ -384,12 +384,15 @@ def load_model_checkpoint(path: Path, expected_model: dict[str, Any],
     trained with another architecture or positional scheme than ``expected_model`` (a
     :class:`~depnmt.model.transformer.ModelConfig` dict) or, given the model folder's
     ``files`` (``config.json``'s sha256 of its vocabularies and codes), with other ones
-    (:func:`check_same_files`)."""
+    (:func:`check_same_files`); an average whose snapshots changed since
+    (:func:`depnmt.storage.averaged.check_average`)."""
+    from depnmt.storage.averaged import check_average
     from depnmt.storage.checkpoint import load_checkpoint
     state = load_checkpoint(path)
     check_same_model(path, state.get("model_config", {}), expected_model)
     check_parameters(path, state.get("model"), expected_model)
     check_same_files(path, state.get(CHECKPOINT_FILES), files)
+    check_average(path, state)
     return state
 
 

@@ -6,9 +6,11 @@ divided by the number of checkpoints, integer buffers are floor-divided; the res
 checkpoints are chosen among the ``step{N}.pt`` snapshots that ``train --keep-last`` keeps:
 ``--last N`` (highest updates) or ``--best N`` (best validations by the run's
 ``--early-stop-metric``, read from ``metrics.jsonl``). The average is written with the model
-config and the list of its sources to ``MODEL_DIR/checkpoints/NAME.pt``, which ``translate
---checkpoint NAME`` loads. One writer per name: an average holds
-``checkpoints/.NAME.pt.lock`` (:func:`depnmt.core.stagedir.hold_lock`) from choosing the snapshots
+config and its sources (names, updates and SHA-256s: :mod:`depnmt.storage.averaged`) to
+``MODEL_DIR/checkpoints/NAME.pt``, which ``translate --checkpoint NAME`` loads: refused when a
+snapshot it averaged holds other weights now, with a warning when the run has trained on since.
+One writer per name: an average holds ``checkpoints/.NAME.pt.lock``
+(:func:`depnmt.core.stagedir.hold_lock`) from choosing the snapshots
 to writing the file; a second average into the same name waits for it. The lock is the
 file's, not the model directory's, so a model can be averaged while it trains.
 """
@@ -26,6 +28,7 @@ from depnmt.core.errors import DepnmtError
 from depnmt.core.optionspec import POSITIVE, Folder, check_options, option
 from depnmt.core.stagedir import hold_lock
 from depnmt.core.textio import make_dir
+from depnmt.storage.averaged import average_record, source_record
 from depnmt.storage.checkpoint import save_checkpoint
 from depnmt.storage.modeldir import (CHECKPOINT_FILES, RESERVED_CHECKPOINTS, checkpoint_dir,
                                      default_model_dir, load_model_checkpoint, read_config,
@@ -120,9 +123,14 @@ def average(model_dir: Path, name: str, last: int | None = None, best: int | Non
     with hold_lock(make_dir(out.parent) / f".{out.name}.lock", out,
                    "another `depnmt average` writes it", wait=True):
         paths = choose(model_dir, last, best)
-        states = [load_model_checkpoint(p, model_config, files)["model"] for p in paths]
+        models, sources = [], []
+        for path in paths:              # one snapshot's optimizer state in memory at a time
+            state = load_model_checkpoint(path, model_config, files)
+            models.append(state["model"])
+            sources.append(source_record(path, state))
         save_checkpoint(out, {"model_config": model_config,
-                              "model": average_state_dicts(states, [str(p) for p in paths]),
+                              "model": average_state_dicts(models, [str(p) for p in paths]),
                               **({CHECKPOINT_FILES: files} if isinstance(files, dict) else {}),
-                              "averaged_from": [p.name for p in paths]})
+                              "averaged_from": [p.name for p in paths],
+                              **average_record(out.parent, sources)})
     return out
