@@ -171,8 +171,24 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
     for run in runs:
         groups.setdefault(run.name, []).append(run)
     for name, members in groups.items():
+        check_distinct_models(name, members)
         check_distinct_hypotheses(name, members)
     return groups
+
+
+def check_distinct_models(name: str, members: Sequence[System]) -> None:
+    """Refuse two runs of system ``name`` from the same model folder (after resolving links):
+    one training counted as two runs, e.g. two decodings of one model, would make its
+    run-to-run sd a decoding difference and every interval over runs wrong. The error names
+    both."""
+    seen: dict[Path, Path] = {}
+    for run in members:
+        where = Path(run.model_dir).resolve()
+        if where in seen:
+            raise DepnmtError(f"system {name!r} lists model folder {run.model_dir} for two runs "
+                              f"(hypotheses {seen[where]} and {run.hyp}): each run is a training "
+                              f"of its own, in a model folder of its own")
+        seen[where] = run.hyp
 
 
 def check_distinct_hypotheses(name: str, members: Sequence[System]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,7 @@ def test_report_groups_runs_of_a_system(tiny_model, tiny_bpe, tmp_path, capsys):
     for name, files in (("worse", worse), ("better", better)):
         for f in files:
             args += ["-s", name, tiny_model, f]
+    args = own_models(args)
     assert run_cli(args) == 0
     capsys.readouterr()
     records = {r["system"]: r for r in json.loads((tmp_path / "r.json").read_text())}
@@ -128,8 +130,9 @@ def test_report_reads_recipe_folders(tiny_model, tiny_bpe, tmp_path, capsys):
         folder = tmp_path / f"compare-seed{seed}"
         (folder / "models").mkdir(parents=True)
         (folder / "hyps").mkdir()
-        for name, hyp in (("abs", hyp_abs), ("rel", hyp_rel)):
-            (folder / "models" / name).symlink_to(tiny_model, target_is_directory=True)
+        for k, (name, hyp) in enumerate((("abs", hyp_abs), ("rel", hyp_rel))):
+            (folder / "models" / name).symlink_to(model_copy(tiny_model, 2 * seed + k),
+                                                  target_is_directory=True)
             (folder / "hyps" / f"{name}.de").write_text(hyp.read_text(encoding="utf-8"))
     (tmp_path / "compare-seed2" / "models" / "dep").mkdir()       # not trained yet
     (tmp_path / "compare-seed2" / "models" / "dep" / "config.json").write_text(
@@ -149,7 +152,8 @@ def test_report_errors_are_one_line(tiny_model, tiny_bpe, tmp_path, capsys):
     short.write_text("ein Hund\n", encoding="utf-8")
     cases = [
         (["-b", "rel", "-s", "abs", tiny_model, good], "baseline 'rel' is not one of the systems"),
-        (["-s", "abs", tiny_model, good, "-s", "abs", tiny_model, good], "same hypothesis file twice"),
+        (own_models(["-s", "abs", tiny_model, good, "-s", "abs", tiny_model, good]),
+         "same hypothesis file twice"),
         (["-s", "abs", tiny_model, short], "short.de has 1 lines"),
         (["-s", "abs", tmp_path, good], "no config.json"),
         ([], "no systems"),
@@ -177,8 +181,8 @@ def test_report_refuses_one_run_counted_twice(tiny_model, tiny_bpe, tmp_path, ca
                            (dotted, "lists the same hypothesis file twice"),
                            (copy, "hold the same hypotheses byte for byte")):
         assert run_cli(["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0",
-                        "-s", "x", tiny_model, good, "-s", "x", tiny_model, bad,
-                        "-s", "x", tiny_model, other]) == 2
+                        *own_models(["-s", "x", tiny_model, good, "-s", "x", tiny_model, bad,
+                                     "-s", "x", tiny_model, other])]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error: system 'x'")
         assert message in err and f"{bad}" in err and f"{other}" in err
@@ -187,14 +191,34 @@ def test_report_refuses_one_run_counted_twice(tiny_model, tiny_bpe, tmp_path, ca
                     "-s", "x", tiny_model, bad, "-s", "y", tiny_model, copy]) == 0
 
 
+def test_report_refuses_one_training_counted_as_two_runs(tiny_model, tiny_bpe, tmp_path,
+                                                         capsys):
+    """Two runs of a system from one model folder (given twice, or through a link: e.g. two
+    decodings of one model) are refused with one error naming the folder and both hypothesis
+    files: one training would count as two, its decoding difference as run-to-run noise."""
+    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(tiny_model, target_is_directory=True)
+    for other in (tiny_model, link):
+        assert run_cli(["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0",
+                        "-s", "x", tiny_model, good, "-s", "x", other, bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: system 'x' lists model folder")
+        assert f"{good}" in err and f"{bad}" in err
+    # one model in two systems (two ways of decoding it compared) is fine
+    assert run_cli(["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0",
+                    "-s", "x", tiny_model, good, "-s", "y", tiny_model, bad]) == 0
+
+
 def test_report_refuses_a_copied_run_in_results_folders(tiny_model, tiny_bpe, tmp_path, capsys):
     """-f: a results folder copied under another name is the same runs again: refused."""
     ref, _, bad = write_hyps(tiny_bpe, tmp_path)
     folders = [tmp_path / "compare", tmp_path / "compare-copy"]
-    for folder in folders:
+    for k, folder in enumerate(folders):
         (folder / "models").mkdir(parents=True)
         (folder / "hyps").mkdir()
-        (folder / "models" / "abs").symlink_to(tiny_model, target_is_directory=True)
+        (folder / "models" / "abs").symlink_to(model_copy(tiny_model, k),
+                                               target_is_directory=True)
         (folder / "hyps" / "abs.de").write_text(bad.read_text(encoding="utf-8"))
     assert run_cli(["report", "--ref", ref, "--shuffles", "0", "--bootstrap", "0",
                     "-f", folders[0], "-f", folders[1]]) == 2
@@ -218,6 +242,7 @@ def test_report_adjusts_for_several_systems_and_states_the_noise(tiny_model, tin
     for name, files in systems.items():
         for f in files:
             args += ["-s", name, tiny_model, f]
+    args = own_models(args)
     assert run_cli(args) == 0
     capsys.readouterr()
     records = {r["system"]: r for r in json.loads((tmp_path / "r.json").read_text())}
@@ -294,7 +319,8 @@ def test_report_gives_the_dev_uas_of_dbsa_systems(tiny_model, tiny_bpe, tmp_path
         runs.append(model)
     plain = noisy_copies(ref, tmp_path, "plain", 0.5, range(2))
     args = ["report", "--ref", ref, "-b", "plain", "--shuffles", "0", "--bootstrap", "0",
-            "-s", "plain", tiny_model, plain[0], "-s", "plain", tiny_model, plain[1]]
+            *own_models(["-s", "plain", tiny_model, plain[0], "-s", "plain", tiny_model,
+                         plain[1]])]
     hyps = noisy_copies(ref, tmp_path, "dbsa", 0.1, range(2))
     args += ["-s", "dbsa", runs[0], hyps[0], "-s", "dbsa", runs[1], hyps[1]]
     assert run_cli([*args, "-o", tmp_path / "r"]) == 0
@@ -353,13 +379,34 @@ def likelihood_campaign(tiny_bpe, tmp_path, nll: dict[str, float | None], **extr
 
 
 def with_model(args: list, model) -> list:
-    """``args`` with MODEL_DIR put after each ``-s NAME``."""
-    out = []
+    """``args`` with a model folder of its own, a copy of ``model``, put after each ``-s NAME``
+    (each run is a training of its own: ``report`` refuses one model folder for two runs)."""
+    out, k = [], 0
     for i, a in enumerate(args):
         out.append(a)
         if i > 0 and args[i - 1] == "-s":
-            out.append(model)
+            out.append(model_copy(model, k))
+            k += 1
     return out
+
+
+def own_models(args: list) -> list:
+    """``args`` (``-s NAME MODEL HYP`` triples among them) with each MODEL replaced by a copy
+    of its own (:func:`model_copy`)."""
+    out, k = list(args), 0
+    for i, a in enumerate(args[:-2]):
+        if a == "-s":
+            out[i + 2] = model_copy(args[i + 2], k)
+            k += 1
+    return out
+
+
+def model_copy(model: Path, k: int) -> Path:
+    """The ``k``-th copy of the model folder ``model``, beside it (made once)."""
+    copy = Path(model).parent / f"{Path(model).name}-run{k}"
+    if not copy.exists():
+        shutil.copytree(model, copy)
+    return copy
 
 
 def test_report_compares_the_test_likelihood(tiny_model, tiny_bpe, tmp_path, capsys):
