@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import json
 import time
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Iterable
 
-from depnmt.core.errors import DepnmtError
+from depnmt.core.errors import DepnmtError, InputError
 from depnmt.core.manifest import load_manifest
 from depnmt.data.record import sha256
 
@@ -56,6 +57,43 @@ def text_record(data_dir: Path, langs: dict[str, str]) -> dict[str, Any]:
     """The bpe folder's training and dev text (``SPLIT.LANG`` of both sides) that a run reads."""
     names = [f"{split}.{lang}" for split in ("train", "dev") for lang in langs.values()]
     return {"folder": str(data_dir.resolve()), "files": file_digests(data_dir, names)}
+
+
+def check_prepare_unchanged(data_dir: Path, bpe: dict[str, Any]) -> None:
+    """The bpe folder's dev text (both sides) must still be its prepare folder's dev text,
+    segmented: ``train`` scores dev BLEU against the prepare folder's ``dev.raw.TGT`` by line
+    and copies its tokenizers into ``config.json``, which fit the bpe folder only then. A
+    prepare folder made again since ``depnmt bpe`` (other dev files, another corpus slice or
+    tokenizer) is an :class:`InputError` naming the first line that differs, before any work;
+    the training text is not compared (another ``--first`` leaves the dev set as it was)."""
+    prepare_dir = Path(bpe["prepare_dir"])
+    load_manifest(prepare_dir, "prepare", verify=False)     # a folder gone: the usual error
+    for lang in (bpe["src_lang"], bpe["tgt_lang"]):
+        segmented = data_dir / f"dev.{lang}"
+        if segmented.is_file():
+            check_same_words(segmented, prepare_dir / f"dev.{lang}", data_dir)
+
+
+def check_same_words(segmented: Path, tokenized: Path, data_dir: Path) -> None:
+    """Each line of the subword file ``segmented`` has the tokens of the same line of
+    ``tokenized`` (its source in the prepare folder); else one :class:`InputError` naming the
+    prepare file's line."""
+    from depnmt.core.subwords import merge_subwords
+    from depnmt.core.textio import count_lines, iter_lines
+    from depnmt.stages.bpe import split_tokens
+    again = (f"the prepare folder was made again after `depnmt bpe -o {data_dir}`, so dev BLEU "
+             f"would be scored against other references: run `depnmt bpe -i "
+             f"{tokenized.parent}` again")
+    if not tokenized.is_file():
+        raise InputError(tokenized, None, f"missing, but {segmented} was made from it; {again}")
+    for number, (subwords, tokens) in enumerate(zip_longest(iter_lines(segmented),
+                                                            iter_lines(tokenized)), start=1):
+        if subwords is None or tokens is None:
+            raise InputError(tokenized, None, f"has {count_lines(tokenized)} lines but "
+                                              f"{segmented} has {count_lines(segmented)}; {again}")
+        if merge_subwords(split_tokens(subwords)) != split_tokens(tokens):
+            raise InputError(tokenized, number, f"not the sentence of {segmented}:{number}, "
+                                                f"which was made from it; {again}")
 
 
 def references_record(prepare_dir: Path, tgt_lang: str) -> dict[str, Any] | None:

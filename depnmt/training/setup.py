@@ -11,7 +11,9 @@ directory's lock, SIGTERM/SIGINT/SIGHUP, TensorBoard, the manifest):
 1. the model directory: a fresh run must not overwrite a trained model (what is checked
    before the lock, :func:`check_not_foreign`, is not checked again); a fresh run clears
    what a run killed before its first ``last.pt`` left;
-2. the data folder's manifests and vocabularies; the model config completed with the
+2. the data folder's manifests (its dev text still its prepare folder's,
+   :func:`~depnmt.training.provenance.check_prepare_unchanged`) and vocabularies; the model
+   config completed with the
    vocabulary sizes (``--resume``: the saved config's learned options kept, from the
    ``config.json`` read when the run was configured), every scheme's options checked
    against the model (:func:`~depnmt.model.schemes.registry.check_schemes`);
@@ -73,6 +75,7 @@ def prepare_run(run: TrainingRun) -> TrainingRun:
         for leftover in (run.model_dir / METRICS, checkpoint_dir(run.model_dir) / "best.pt"):
             leftover.unlink(missing_ok=True)
     bpe = load_manifest(run.data_dir, "bpe")
+    provenance.check_prepare_unchanged(run.data_dir, bpe)
     if run.resume:
         if run.saved is None:       # read when the run was configured, unless made by hand
             run.saved = read_config(run.model_dir, upgrade=True)

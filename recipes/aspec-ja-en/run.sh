@@ -62,6 +62,7 @@ DATA_JOBS=${DATA_JOBS:-auto}
 DBSA_LAYER=${DBSA_LAYER:-4}
 SRC_LANG=ja TGT_LANG=en
 BATCH=(); MIN_FREQ=(); BASELINES="abs abs+rel rel"   # (rel: the 0.1.0 name of abs+rel)
+PAIRS=""                                              # prepare's --max-pairs, when given
 case $SETTING in
   omote) SYSTEMS=${SYSTEMS:-abs abs+rel abs+dep abs+dep+rel abs+deplabel abs+deplabel+rel}
          BEAM=${BEAM:-1}; EPOCHS=${EPOCHS:-30}; MAX_TOKENS=${MAX_TOKENS:-8192}
@@ -80,7 +81,8 @@ case $SETTING in
          # batches of exactly 100 sentences: 100 × (50 words + EOS/BOS) stays within 8,192
          BEAM=${BEAM:-1}; EPOCHS=${EPOCHS:-50}; MAX_TOKENS=${MAX_TOKENS:-8192}
          BATCH=(--batch-sentences "${BATCH_SENTENCES:-100}")
-         FIRST=${FIRST:-150000}; PREPARE_FILTER=(--max-len 50 --max-pairs "${MAX_PAIRS:-100000}")
+         FIRST=${FIRST:-150000}; PAIRS=${MAX_PAIRS:-100000}
+         PREPARE_FILTER=(--max-len 50 --max-pairs "$PAIRS")
          MIN_FREQ=(--min-freq 2) ;;
   *) echo "error: SETTING must be omote, dbsa, omote-ablation or nlp2019, not '$SETTING'" >&2
      exit 2 ;;
@@ -93,13 +95,15 @@ COMMON=("${arch[@]}" --dropout 0.1 --label-smoothing 0.1
         --max-epochs "$EPOCHS" --max-len 250 --rel-k 2 --dep-l 2 --deplabel-k 2 --beam "$BEAM"
         --alpha 0.6)
 
-# extract: checks the ASPEC folder first (a clear error naming the missing files)
-done_stage "$WORK/extract" || python -m depnmt.stages.aspec "$ASPEC" "$WORK/extract" --first "$FIRST"
+# extract: checks the ASPEC folder first (a clear error naming the missing files); a work
+# folder made with another FIRST or MAX_PAIRS is refused (done_stage), not reused
+done_stage "$WORK/extract" first="$FIRST" ||
+  python -m depnmt.stages.aspec "$ASPEC" "$WORK/extract" --first "$FIRST"
 stop_after extract
 
 E=$WORK/extract
 S=$SRC_LANG T=$TGT_LANG
-done_stage "$WORK/prepare" || depnmt prepare --src-lang "$S" --tgt-lang "$T" \
+done_stage "$WORK/prepare" max_pairs="$PAIRS" || depnmt prepare --src-lang "$S" --tgt-lang "$T" \
   --train-src "$E/train.$S" --train-tgt "$E/train.$T" --dev-src "$E/dev.$S" --dev-tgt "$E/dev.$T" \
   --test-src "$E/test.$S" --test-tgt "$E/test.$T" "${PREPARE_FILTER[@]}" --jobs "$DATA_JOBS" \
   -o "$WORK/prepare"

@@ -79,7 +79,32 @@ for _n in JOBS STEPS MAX_EPOCHS EPOCHS BEAM SHARDS FIRST MAX_TOKENS; do whole_nu
 for _n in SEED SEEDS PATIENCE WARMUP AVERAGE VALID_EVERY; do whole_number $_n 0; done
 whole_number DATA_JOBS 1 auto
 
-done_stage() { [ -f "$1/manifest.json" ]; }
+# done_stage DIR [KEY=VALUE...]: whether the stage writing DIR is done (DIR/manifest.json
+# exists), so that a re-run skips it. Each KEY=VALUE is a setting the recipe makes DIR with:
+# KEY an option the manifest records ("first", "control.seed": a key of its "options"), VALUE
+# the setting's value now. A DIR made with another value stops the recipe with one line naming
+# both (exit 2) instead of being skipped: every later stage would be skipped as done too, or
+# made from DIR, and the results would be those of the other setting.
+done_stage() {
+  local dir=$1
+  shift
+  [ -f "$dir/manifest.json" ] || return 1
+  [ $# -eq 0 ] || python - "$dir" "$@" <<'PY' || exit 2
+import json, sys
+folder, settings = sys.argv[1], sys.argv[2:]
+options = json.load(open(f"{folder}/manifest.json", encoding="utf-8")).get("options") or {}
+for setting in settings:
+    key, _, now = setting.partition("=")
+    was = options
+    for part in key.split("."):
+        was = was.get(part) if isinstance(was, dict) else None
+    was = "" if was is None else json.dumps(was) if isinstance(was, bool) else str(was)
+    if was != now:
+        sys.exit(f"error: {folder} was made with {key} {was or 'unset'}, not {now or 'unset'}: "
+                 f"give another setting another work folder (DEPNMT_WORK), or remove {folder} "
+                 f"and the folders made from it")
+PY
+}
 
 # seeded DIR: DIR for SEED=1 (the default), DIR-seedN for SEED=N — so that runs with other
 # seeds sit side by side (at the CPU budgets one run's BLEU noise exceeds most scheme differences).

@@ -61,8 +61,11 @@ fi
 if [ -n "${CONTROL:-}" ]; then
   [ -n "$sides" ] || { echo "error: CONTROL=$CONTROL: none of SYSTEMS uses trees" >&2; exit 2; }
   control=$WORK/parse-control-$CONTROL
-  done_stage "$control" || depnmt controls -i "$TREES" -o "$control" --kind "$CONTROL" \
-    --seed "${CONTROL_SEED:-1}" --labels "${CONTROL_LABELS:-keep}" --side both
+  # a folder made with another CONTROL_SEED or CONTROL_LABELS is refused (done_stage), not reused
+  done_stage "$control" control.seed="${CONTROL_SEED:-1}" \
+      control.labels="${CONTROL_LABELS:-keep}" ||
+    depnmt controls -i "$TREES" -o "$control" --kind "$CONTROL" \
+      --seed "${CONTROL_SEED:-1}" --labels "${CONTROL_LABELS:-keep}" --side both
   TREES=$control TAG="-control-$CONTROL$TAG"
 fi
 case $MODE in
