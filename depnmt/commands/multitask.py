@@ -24,8 +24,10 @@ def command(**values) -> None:
       xxparsexx The dog barks .  ->  (root (nsubj (det The ) dog ) barks (punct . ) )
     dev and test: the translation pairs only (tagged). The model needs no change: train it on
     `depnmt bpe -i OUT` with --scheme abs (or abs+rel); translate OUT/test.raw.SRC (tagged),
-    or prefix your input lines with "xxtranslatexx ". The paper parses with a constituency
-    parser; this uses the parse stage's dependency trees.
+    or prefix your input lines with "xxtranslatexx ". train records the tags in the model's
+    config.json, and translate, rescore, contrastive and the Python API refuse a source line
+    that begins with neither tag (error FILE:LINE, exit 2; empty lines stay empty). The paper
+    parses with a constituency parser; this uses the parse stage's dependency trees.
     """
     from depnmt.core.log import info
     from depnmt.stages.multitask import write_multitask

@@ -87,6 +87,7 @@ def translate_with_ct2(request: Request, search: dict[str, Any]) -> None:
                                      batch_size=decoding.batch_size, **search)
     nbest, input_path, output_path = settings.nbest, settings.input_path, settings.output_path
     check_nbest_flag(nbest, ct2.search_cfg.beam, search["beam"])
+    ct2.source_name = str(input_path or "<stdin>")
     lines = iter_lines(input_path) if input_path else stdin_lines()
     with output_writer(output_path) as write, input_progress(
             "translating", lambda: input_size(input_path), output_path is None) as advance:

@@ -42,6 +42,7 @@ from depnmt.decoding.search import (SearchConfig, check_at_limit, check_length_p
 from depnmt.decoding.translate import (CHUNK_LINES, EMPTY, MAX_TOKENS, Translation, check_batching,
                                        length_batches, one_line)
 from depnmt.stages.bpe import Segmenter
+from depnmt.stages.multitask import check_tagged, model_tags
 from depnmt.storage.modeldir import SECTIONS, check_sections
 
 DROPPED = {SPECIALS[PAD], SPECIALS[BOS], SPECIALS[EOS]}   # depnmt's Vocab.decode drops these too
@@ -78,7 +79,10 @@ def read_export(export_dir: Path) -> dict:
 
 
 class CT2Translator:
-    """A CTranslate2 model with the tokenizer, BPE and search settings it was exported with."""
+    """A CTranslate2 model with the tokenizer, BPE and search settings it was exported with.
+    ``source_name``: what an error about an input line names as its file."""
+
+    source_name: str = "<input>"    # translate --ct2 sets --input or <stdin>
 
     def __init__(self, model, record: dict, segmenter: Segmenter, search_cfg: SearchConfig,
                  max_tokens: int = MAX_TOKENS, batch_size: int = 0):
@@ -89,6 +93,7 @@ class CT2Translator:
         self.src_tokenizer = make_tokenizer(record["tokenizers"]["src"])
         self.tgt_tokenizer = make_tokenizer(record["tokenizers"]["tgt"])
         self.max_src_len = int(record["max_src_len"])
+        self.task_tags = model_tags(record)     # a multitask model's: every source begins with one
 
     @classmethod
     def from_dir(cls, export_dir: Path | str, device: str = "cpu", threads: int = 0,
@@ -157,7 +162,12 @@ class CT2Translator:
         """Translate tokenized sentences; empty ones give empty lines without decoding. With
         ``nbest`` ≥ 1 a list of ``nbest`` :class:`~depnmt.decoding.translate.Translation` per
         sentence,
-        best first (an empty one: ``[EMPTY]``) instead of a text."""
+        best first (an empty one: ``[EMPTY]``) instead of a text. A multitask model's export
+        refuses a sentence without its task tag (:func:`~depnmt.stages.multitask.check_tagged`,
+        naming :attr:`source_name`)."""
+        check_tagged(words, self.task_tags, self.source_name,
+                     range(first_line, first_line + len(words)),
+                     self.record.get("src_lang") or "SRC")
         keep = [i for i, w in enumerate(words) if w]
         sources = []
         for i in keep:

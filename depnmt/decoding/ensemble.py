@@ -139,6 +139,7 @@ class EnsembleTranslator(Translator):
         for member in members:
             member.max_src_len = self.max_src_len
         self.control = None
+        self.task_tags = first.task_tags          # the members' (check_members)
         self._parser = None
         readers = [m for m in members if m.needs_trees]
         self._parser_settings = plain_settings(readers[0]) if readers else None
@@ -171,6 +172,7 @@ class EnsembleTranslator(Translator):
                  quiet: bool = False) -> list[EnsembleExample]:
         """Each member's examples of tokenized sentences, the input parsed once (or ``trees``,
         the parser's, given) and each member's control applied to its copy."""
+        self.check_source(words, line_numbers)
         if self.needs_trees and trees is None:
             trees = self.parse_words(words, line_numbers)
         per_member = [member.examples(words, list(trees) if trees is not None else None,
@@ -205,7 +207,8 @@ def check_members(members: Sequence[Translator], names: Sequence[str]) -> None:
                 ("source vocabulary", member.src_vocab, first.src_vocab),
                 ("target vocabulary", member.tgt_vocab, first.tgt_vocab),
                 ("BPE", member.segmenter.__reduce__()[1], first.segmenter.__reduce__()[1]),
-                ("tokenizers", member.config["tokenizers"], first.config["tokenizers"])):
+                ("tokenizers", member.config["tokenizers"], first.config["tokenizers"]),
+                ("task tags", member.task_tags, first.task_tags)):
             if mine != theirs:
                 raise DepnmtError(f"{name}: its {what} differs from {names[0]}'s; the models of "
                                   f"an ensemble must share their vocabularies, BPE and "

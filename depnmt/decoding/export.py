@@ -256,6 +256,8 @@ def write_export(tmp: Path, name: str, model_dir: Path, config: dict[str, Any], 
         "max_src_len": int(config.get("max_src_len", 250)),
         "search": config.get("search", {}),
     }
+    if "multitask" in config:     # the task tags its sources begin with (depnmt multitask)
+        record["multitask"] = config["multitask"]
     with atomic_open(tmp / "README.md") as fh:
         fh.write(readme(name, record))
     with atomic_open(tmp / EXPORT_CONFIG) as fh:

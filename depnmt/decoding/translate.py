@@ -44,6 +44,7 @@ from depnmt.model.quantize import check_int8, quantize_int8
 from depnmt.model.schemes import Extras
 from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.stages.bpe import Segmenter
+from depnmt.stages.multitask import check_tagged, model_tags
 from depnmt.storage.modeldir import (check_subword_files, default_checkpoint, load_model_checkpoint,
                                      load_vocabs, read_config)
 
@@ -99,6 +100,7 @@ class Translator:
         self.amp = amp            # autocast dtype of the decoder's matrix multiplies (None: fp32)
         self._parser = None
         self.control = source_control(config)
+        self.task_tags = model_tags(config)     # multitask data's: every source begins with one
 
     @classmethod
     def from_model_dir(cls, model_dir: Path, checkpoint: Path | None = None, device: str = "auto",
@@ -180,7 +182,10 @@ class Translator:
     def examples(self, words: Sequence[list[str]], trees: Sequence | None = None,
                  line_numbers: Sequence[int] | None = None, quiet: bool = False) -> list[Example]:
         """Examples for tokenized source sentences (with word-level trees for tree schemes);
-        ``quiet``: no warning for the sentences truncated to the model's source limit."""
+        ``quiet``: no warning for the sentences truncated to the model's source limit. A model
+        trained on multitask data refuses a sentence without its task tag first
+        (:meth:`check_source`)."""
+        self.check_source(words, line_numbers)
         if self.needs_trees and trees is None:
             trees = self.parse_words(words, line_numbers)
         elif trees is not None and self.control is not None:     # given: the parser's trees
@@ -201,6 +206,14 @@ class Translator:
             out.append(ex)
         add_features(out, self.schemes)
         return out
+
+    def check_source(self, words: Sequence[list[str]],
+                     line_numbers: Sequence[int] | None = None) -> None:
+        """Every non-empty tokenized sentence begins with one of :attr:`task_tags` when the
+        model has them, else an :class:`InputError` naming :attr:`source_name` and its line
+        (:func:`~depnmt.stages.multitask.check_tagged`)."""
+        check_tagged(words, self.task_tags, self.source_name, line_numbers,
+                     self.config.get("src_lang", "SRC"))
 
     # -- decoding --------------------------------------------------------------------------
     def to_text(self, ids: list[int]) -> str:

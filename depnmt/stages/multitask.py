@@ -14,6 +14,15 @@ stage is ``depnmt bpe -i OUT``):
   translation. ``translate`` needs the tag too: give it OUT's ``test.raw.SRC`` (already tagged),
   or prefix your input lines with ``xxtranslatexx``.
 
+A model trained on OUT knows it: ``train`` records the tags in its ``config.json``
+(:data:`KEY`, :func:`model_record`; also in a CTranslate2 export's record), and everything that
+gives it source text (``translate`` from ``--input`` or stdin, ``rescore --src``,
+``contrastive``, the Python API's ``Translator``, ``translate --ct2``) refuses a tokenized
+source line whose first token is neither tag (:func:`check_tagged`: an
+:class:`~depnmt.core.errors.InputError` naming the file and line, before that line's chunk is
+decoded), instead of decoding an input the model never saw; an empty line still gives an empty
+line. Model folders of earlier versions record no tags and take any input, as before.
+
 The tags are plain lower-case alphanumeric words, so every tokenizer (Moses, Sudachi, keep) and
 ``--lowercase`` leave them whole and BPE learns them early (they begin every source line); they
 are ordinary vocabulary entries — the model is unchanged.
@@ -30,7 +39,7 @@ OUT (the tags have no trees); use it with ``abs`` or ``rel``.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +54,47 @@ from depnmt.core.trees import children
 TAGS = {"translate": "xxtranslatexx", "parse": "xxparsexx"}
 CLOSE = ")"
 SPLITS = ("train", "dev", "test")
+KEY = "multitask"       # the manifest's options key; config.json's key of a model trained on it
+
+
+def model_record(prepare: dict) -> dict | None:
+    """What ``train`` records as ``config.json``'s :data:`KEY` for a model trained on the
+    prepare folder of manifest ``prepare``: ``{"tags": {task: tag}}`` (the tags the folder's
+    manifest records) when :func:`write_multitask` wrote it, else None (nothing recorded)."""
+    options = prepare.get("options")
+    written = options.get(KEY) if isinstance(options, dict) else None
+    if not isinstance(written, dict) or not isinstance(written.get("tags"), dict):
+        return None
+    return {"tags": dict(written["tags"])}
+
+
+def model_tags(config: dict) -> dict[str, str]:
+    """``{task: tag}``: the task tags every source line of a model trained on multitask data
+    begins with (``config.json``'s :data:`KEY`, :func:`model_record`); empty for any other
+    model, and for model folders of earlier versions, which recorded none."""
+    record = config.get(KEY)
+    tags = record.get("tags") if isinstance(record, dict) else None
+    return {str(task): str(tag) for task, tag in tags.items()} if isinstance(tags, dict) else {}
+
+
+def check_tagged(words: Sequence[list[str]], tags: dict[str, str], source: str,
+                 line_numbers: Sequence[int] | None = None, src_lang: str = "SRC") -> None:
+    """A model trained on multitask data (its ``tags``, :func:`model_tags`; none: any input
+    passes) only ever saw sources that begin with a task tag, so a tokenized source sentence
+    of ``words`` whose first token is none of them is an :class:`InputError` naming ``source``
+    and its line (``line_numbers[i]``, else ``i + 1``) and saying to prefix it with the
+    translation tag. An empty sentence passes (it is not decoded)."""
+    if not tags:
+        return
+    known = set(tags.values())
+    for i, sentence in enumerate(words):
+        if sentence and sentence[0] not in known:
+            translate = tags.get("translate", next(iter(tags.values())))
+            raise InputError(source, line_numbers[i] if line_numbers else i + 1, (
+                f"does not begin with a task tag ({' or '.join(tags.values())}), but the model "
+                f"was trained on multitask data (`depnmt multitask`), whose every source line "
+                f"begins with one: prefix the line with '{translate} ' to translate it (the "
+                f"multitask folder's test.raw.{src_lang} is tagged so)"))
 
 
 def linearize(words: list[str], heads: list[int], deprels: list[str]) -> list[str]:
@@ -198,7 +248,7 @@ def write_mixed(prepare_dir: Path, parse_dir: Path, out_dir: Path,
     return write_manifest(
         out_dir, "prepare", inputs={"prepare": str(prepare_dir.resolve()),
                                     "parse": str(parse_dir.resolve())},
-        options={**manifest.get("options", {}), "multitask": {
+        options={**manifest.get("options", {}), KEY: {
             "tags": TAGS, "parse_fraction": parse_fraction, "seed": seed,
             "linearization": "dependency brackets: (LABEL left-subtrees WORD right-subtrees )"}},
         outputs=outputs,

@@ -72,6 +72,7 @@ SECTIONS = {  # section -> (its fields and their types, required?)
     "parser": ({"src": (dict, type(None))}, True),
     "search": (SEARCH_FIELDS, False),
     "training": ({}, False),
+    "multitask": ({"tags": dict}, False),    # a model trained on `depnmt multitask` data
 }
 TYPE_NAMES = {int: "an integer", NUMBER: "a number", bool: "true or false", list: "a list",
               dict: "an object", (dict, type(None)): "an object or null", str: "a string"}

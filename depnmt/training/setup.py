@@ -276,8 +276,10 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> Seque
 
 
 def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
-    """``config.json`` (everything translate needs; kept as ``run.written``), vocabularies,
-    segmenter and :data:`SETTINGS`."""
+    """``config.json`` (everything translate needs; kept as ``run.written``; the task tags of
+    multitask data, :func:`depnmt.stages.multitask.model_record`), vocabularies, segmenter
+    and :data:`SETTINGS`."""
+    from depnmt.stages import multitask
     from depnmt.stages.bpe import Segmenter
     save_vocabs(run.model_dir, (run.src_vocab, run.tgt_vocab))
     for side in ("src", "tgt"):
@@ -296,6 +298,9 @@ def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
         "files": subword_digests(run.model_dir),
         provenance.KEY: run.provenance,
     }
+    tagged = multitask.model_record(prepare)     # trained on `depnmt multitask` data
+    if tagged is not None:
+        run.written[multitask.KEY] = tagged
     write_config(run.model_dir, run.written)
     if run.settings is not None:
         write_settings(run.model_dir / SETTINGS, run.settings)
