@@ -43,14 +43,20 @@ def train_model(config: dict[str, Any] | str | Path) -> Path:
     ``max-tokens`` or ``max_tokens``; values of the option's type) or the path of such a YAML
     file (e.g. a model's own ``train.yaml``). ``input`` and ``output`` are required. An
     unknown option or a bad value raises :class:`~depnmt.core.errors.DepnmtError` with the
-    command's message; ``resume: true`` continues a model as ``--resume`` does.
+    command's message; ``resume: true`` continues a model as ``--resume`` does;
+    ``check-settings: true`` trains nothing and raises a DepnmtError naming each setting given
+    that differs from those ``output``'s model was trained with, as ``--check-settings`` does.
 
     >>> model_dir = train_model({"input": "work/bpe", "output": "work/model",
     ...                          "max-steps": 1000, "device": "cpu"})   # doctest: +SKIP
     """
-    from depnmt.training.config import load
+    from depnmt.training.config import check_settings, from_params, load_params
     from depnmt.training.job import train
-    run = load(config)
+    params, given = load_params(config)
+    if params["check_settings"]:
+        check_settings(params, given)
+        return Path(params["model_dir"])
+    run = from_params(params, given)
     train(run)
     return Path(run.model_dir)
 

@@ -54,11 +54,15 @@ def command(ctx: click.Context, **params) -> None:
     process per GPU, or gloo processes with --device cpu): --max-tokens and --update-freq are
     per process, rank 0 validates and writes.
     Every run records its settings in MODEL_DIR/train.yaml: `--config MODEL_DIR/train.yaml`
-    runs the same again (the flags you give win; give another -o).
+    runs the same again (the flags you give win; give another -o). --check-settings trains
+    nothing: it says whether MODEL_DIR was trained with the settings given.
     """
     from depnmt.core.errors import UsageError
-    from depnmt.training.config import from_params
+    from depnmt.training.config import check_settings, from_params
     from depnmt.training.job import train
+    if params["check_settings"]:
+        check_settings(params, given_params(ctx))         # trains nothing
+        return
     try:
         run = from_params(params, given_params(ctx))
     except UsageError as exc:

@@ -32,7 +32,7 @@ from depnmt.core.compat import (DEPRECATED, RENAMED_OPTIONS, check_old_layer_lis
                                 deprecation_message)
 from depnmt.core.device import PRECISIONS, train_max_tokens
 from depnmt.core.errors import DepnmtError, UsageError
-from depnmt.core.log import warn
+from depnmt.core.log import info, warn
 from depnmt.core.optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, Folder,
                                     IntRange, Param, convert, field_param, field_params, flag_name,
                                     option, plain_value, read_yaml_config, suggestion)
@@ -136,7 +136,13 @@ ARCH: dict[str, tuple[str, Any, str]] = {
                              "also share the source embedding (needs `depnmt bpe --joint`)"),
 }
 # what one invocation asks for, not a setting of the run: train.yaml does not record these
-ONE_OFF = ("resume", "resume_on_changed_data")
+ONE_OFF = ("resume", "resume_on_changed_data", "check_settings")
+# what --check-settings does not compare (:func:`setting_changes`): the folders (paths, not
+# settings: the same files elsewhere are the same data), the one-off flags, and how a run runs
+# rather than what it trains (the hardware; options that change no numbers)
+NOT_SETTINGS = ("data_dir", "model_dir", "trees_dir", "init_from", "tensorboard", *ONE_OFF,
+                "train_device", "train_precision", "train_amp", "train_compile",
+                "train_workers", "train_log_every", "train_save_every")
 # section prefix of a run's parameters -> the config.json section --resume reads it from
 SECTIONS = {"arch_": "model", "train_": "training", "search_": "search"}
 SCHEME_HELP = ("positional scheme: abs (keep the absolute PE) or noabs (drop it) and parts "
@@ -172,6 +178,11 @@ OUTPUTS = [
     Param("tensorboard", ("--tensorboard",), None, "also write training loss, learning rate, "
           "tokens/s and the dev metrics as TensorBoard scalars to this folder (needs `pip "
           "install 'depnmt[tensorboard]'`)", Folder()),
+    Param("check_settings", ("--check-settings",), False, "train nothing: compare the settings "
+          "given (flags, --config) with those MODEL_DIR's run was trained with (its "
+          "config.json) and exit, 0 when they are the same, else one line naming each that "
+          "differs (exit 2); folders, the device and options that change no numbers are not "
+          "compared. The comparison recipes run it before they reuse a finished model", bool),
 ]
 
 
@@ -366,6 +377,12 @@ def check_together(params: dict[str, Any], given: set[str]) -> None:
 
 def load(config: Mapping[str, Any] | str | Path) -> TrainingRun:
     """The run a ``train.yaml``-style mapping or YAML file describes (:func:`parse_values`)."""
+    return from_params(*load_params(config))
+
+
+def load_params(config: Mapping[str, Any] | str | Path) -> tuple[dict[str, Any], set[str]]:
+    """The parameters (and the names of those given) of a ``train.yaml``-style mapping or YAML
+    file (:func:`parse_values`)."""
     if isinstance(config, Mapping):
         values, source = config, "the train_model() config"
     elif not isinstance(config, (str, os.PathLike)):
@@ -373,7 +390,7 @@ def load(config: Mapping[str, Any] | str | Path) -> TrainingRun:
                         f"file, not {type(config).__name__}")
     else:
         values, source = read_yaml_config(str(config)), str(config)
-    return from_params(*parse_values(values, source))
+    return parse_values(values, source)
 
 
 def read_saved(model_dir: Path) -> dict[str, Any] | None:
@@ -396,11 +413,7 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None,
     saved = saved if saved is not None else read_saved(model_dir)
     if saved is None:
         return dict(params)                 # the trainer reports the missing checkpoint
-    values = saved_scheme_values(saved["model"])   # today's scheme name and option names
-    where = {name: "model" for name in values}
-    for prefix, section in SECTIONS.items():
-        values.update({prefix + k: v for k, v in saved.get(section, {}).items()})
-        where.update({prefix + k: f"{section}.{k}" for k in saved.get(section, {})})
+    values, where = saved_values(saved)
     # a hand-edited config.json: each value taken is checked as the option's flag would be
     by_name = {param.name: param for param in train_params()}
     out = {name: (_checked(by_name[name], values[name],
@@ -415,6 +428,71 @@ def inherit_saved(params: dict, given: set[str], model_dir: Path | None = None,
         if name not in given and isinstance(data.get(key), str):
             out[name] = Path(data[key])     # trees gone: prepare_run says so if it reads them
     return out
+
+
+def saved_values(saved: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A model's ``config.json`` (``saved``, in today's form) as a run's parameters: name ->
+    the value it records (the scheme and its options, every model, training and search
+    setting), and name -> where it records it (``model``, ``training.lr``)."""
+    values = saved_scheme_values(saved["model"])   # today's scheme name and option names
+    where = {name: "model" for name in values}
+    for prefix, section in SECTIONS.items():
+        values.update({prefix + k: v for k, v in saved.get(section, {}).items()})
+        where.update({prefix + k: f"{section}.{k}" for k in saved.get(section, {})})
+    return values, where
+
+
+def check_settings(params: dict[str, Any], given: set[str]) -> None:
+    """``--check-settings``: the settings given (``params``, ``given``: as :func:`from_params`
+    takes them) must be those the model in ``params["model_dir"]`` was trained with (its
+    ``config.json``; :func:`setting_changes`), else a DepnmtError naming each that differs,
+    both values, and what to do; nothing is trained or written. So a script that skips a
+    finished model folder (the comparison recipes) does not take a model trained with other
+    settings for the one it would train now."""
+    from depnmt.storage.modeldir import CONFIG
+    model_dir = Path(params["model_dir"])
+    saved = read_saved(model_dir)
+    if saved is None:
+        raise DepnmtError(f"{model_dir}: holds no trained model (no {CONFIG}): no settings to "
+                          f"check")
+    changes = setting_changes(params, given, saved, model_dir / CONFIG)
+    if changes:
+        raise DepnmtError(f"{model_dir}: trained with {'; '.join(changes)}: give other settings "
+                          f"another model folder (a recipe: another work folder, DEPNMT_WORK), "
+                          f"or remove {model_dir} and what was made from it to "
+                          f"train it again")
+    info(f"{model_dir}: trained with the settings given")
+
+
+def setting_changes(params: dict[str, Any], given: set[str], saved: dict[str, Any],
+                    config: Path) -> list[str]:
+    """The settings given that differ from those the model of ``saved`` (its ``config.json``,
+    the file ``config``, in today's form) was trained with, in ``depnmt train``'s order, each
+    as ``--FLAG RECORDED, not GIVEN``; empty when none does. Values are compared as the
+    options take them (``1e-3`` is ``0.001``; ``--layers N`` is both layer counts; a 0.1.0
+    spelling is today's). Not compared: :data:`NOT_SETTINGS`, options left at their defaults,
+    and what the model does not record (an option of a scheme it does not use, or one newer
+    than the depnmt that trained it)."""
+    params, given = dict(params), set(given)
+    if "layers" in given:
+        params["arch_encoder_layers"] = params["arch_decoder_layers"] = params["layers"]
+        given |= {"arch_encoder_layers", "arch_decoder_layers"}
+    params, given = today_terms(params, given)
+    values, where = saved_values(saved)
+    changes = []
+    for param in train_params():
+        name = param.name
+        if name not in given or name in NOT_SETTINGS or values.get(name) is None:
+            continue
+        was = _checked(param, values[name], f"{where[name]} in {config}")
+        if was != params[name]:
+            changes.append(f"--{param.keys[0]} {shown(was)}, not {shown(params[name])}")
+    return changes
+
+
+def shown(value: Any) -> str:
+    """A setting's value as a message shows it (booleans as ``true``/``false``)."""
+    return str(value).lower() if isinstance(value, bool) else str(plain_value(value))
 
 
 def saved_scheme_values(model: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,13 @@
 # (unless OMP_NUM_THREADS is set): on a small CPU two 1-thread trainings get through more
 # tokens together than one 2-thread training (1.14-1.45x: docs/performance.md).
 # Everything is skipped when done and an interrupted training resumes, so a campaign can be
-# stopped at any moment and continued by running the same command again.
+# stopped at any moment and continued by running the same command again. What is done is
+# reused only when it was made with the settings the recipe would make it with now: a data
+# stage's options (done_stage), a finished model's training flags (`depnmt train
+# --check-settings`: STEPS, MAX_EPOCHS/EPOCHS, ARCH, LR, MAX_TOKENS, the system's flags, ...),
+# and the hypotheses' checkpoint, BEAM, ALPHA, test source and model (HYP.settings beside them,
+# decoding_settings); else the recipe stops with one line naming the setting and both values,
+# exit 2: give other settings another work folder (DEPNMT_WORK).
 # ARCHIVE=DIR: after each run, `depnmt archive` its results folder into DIR (the finished runs'
 # configs, logs and hypotheses without checkpoints: what the table is computed from, and
 # DIR/data.json: the sha256 of every file of the data stages they were trained on, with the
@@ -84,15 +90,23 @@ whole_number DATA_JOBS 1 auto
 # KEY an option the manifest records ("first", "control.seed": a key of its "options"), VALUE
 # the setting's value now. A DIR made with another value stops the recipe with one line naming
 # both (exit 2) instead of being skipped: every later stage would be skipped as done too, or
-# made from DIR, and the results would be those of the other setting.
+# made from DIR, and the results would be those of the other setting (same_settings).
 done_stage() {
   local dir=$1
   shift
   [ -f "$dir/manifest.json" ] || return 1
-  [ $# -eq 0 ] || python - "$dir" "$@" <<'PY' || exit 2
+  [ $# -eq 0 ] || same_settings "$dir/manifest.json" "$dir" "$dir and the folders made from it" "$@"
+}
+
+# same_settings RECORD WHAT REMOVE KEY=VALUE...: RECORD (JSON) records under "options" the
+# settings WHAT was made with (nested keys joined by dots); each KEY must have VALUE there (an
+# option left out: the empty VALUE), else the recipe stops with one line naming WHAT, KEY and
+# both values and what to do (another work folder, or remove REMOVE), exit 2.
+same_settings() {
+  python - "$@" <<'PY' || exit 2
 import json, sys
-folder, settings = sys.argv[1], sys.argv[2:]
-options = json.load(open(f"{folder}/manifest.json", encoding="utf-8")).get("options") or {}
+record, what, remove, settings = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+options = json.load(open(record, encoding="utf-8")).get("options") or {}
 for setting in settings:
     key, _, now = setting.partition("=")
     was = options
@@ -100,9 +114,20 @@ for setting in settings:
         was = was.get(part) if isinstance(was, dict) else None
     was = "" if was is None else json.dumps(was) if isinstance(was, bool) else str(was)
     if was != now:
-        sys.exit(f"error: {folder} was made with {key} {was or 'unset'}, not {now or 'unset'}: "
-                 f"give another setting another work folder (DEPNMT_WORK), or remove {folder} "
-                 f"and the folders made from it")
+        sys.exit(f"error: {what} was made with {key} {was or 'unset'}, not {now or 'unset'}: "
+                 f"give another setting another work folder (DEPNMT_WORK), or remove {remove}")
+PY
+}
+
+# record_settings RECORD KEY=VALUE...: write RECORD, the JSON object {"options": {KEY: VALUE}}
+# that same_settings reads (every VALUE a string).
+record_settings() {
+  python - "$@" <<'PY'
+import json, os, sys
+record, settings = sys.argv[1], dict(s.partition("=")[::2] for s in sys.argv[2:])
+with open(f"{record}.tmp", "w", encoding="utf-8") as out:
+    json.dump({"options": settings}, out, indent=1)
+os.replace(f"{record}.tmp", record)
 PY
 }
 
@@ -287,6 +312,10 @@ check_data() {
 # "multitask" trains on $WORK/multitask-bpe and translates the tagged $WORK/multitask test source.
 # TRAIN_LAUNCH replaces `depnmt` for training, e.g. "torchrun --nproc_per_node 4 -m depnmt.cli".
 # With ARCHIVE set, the data is checked against the archive's record first (check_data).
+# A finished model is reused only when it was trained with the flags the recipe would train it
+# with now (`depnmt train --check-settings`: another STEPS, EPOCHS, ARCH, LR, ... stops the
+# recipe with one line naming the setting, exit 2), and its hypotheses only when they were
+# made as they would be now (decoding_settings, recorded in HYP.settings).
 run_system() {
   local name=$1 out=${OUT:-$WORK} folder
   folder=$(system_folder "$1" "$out")
@@ -296,27 +325,36 @@ run_system() {
   [ "$name" != multitask ] || test_src=$WORK/multitask/test.raw.$SRC_LANG
   system_flags "$name"
   mkdir -p "$out/models" "$out/hyps"
-  if ! done_stage "$model"; then
+  local train=(train -i "$data" ${TREES:+-t "$TREES"} -o "$model" "${COMMON[@]}" "${FLAGS[@]}"
+               --seed "$SEED")
+  if done_stage "$model"; then
+    depnmt "${train[@]}" --check-settings || exit 2      # trained with these settings
+  else
     check_data "$data"
     local resume=()
     [ -f "$model/checkpoints/last.pt" ] && resume=(--resume)
     local launch
     read -r -a launch <<< "${TRAIN_LAUNCH:-depnmt}"
     echo "== $name (seed $SEED): train $(date -u +%H:%M:%S)"
-    "${launch[@]}" train -i "$data" ${TREES:+-t "$TREES"} -o "$model" "${COMMON[@]}" \
-      "${FLAGS[@]}" --seed "$SEED" "${resume[@]}"
+    "${launch[@]}" "${train[@]}" "${resume[@]}"
   fi
-  local kept=0                           # a run restored from `depnmt archive` has no checkpoints
+  local kept=0 last=0                    # a run restored from `depnmt archive` has no checkpoints
   [ ! -d "$model/checkpoints" ] || kept=$(find "$model/checkpoints" -name 'step*.pt' | wc -l)
   if [ "${AVERAGE:-0}" -gt 0 ] && [ "$kept" -gt 0 ]; then     # (no snapshots: best.pt)
-    ckpt=(--checkpoint average)
-    [ -f "$model/checkpoints/average.pt" ] ||
-      depnmt average -m "$model" --last $((kept < AVERAGE ? kept : AVERAGE)) -o average
+    ckpt=(--checkpoint average) last=$((kept < AVERAGE ? kept : AVERAGE))
+  fi
+  decoding_settings "$model" "$test_src" "$last"
+  # (no record: made by an earlier recipe; no checkpoints: restored from an archive, as made)
+  if [ -s "$hyp" ] && [ -f "$hyp.settings" ] && [ -d "$model/checkpoints" ]; then
+    same_settings "$hyp.settings" "$hyp" "$hyp and $hyp.* to translate again" "${DECODING[@]}"
   fi
   if [ ! -s "$hyp" ]; then
+    [ "$last" -eq 0 ] || depnmt average -m "$model" --last "$last" -o average
     echo "== $name (seed $SEED): translate $(date -u +%H:%M:%S)"
     depnmt translate -m "$model" "${ckpt[@]}" --beam "$BEAM" --alpha "${ALPHA:-0.6}" \
       -i "$test_src" > "$hyp.tmp"
+    rm -f "$hyp.ref-logprob"                         # the old checkpoint's
+    record_settings "$hyp.settings" "${DECODING[@]}"
     mv "$hyp.tmp" "$hyp"
   fi
   if [ ! -s "$hyp.ref-logprob" ]; then
@@ -330,6 +368,23 @@ run_system() {
   fi
   [ -z "${ARCHIVE:-}" ] || depnmt archive "$out" -o "$ARCHIVE"
 }
+
+# decoding_settings MODEL TEST_SRC LAST: sets DECODING (array of KEY=VALUE) to what a run's
+# hypotheses and test likelihood are made from: the finished training (model: the sha256 of
+# MODEL/manifest.json), the checkpoint (best, or the average of the LAST newest kept), BEAM,
+# ALPHA, and the test source and likelihood references (sha256). run_system records it in
+# HYP.settings beside the hypotheses and compares it before it reuses them.
+decoding_settings() {
+  local model=$1 src=$2 last=$3 ref=${LIKELIHOOD_REF:-${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}}
+  local checkpoint=best
+  [ "$last" -eq 0 ] || checkpoint="average of the last $last"
+  DECODING=("model=$(digest "$model/manifest.json")" "checkpoint=$checkpoint" "beam=$BEAM"
+            "alpha=${ALPHA:-0.6}" "test source=$(digest "$src")"
+            "likelihood references=$(digest "$ref")")
+}
+
+# digest FILE: the first 16 hex digits of FILE's sha256 ("none" when there is no FILE).
+digest() { if [ -f "$1" ]; then sha256sum < "$1" | cut -c1-16; else echo none; fi; }
 
 # test_likelihood MODEL TEST_SRC OUT CHECKPOINT_FLAGS...: the log-probability that MODEL (with
 # the checkpoint that translated) gives each test reference, $LIKELIHOOD_REF (default

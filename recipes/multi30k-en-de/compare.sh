@@ -27,9 +27,10 @@
 # SYSTEMS may add "multitask" (Currey & Heafield 2019's multi-task baseline: abs
 # trained on translation mixed with parsing the source into linearized trees, task tags;
 # `depnmt multitask`), a data-level baseline: $WORK/multitask and $WORK/multitask-bpe.
-# Re-running skips what is done (stage manifests, finished models, averages, written
-# hypotheses) and resumes an interrupted training: stop a campaign at any time, run the same
-# command again to continue it.
+# Re-running skips what is done (stage manifests, finished models, written hypotheses) and
+# resumes an interrupted training: stop a campaign at any time, run the same command again to
+# continue it. Another STEPS, MAX_EPOCHS, ARCH, BEAM, ... needs another DEPNMT_WORK: a finished
+# model or hypotheses made with other settings stop the recipe (one line naming the setting).
 set -euo pipefail
 . "$(dirname "$0")/../lib/compare.sh"
 WORK=${DEPNMT_WORK:-work/multi30k-en-de}

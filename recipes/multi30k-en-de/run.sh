@@ -11,9 +11,10 @@
 # machine (up to floating-point differences between CPUs); DEPNMT_MINUTES adds a wall-clock cap.
 #
 # Re-running skips the stages that already finished (their manifest.json exists) and resumes
-# training from its last checkpoint. Multi30k is read from ../shared/data when present and
-# downloaded from its public home otherwise; the English parser (spaCy en_core_web_sm 3.8.0)
-# works offline.
+# training from its last checkpoint; a finished model is reused only when it was trained with
+# these settings (another DEPNMT_UPDATES or DEPNMT_MINUTES needs another DEPNMT_WORK). Multi30k
+# is read from ../shared/data when present and downloaded from its public home otherwise; the
+# English parser (spaCy en_core_web_sm 3.8.0) works offline.
 set -euo pipefail
 WORK=${DEPNMT_WORK:-work/multi30k-en-de}
 UPDATES=${DEPNMT_UPDATES:-4000}
@@ -28,13 +29,17 @@ done_stage "$WORK/prepare" || depnmt prepare --corpus multi30k --src-lang en --t
 done_stage "$WORK/parse"   || depnmt parse -i "$WORK/prepare" -o "$WORK/parse" --side src --backend spacy
 done_stage "$WORK/bpe"     || depnmt bpe -i "$WORK/prepare" -o "$WORK/bpe" --merges 8000 --joint
 
+train=(train -i "$WORK/bpe" -t "$WORK/parse" -o "$MODEL"
+  --scheme abs --layers 3 --d-model 192 --heads 4 --d-ff 768 --dropout 0.1
+  --share-all-embeddings --lr 1e-3 --warmup 400 --max-tokens 2048
+  --max-steps "$UPDATES" --max-minutes "$MINUTES" --seed "$SEED" --valid-max-sentences 400)
 resume=()
 [ -f "$MODEL/checkpoints/last.pt" ] && resume=(--resume)
-done_stage "$MODEL" || depnmt train -i "$WORK/bpe" -t "$WORK/parse" -o "$MODEL" \
-  --scheme abs --layers 3 --d-model 192 --heads 4 --d-ff 768 --dropout 0.1 \
-  --share-all-embeddings --lr 1e-3 --warmup 400 --max-tokens 2048 \
-  --max-steps "$UPDATES" --max-minutes "$MINUTES" --seed "$SEED" --valid-max-sentences 400 \
-  "${resume[@]}"
+if done_stage "$MODEL"; then   # a model trained with other settings (DEPNMT_UPDATES): refused
+  depnmt "${train[@]}" --check-settings
+else
+  depnmt "${train[@]}" "${resume[@]}"
+fi
 
 depnmt translate -m "$MODEL" -i "$WORK/prepare/test.raw.en" -o "$HYP"
 depnmt score --ref "$WORK/prepare/test.raw.de" --metrics bleu,chrf "$HYP"
