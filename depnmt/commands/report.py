@@ -46,7 +46,8 @@ def command(**values) -> None:
     from depnmt.core.errors import DepnmtError
     from depnmt.core.log import info
     from depnmt.core.stagedir import check_output_files
-    from depnmt.core.textio import read_lines, write_stdout
+    from depnmt.core.textio import write_stdout
+    from depnmt.evaluation import score as sc
     from depnmt.evaluation.report import (markdown, plot, references_from_tokens, results,
                                           write_together)
     from depnmt.evaluation.runs import System, runs_in_folders
@@ -62,7 +63,7 @@ def command(**values) -> None:
     check_output_files(outputs, [*(("reference", Path(ref)) for ref in refs),
                                  *((f"hypotheses of {run.name}", run.hyp) for run in runs),
                                  *model_reads(dict.fromkeys(run.model_dir for run in runs))])
-    ref_lines = [read_lines(path) for path in refs]
+    ref_lines = [sc.read_scored(path) for path in refs]
     if settings.ref_from_tokens:
         ref_lines = references_from_tokens(runs, ref_lines, refs)
     chosen = list(settings.baselines) or [runs[0].name]

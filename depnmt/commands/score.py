@@ -17,7 +17,7 @@ from depnmt.core.errors import DepnmtError
 from depnmt.core.log import info, track
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.core.stagedir import check_output_files
-from depnmt.core.textio import STDOUT, atomic_open, naming, read_lines
+from depnmt.core.textio import STDOUT, atomic_open, naming
 from depnmt.evaluation import score as sc
 
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
@@ -49,6 +49,7 @@ def command(hyps: tuple[str, ...], **values) -> None:
                         *(("hypotheses", Path(h)) for h in hyps),
                         ("--src file", src and Path(src))])
     ref_lines, systems, src_lines = load_inputs(refs, hyps, src)
+    sc.check_bleu_tokenizer(metrics, ref_lines[0], refs[0], settings.tokenize, settings.lang)
     bucket_ids = sc.assign_buckets(src_lines, bounds) if src_lines is not None else None
     records = sc.evaluate(track(systems, "scoring"), ref_lines, metrics,
                           n_samples=settings.n_samples, seed=settings.seed, buckets=bucket_ids,
@@ -66,15 +67,16 @@ def command(hyps: tuple[str, ...], **values) -> None:
 
 def load_inputs(ref_paths: Sequence[str], hyp_paths: Sequence[str], src_path: str | None
                 ) -> tuple[list[list[str]], list[tuple[str, list[str]]], list[str] | None]:
-    """Read references, hypotheses and the optional source; all must have the same line count."""
-    refs = [read_lines(path) for path in ref_paths]
+    """Read references, hypotheses and the optional source (:func:`~depnmt.evaluation.score.
+    read_scored`); all must have the same line count."""
+    refs = [sc.read_scored(path) for path in ref_paths]
     sc.check_parallel(refs[0], refs[1:], ref_paths[0], ref_paths[1:])
-    systems = [(path, read_lines(path)) for path in hyp_paths]
+    systems = [(path, sc.read_scored(path)) for path in hyp_paths]
     for path, lines in systems:
         sc.check_parallel(lines, refs, path, ref_paths)
     src = None
     if src_path is not None:
-        src = read_lines(src_path)
+        src = sc.read_scored(src_path)
         sc.check_parallel(refs[0], [src], ref_paths[0], [src_path])
     return refs, systems, src
 

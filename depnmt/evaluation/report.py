@@ -41,7 +41,7 @@ import numpy as np
 from depnmt.core.errors import DepnmtError
 from depnmt.core.log import warn
 from depnmt.core.optionspec import COUNT, SEED, Choice, File, Folder, check_options, option
-from depnmt.core.textio import atomic_open, read_lines
+from depnmt.core.textio import atomic_open
 from depnmt.data.record import sha256
 from depnmt.decoding import likelihood as lk
 from depnmt.evaluation import score as sc
@@ -312,7 +312,7 @@ def scored_system(name: str, members: Sequence[System], metrics: dict,
     runs' ``(likelihood file, statistics)`` read."""
     run_records, per_metric, likelihoods = [], {key: [] for key in METRICS}, []
     for run in members:
-        hyps = read_lines(run.hyp)
+        hyps = sc.read_scored(run.hyp)
         sc.check_parallel(hyps, refs, str(run.hyp), list(ref_names))
         current = sc.system_stats(metrics, hyps, refs)
         for key in METRICS:
@@ -353,6 +353,7 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
     if missing:
         raise DepnmtError(f"baseline {missing[0]!r} is not one of the systems ({', '.join(groups)})")
     metrics = sc.make_metrics(list(METRICS), tokenize=tokenize, lang=lang)
+    sc.check_bleu_tokenizer(metrics, refs[0], ref_names[0], tokenize, lang)
     measures = {**metrics, "nll": lk.PerUnitNLL()}
     stats: dict[str, dict[str, np.ndarray]] = {}
     records, read = [], []

@@ -29,15 +29,19 @@ Source-length buckets
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
-from depnmt.core.errors import DepnmtError
+from depnmt.core.errors import DepnmtError, InputError
+from depnmt.core.log import warn
 from depnmt.core.optionspec import COUNT, SEED, Choice, File, IntRange, check_options, option
+from depnmt.core.textio import read_lines
 
 METRICS = ("bleu", "chrf", "ter")
 BOOTSTRAP_METRICS = ("bleu", "chrf")  # TER's p-value is not reported (slow and rarely asked for)
@@ -82,6 +86,59 @@ class ScoreSettings:
         check_options(self)
 # Resamples are drawn in chunks so that a chunk's weight matrix stays below ~4M cells.
 _CHUNK_CELLS = 4_000_000
+# Han ideographs and kana (full and half width): the scripts Japanese and Chinese write without
+# spaces between words
+UNSPACED_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
+# characters of those scripts per space-separated token above which text is taken as running
+# text, not segmented into words (segmented Japanese: about 1.5; running text: about 30)
+SEGMENTED_MAX = 4.0
+BOM = "\ufeff"
+
+
+# ------------------------------------------------------------------------------------ inputs
+
+def read_scored(path: str | Path) -> list[str]:
+    """The lines of a reference, hypothesis or source file to score (:func:`~depnmt.core.textio.
+    read_lines`), without the byte order mark (U+FEFF) that some editors put at a file's start:
+    it is no text, but sacreBLEU would count it as a part of the first word (a warning names
+    the file)."""
+    lines = read_lines(path)
+    if lines and lines[0].startswith(BOM):
+        warn(f"{path}: begins with a byte order mark (U+FEFF); it is left out of the text "
+             f"scored")
+        lines[0] = lines[0][len(BOM):]
+    return lines
+
+
+def unsegmented(lines: Sequence[str]) -> bool:
+    """Whether ``lines`` are Japanese or Chinese written without spaces between words: at
+    least half of their characters (spaces aside) are Han or kana (:data:`UNSPACED_SCRIPT`),
+    and a space-separated token holding such characters holds more than
+    :data:`SEGMENTED_MAX` of them on average."""
+    script = sum(len(UNSPACED_SCRIPT.findall(line)) for line in lines)
+    if not script or 2 * script < sum(len("".join(line.split())) for line in lines):
+        return False
+    tokens = sum(1 for line in lines for token in line.split() if UNSPACED_SCRIPT.search(token))
+    return script > SEGMENTED_MAX * tokens
+
+
+def check_bleu_tokenizer(metrics: dict[str, Metric], refs: Sequence[str], ref_name: str,
+                         tokenize: str | None, lang: str | None) -> None:
+    """An :class:`InputError` naming the reference file ``ref_name`` when BLEU would split
+    Japanese or Chinese running text (:func:`unsegmented` ``refs``) with its default tokenizer
+    (13a: neither ``tokenize`` given nor a ``lang`` sacreBLEU has another tokenizer for),
+    which splits only at spaces and punctuation: the score would count whole clauses as
+    words. A tokenizer given by name is used as given."""
+    if "bleu" not in metrics or tokenize is not None \
+            or BLEU._TOKENIZER_MAP.get(lang or "", DEFAULT_TOKENIZE) != DEFAULT_TOKENIZE:
+        return
+    if unsegmented(refs):
+        raise InputError(ref_name, None, "the references are Japanese or Chinese without "
+                                         "spaces between words, which BLEU's default tokenizer "
+                                         "(13a) splits only at punctuation, so the score would "
+                                         "be meaningless: give --lang ja or --lang zh "
+                                         "(sacreBLEU's tokenizer for the language), or "
+                                         "--tokenize (e.g. char)")
 
 
 # --------------------------------------------------------------------------------------- metrics
@@ -168,10 +225,12 @@ def corpus_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], tokenize: 
 
     Returns ``{"bleu": float, "chrf": float, "ter": float, "signature": {"bleu": str, ...}}``
     restricted to ``metrics`` (pass ``metrics=("bleu",)`` for a cheap validation score; TER is the
-    slow one). ``tokenize=None`` with ``lang`` picks sacrebleu's default tokenizer for ``lang``.
+    slow one). ``tokenize=None`` with ``lang`` picks sacrebleu's default tokenizer for ``lang``;
+    without ``lang``, Japanese or Chinese running text is refused (:func:`check_bleu_tokenizer`).
     """
     check_scorable(hyps, refs, "hypothesis")
     objs = make_metrics(metrics, tokenize=tokenize, lang=lang, chrf_word_order=chrf_word_order)
+    check_bleu_tokenizer(objs, refs[0], "reference 1", tokenize, lang)
     result: dict = dict(system_stats(objs, hyps, refs).scores)
     result["signature"] = {key: signature(metric) for key, metric in objs.items()}
     return result
