@@ -73,6 +73,7 @@ SECTIONS = {  # section -> (its fields and their types, required?)
     "search": (SEARCH_FIELDS, False),
     "training": ({}, False),
     "multitask": ({"tags": dict}, False),    # a model trained on `depnmt multitask` data
+    "dev_bleu": ({"tokenize": str}, False),  # the tokenizer of the run's dev BLEU
 }
 TYPE_NAMES = {int: "an integer", NUMBER: "a number", bool: "true or false", list: "a list",
               dict: "an object", (dict, type(None)): "an object or null", str: "a string"}

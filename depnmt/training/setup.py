@@ -58,6 +58,7 @@ from depnmt.training import distributed as dist
 from depnmt.training import provenance
 from depnmt.training.config import TrainingRun
 from depnmt.training.metricslog import METRICS
+from depnmt.training.validation import DEV_BLEU, dev_bleu_record
 from depnmt.training.warmstart import check_warm_start
 
 SETTINGS = "train.yaml"      # the run's `depnmt train` options, read back by `train --config`
@@ -277,8 +278,9 @@ def load_split(run: TrainingRun, split: str, bpe: dict, training: bool) -> Seque
 
 def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
     """``config.json`` (everything translate needs; kept as ``run.written``; the task tags of
-    multitask data, :func:`depnmt.stages.multitask.model_record`), vocabularies, segmenter
-    and :data:`SETTINGS`."""
+    multitask data, :func:`depnmt.stages.multitask.model_record`; dev BLEU's tokenizer,
+    :func:`~depnmt.training.validation.dev_bleu_record`), vocabularies, segmenter and
+    :data:`SETTINGS`."""
     from depnmt.stages import multitask
     from depnmt.stages.bpe import Segmenter
     save_vocabs(run.model_dir, (run.src_vocab, run.tgt_vocab))
@@ -297,6 +299,7 @@ def write_model_dir(run: TrainingRun, bpe: dict, prepare: dict) -> None:
                  "trees_dir": str(run.trees_dir.resolve()) if run.trees_dir else None},
         "files": subword_digests(run.model_dir),
         provenance.KEY: run.provenance,
+        DEV_BLEU: dev_bleu_record(bpe["tgt_lang"], run.saved if run.resume else None),
     }
     tagged = multitask.model_record(prepare)     # trained on `depnmt multitask` data
     if tagged is not None:

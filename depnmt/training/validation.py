@@ -22,6 +22,33 @@ if TYPE_CHECKING:
     from depnmt.training.checkpoints import Progress
     from depnmt.training.config import TrainingRun
 
+DEV_BLEU = "dev_bleu"       # config.json: {"tokenize": NAME}, what dev BLEU splits words with
+EARLIER_TOKENIZE = "13a"    # what runs of earlier versions used, whatever the target language
+
+
+def dev_bleu_record(tgt_lang: str, saved: dict | None = None) -> dict[str, str]:
+    """``config.json``'s :data:`DEV_BLEU` of a run: a fresh run (``saved`` None) splits its dev
+    BLEU with sacreBLEU's tokenizer for the target language, as ``score --lang`` does
+    (``ja-mecab`` for Japanese, ``zh``, ``ko-mecab``; ``13a`` otherwise: 13a splits only at
+    spaces and punctuation, so a Japanese dev BLEU by it is near 0 and selects ``best.pt`` by
+    noise); ``--resume`` keeps the tokenizer the run recorded (``saved``, its config.json), or
+    13a for a run of an earlier version, so that all of a run's validations are one BLEU."""
+    if saved is not None:
+        record = saved.get(DEV_BLEU)
+        tokenize = record.get("tokenize") if isinstance(record, dict) else None
+        return {"tokenize": tokenize if isinstance(tokenize, str) else EARLIER_TOKENIZE}
+    from sacrebleu.metrics import BLEU
+    return {"tokenize": BLEU._TOKENIZER_MAP.get(tgt_lang, BLEU.TOKENIZER_DEFAULT)}
+
+
+def dev_bleu_metric(config: dict | None):
+    """The sacreBLEU BLEU that scores a run's dev set (``config``: its config.json as written,
+    :data:`DEV_BLEU`; without the record, 13a)."""
+    from sacrebleu.metrics import BLEU
+    record = (config or {}).get(DEV_BLEU)
+    tokenize = record.get("tokenize") if isinstance(record, dict) else None
+    return BLEU(tokenize=tokenize or EARLIER_TOKENIZE)
+
 
 class Validator:
     """Validates ``model`` (on ``device`` in ``amp``) on ``run``'s dev examples."""
@@ -30,6 +57,7 @@ class Validator:
                  amp: torch.dtype | None):
         self.run, self.model, self.device, self.amp = run, model, device, amp
         self._translator = None
+        self._bleu = None           # the run's dev BLEU metric (dev_bleu_metric), made once
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -63,13 +91,15 @@ class Validator:
         return result
 
     def bleu(self) -> float:
-        """Dev BLEU of the first ``--valid-max-sentences`` dev examples (0: all)."""
-        import sacrebleu
+        """Dev BLEU of the first ``--valid-max-sentences`` dev examples (0: all), split by the
+        tokenizer the run records (:func:`dev_bleu_record`)."""
         run = self.run
         n = run.training.valid_max_sentences or len(run.dev_data)
         hyps = self.translator.translate_examples(run.dev_data[:n])
         refs = [run.dev_refs[e.index] for e in run.dev_data[:n]]
-        return sacrebleu.corpus_bleu(hyps, [refs]).score
+        if self._bleu is None:
+            self._bleu = dev_bleu_metric(run.written)
+        return self._bleu.corpus_score(hyps, [refs]).score
 
     @property
     def translator(self):
