@@ -46,7 +46,7 @@ from depnmt.data.record import sha256
 from depnmt.decoding import likelihood as lk
 from depnmt.evaluation import score as sc
 from depnmt.evaluation import significance as sig
-from depnmt.evaluation.runs import System, mean_of, training_summary
+from depnmt.evaluation.runs import System, mean_of, trainer_pid, training_summary
 from depnmt.storage.modeldir import read_config
 
 METRICS = ("bleu", "chrf")
@@ -171,9 +171,21 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
     for run in runs:
         groups.setdefault(run.name, []).append(run)
     for name, members in groups.items():
+        check_not_training(name, members)
         check_distinct_models(name, members)
         check_distinct_hypotheses(name, members)
     return groups
+
+
+def check_not_training(name: str, members: Sequence[System]) -> None:
+    """Refuse a run of system ``name`` whose model folder a process is training (``-s`` names
+    it; ``-f`` skips such runs with a warning): its log, and so its selected checkpoint and
+    dev loss, are still changing, and its hypotheses are of an earlier checkpoint."""
+    for run in members:
+        pid = trainer_pid(Path(run.model_dir))
+        if pid is not None:
+            raise DepnmtError(f"system {name!r}: {run.model_dir} is being trained (process "
+                              f"{pid}): report it when its training has ended")
 
 
 def check_distinct_models(name: str, members: Sequence[System]) -> None:

@@ -108,8 +108,13 @@ def test_archive_and_report_skip_a_run_being_trained(tiny_model, tiny_bpe, tmp_p
         assert run_cli(["report", "--ref", ref, "-f", folder, "--bootstrap", "0",
                         "--shuffles", "0"]) == 0
         report = capsys.readouterr()
+        # named with -s, a run in training is refused (with -f it is skipped, above)
+        assert run_cli(["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0", "-s",
+                        "rel", folder / "models" / "rel", folder / "hyps" / "rel.de"]) == 2
+        refused = capsys.readouterr().err
     finally:
         os.close(holder)
+    assert refused.startswith("error: system 'rel': ") and f"process {os.getpid()}" in refused
     skipped = f"models/rel: skipped (training, process {os.getpid()}"
     assert skipped in archive_err and "archived 1 run(s)" in archive_err
     assert not (tmp_path / "archive" / "compare" / "models" / "rel").exists()
