@@ -111,7 +111,7 @@ class Checkpoints:
         except (RuntimeError, ValueError, KeyError) as exc:
             raise DepnmtError(f"{path}: does not fit this model "
                               f"({str(exc).splitlines()[0]})") from None
-        u.scheduler.load_state_dict(state["scheduler"])
+        u.restore_schedule(state["scheduler"])
         u.restore_scaler(state["scaler"])
         saved = state.get("rng_ranks") or [state["rng"]]
         if dist.rank() < len(saved):

@@ -56,7 +56,7 @@ from depnmt.training import distributed as dist
 from depnmt.training.checkpoints import Checkpoints, Progress
 from depnmt.training.config import TrainingRun
 from depnmt.training.metricslog import (NO_LIMIT_WARNING, MetricsLog, Window, budget_summary,
-                                        has_limit, model_summary)
+                                        has_limit, left_out_warning, model_summary)
 from depnmt.training.step import Updater
 from depnmt.training.validation import Validator, improved
 from depnmt.training.warmstart import warm_start
@@ -279,6 +279,8 @@ class Trainer:
         info(budget_summary(o, bool(run.dev_refs)))
         if not has_limit(o):
             warn(NO_LIMIT_WARNING)
+        if left_out := left_out_warning(n_batches, o.update_freq, world):
+            warn(left_out)
         self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
                   "device": str(self.device), "processes": world,
                   "precision": precision_name(self.amp),

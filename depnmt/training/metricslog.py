@@ -172,6 +172,24 @@ def budget_summary(o: TrainOptions, dev_refs: bool) -> str:
     return f"budget: {budget}; {stop}"
 
 
+def left_out_warning(n_batches: int, update_freq: int, world: int) -> str | None:
+    """What the epoch's last, incomplete update leaves out (None: nothing): an update takes
+    ``update_freq × world`` batches (:func:`~depnmt.data.batches.shard_updates`), and the
+    ``n_batches % (update_freq × world)`` batches that do not make a whole one are not trained
+    on that epoch (which ones changes with the shuffled order of every epoch)."""
+    size = update_freq * world
+    left = n_batches % size
+    if not left:
+        return None
+    by = "--update-freq" + (" × processes" if world > 1 else "")
+    return (f"{by} {update_freq}{f' × {world}' if world > 1 else ''}: each epoch's {n_batches} "
+            f"batches make {n_batches // size} updates of {size}, and the last {left} "
+            f"{'batch' if left == 1 else 'batches'} "
+            f"({100 * left / n_batches:.1f}% of the epoch, other pairs every epoch) "
+            f"{'is' if left == 1 else 'are'} left out; an {by} that divides {n_batches} trains "
+            f"on every pair")
+
+
 def has_limit(o: TrainOptions) -> bool:
     """Whether anything ends the run by itself: an epoch, update or time limit or early
     stopping."""

@@ -44,6 +44,7 @@ class Updater:
         self.optimizer = adam(model.parameters(), training.lr, device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: inverse_sqrt(s, training.warmup))
+        self.rate = self.scheduler.get_last_lr()[0]     # of the last update (:attr:`lr`)
         self.scaler = grad_scaler(device, amp)
         self.loss_scale = self.scaler.get_scale()      # fp16: drops when a step is skipped
 
@@ -79,6 +80,7 @@ class Updater:
         totals = dist.all_reduce_sum(torch.cat([counted, torch.stack([sums[k] for k in names])]))
         if dist.world_size() > 1:               # DDP averaged Σ_r objective_r / norm
             self.scale_gradients(dist.world_size() * norm / totals[0])
+        self.rate = self.optimizer.param_groups[0]["lr"]      # what this update steps with
         stepped = self.optimizer_step()
         tokens, src_tokens, *values = totals.tolist()       # the update's one host sync
         if stepped:
@@ -138,6 +140,25 @@ class Updater:
         scale, self.loss_scale = self.loss_scale, self.scaler.get_scale()   # fp16 only: a
         return self.loss_scale >= scale         # sync after the step (GradScaler.step has one)
 
+    def restore_schedule(self, saved: dict) -> None:
+        """Continue the saved schedule (``saved``: its state) at the update it reached, with
+        this run's ``--lr`` as the peak and its ``--warmup``: ``--resume --lr X`` trains on
+        at X's schedule (the saved state holds the rate the run started with, which would
+        otherwise win over the flag), and the same ``--lr`` gives the saved rates bit for
+        bit. Says so when the peak changes."""
+        self.scheduler.load_state_dict(saved)
+        before, peak = self.scheduler.base_lrs[0], self.training.lr
+        step = self.scheduler.last_epoch
+        rate = peak * inverse_sqrt(step, self.training.warmup)   # as LambdaLR computes it
+        groups = self.optimizer.param_groups
+        for group in groups:
+            group["initial_lr"], group["lr"] = peak, rate
+        self.scheduler.base_lrs = [peak] * len(groups)
+        self.scheduler._last_lr = [rate] * len(groups)
+        if before != peak:
+            info(f"--lr {peak:g}: the learning rate schedule continues at update {step + 1} "
+                 f"with this peak (the run trained with {before:g} so far)")
+
     def restore_scaler(self, saved: dict) -> None:
         """The saved loss scale, when both runs scale the loss (fp16). A run saved without
         loss scaling (fp32, bf16: its state is empty) resumed in fp16 starts a fresh scale; a
@@ -151,8 +172,9 @@ class Updater:
 
     @property
     def lr(self) -> float:
-        """The learning rate of the last update."""
-        return self.scheduler.get_last_lr()[0]
+        """The learning rate the last update stepped with (the scheduler's own last rate,
+        ``get_last_lr``, is the next update's: one update of the warm-up ahead)."""
+        return self.rate
 
 
 def inverse_sqrt(step: int, warmup: int) -> float:
