@@ -60,7 +60,7 @@ OPTION_GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     "train": [
         ("Data and model folder", ["config_file", "data_dir", "model_dir", "trees_dir",
                                    "resume", "resume_on_changed_data", "init_from",
-                                   "train_init_partial"]),
+                                   "train_init_partial", "check_settings"]),
         ("Model size", ["scheme", "layers", "arch_encoder_layers", "arch_decoder_layers",
                         "arch_d_model", "arch_n_heads", "arch_d_ff", "arch_tie_decoder_embeddings",
                         "arch_share_all_embeddings"]),

@@ -212,8 +212,9 @@ class Translator:
         """Every non-empty tokenized sentence begins with one of :attr:`task_tags` when the
         model has them, else an :class:`InputError` naming :attr:`source_name` and its line
         (:func:`~depnmt.stages.multitask.check_tagged`)."""
-        check_tagged(words, self.task_tags, self.source_name, line_numbers,
-                     self.config.get("src_lang", "SRC"))
+        if self.task_tags:
+            check_tagged(words, self.task_tags, self.source_name, line_numbers,
+                         self.config.get("src_lang", "SRC"))
 
     # -- decoding --------------------------------------------------------------------------
     def to_text(self, ids: list[int]) -> str:

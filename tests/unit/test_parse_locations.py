@@ -70,7 +70,7 @@ def cycle_translator(bad: list[str], name: str = "<input>"):
     from depnmt.decoding.translate import Translator
     translator = Translator.__new__(Translator)
     translator._parser, translator.needs_trees = CycleOn(bad), True
-    translator.source_name = name
+    translator.source_name, translator.task_tags = name, {}        # not a multitask model
     return translator
 
 
