@@ -83,6 +83,21 @@ def test_train_takes_a_bpe_folder_made_again_from_the_new_prepare(own_data, tiny
                     "--max-steps", "2", "--valid-every", "2"]) == 0
 
 
+def test_the_check_takes_word_mode_and_subword_escapes(tiny_bpe, tmp_path):
+    """Word mode (no segmentation, an "@@" inside a word escaped) and BPE of a dev line with
+    such a word are the prepare folder's text: the check refuses neither."""
+    folder = prepare(tiny_bpe.parent, tmp_path / "prepare")
+    dev = folder / "dev.en"
+    lines = dev.read_text(encoding="utf-8").splitlines()
+    lines[0] = "mail@@ host a@@@@b " + lines[0]
+    dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for mode in (["--mode", "word"], ["--merges", "300"]):
+        bpe = tmp_path / f"bpe-{mode[1]}"
+        assert run_cli(["bpe", "-i", folder, "-o", bpe, *mode]) == 0
+        assert run_cli(["train", "-i", bpe, "-o", tmp_path / f"m-{mode[1]}", *TINY_MODEL,
+                        "--max-steps", "1", "--valid-every", "1"]) == 0
+
+
 def test_a_recipe_rerun_with_another_first_is_refused(tmp_path, shared_data):
     aspec = fake_aspec(tmp_path / "data", shared_data)
     work = tmp_path / "work"
