@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from depnmt.core.device import autocast
+from depnmt.core.log import warn
 from depnmt.core.vocab import PAD
 from depnmt.data.batches import TokenBatcher, example_lengths, iterate_batches
 from depnmt.decoding.search import SearchConfig
@@ -122,8 +123,7 @@ def improved(progress: Progress, early_stop_metric: str, result: dict) -> bool:
     metric, sign = selection_metric(early_stop_metric, result)
     p = progress
     if p.best_metric != metric:      # e.g. --resume with another --early-stop-metric
-        seen = [sign * r[metric] for r in p.history if metric in r]
-        p.best, p.best_metric = (max(seen) if seen else None), metric
+        rebase(p, metric, sign)
     value = sign * result[metric]
     if p.best is None or value > p.best:
         p.best, p.best_step = value, p.step
@@ -131,6 +131,28 @@ def improved(progress: Progress, early_stop_metric: str, result: dict) -> bool:
         return True
     p.bad_validations += 1
     return False
+
+
+def rebase(p: Progress, metric: str, sign: int) -> None:
+    """``p``'s best and ``--patience`` count by ``metric`` (``sign``: 1, higher is better;
+    -1, lower) over the validations so far, when the run selected by another metric until now
+    (``--resume`` with another ``--early-stop-metric``): the best of the history by it, and
+    the validations since that best (not the other metric's count). ``best.pt`` still holds
+    the other metric's pick (``p.best_step``) until a validation beats the new best: a warning
+    says so when they differ."""
+    seen = [(sign * r[metric], r.get("step")) for r in p.history if metric in r]
+    had = p.best_metric
+    p.best_metric = metric
+    if not seen:
+        p.best, p.bad_validations = None, 0
+        return
+    values = [value for value, _ in seen]
+    first = values.index(max(values))          # improved() takes a strictly better one only
+    p.best, p.bad_validations = values[first], len(values) - 1 - first
+    step = seen[first][1]
+    if had is not None and p.best_step is not None and step != p.best_step:
+        warn(f"best.pt holds update {p.best_step}, the best by {had}; by {metric} the best so "
+             f"far is update {step}'s, and best.pt is replaced when a validation beats it")
 
 
 def selection_metric(name: str, result: dict) -> tuple[str, int]:

@@ -69,3 +69,20 @@ def test_changing_the_metric_on_resume_rebuilds_the_best_from_history():
     _, p = improved("loss", VALIDATIONS[:3])          # best dev_nll 2.5
     flags, p = improved("acc", VALIDATIONS[3:], p)    # acc 44 < 45 seen at the 3rd validation
     assert flags == [False] and p.best == 45.0 and p.best_metric == "dev_acc"
+
+
+def test_changing_the_metric_on_resume_counts_patience_by_it(capsys):
+    """The validations since the new metric's best, not the old metric's count, go on: by
+    loss the 3rd validation was the first without improvement (count 1), by accuracy it was
+    the best (count 0), so the 4th, worse by accuracy, makes the count 1, not 2."""
+    p, flags = Progress(), []
+    for i, r in enumerate(VALIDATIONS):               # updates 10, 20, 30, then resumed: 40
+        p.step = 10 * (i + 1)
+        flags.append(is_improved(p, "loss" if i < 3 else "acc", r))
+        if i == 2:
+            assert p.bad_validations == 1 and p.best_step == 20
+        p.history.append({"step": p.step, **r})
+    assert flags[3] is False and p.bad_validations == 1 and p.best == 45.0
+    assert p.best_step == 20                           # best.pt: still the loss's pick
+    assert "best.pt holds update 20, the best by dev_nll; by dev_acc the best so far is " \
+           "update 30's" in capsys.readouterr().err
