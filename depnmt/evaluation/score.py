@@ -129,8 +129,8 @@ def check_bleu_tokenizer(metrics: dict[str, Metric], refs: Sequence[str], ref_na
     (13a: neither ``tokenize`` given nor a ``lang`` sacreBLEU has another tokenizer for),
     which splits only at spaces and punctuation: the score would count whole clauses as
     words. A tokenizer given by name is used as given."""
-    if "bleu" not in metrics or tokenize is not None \
-            or BLEU._TOKENIZER_MAP.get(lang or "", DEFAULT_TOKENIZE) != DEFAULT_TOKENIZE:
+    bleu = metrics.get("bleu")
+    if bleu is None or tokenize is not None or bleu.tokenizer.signature() != DEFAULT_TOKENIZE:
         return
     if unsegmented(refs):
         raise InputError(ref_name, None, "the references are Japanese or Chinese without "

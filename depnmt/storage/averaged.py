@@ -48,10 +48,13 @@ def newest_snapshot(folder: Path) -> int | None:
 
 
 def source_record(path: Path, state: dict[str, Any]) -> dict[str, Any]:
-    """What an average records of the snapshot ``path`` (loaded as ``state``, digest removed):
-    its name, update and the SHA-256 of the whole checkpoint and of its weights."""
+    """What an average records of the snapshot ``path`` (loaded, and so verified, as
+    ``state``): its name, update and the SHA-256 of the whole checkpoint (the one it records,
+    which loading it checked; computed only for a checkpoint of an earlier version that
+    records none) and of its weights."""
+    whole = recorded_digest(path) or content_digest(state)
     return {"name": path.name, "step": state.get("progress", {}).get("step", snapshot_step(path)),
-            "sha256": content_digest(state), "weights_sha256": content_digest(state["model"])}
+            "sha256": whole, "weights_sha256": content_digest(state["model"])}
 
 
 def average_record(folder: Path, sources: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -35,20 +35,24 @@ def dev_bleu_record(tgt_lang: str, saved: dict | None = None) -> dict[str, str]:
     noise); ``--resume`` keeps the tokenizer the run recorded (``saved``, its config.json), or
     13a for a run of an earlier version, so that all of a run's validations are one BLEU."""
     if saved is not None:
-        record = saved.get(DEV_BLEU)
-        tokenize = record.get("tokenize") if isinstance(record, dict) else None
-        return {"tokenize": tokenize if isinstance(tokenize, str) else EARLIER_TOKENIZE}
+        return {"tokenize": recorded_tokenizer(saved)}
     from sacrebleu.metrics import BLEU
     return {"tokenize": BLEU._TOKENIZER_MAP.get(tgt_lang, BLEU.TOKENIZER_DEFAULT)}
 
 
-def dev_bleu_metric(config: dict | None):
-    """The sacreBLEU BLEU that scores a run's dev set (``config``: its config.json as written,
-    :data:`DEV_BLEU`; without the record, 13a)."""
-    from sacrebleu.metrics import BLEU
+def recorded_tokenizer(config: dict | None) -> str:
+    """The tokenizer a run's ``config.json`` (``config``) records for its dev BLEU
+    (:data:`DEV_BLEU`), or 13a when it records none (a run of an earlier version)."""
     record = (config or {}).get(DEV_BLEU)
     tokenize = record.get("tokenize") if isinstance(record, dict) else None
-    return BLEU(tokenize=tokenize or EARLIER_TOKENIZE)
+    return tokenize if isinstance(tokenize, str) else EARLIER_TOKENIZE
+
+
+def dev_bleu_metric(config: dict | None):
+    """The sacreBLEU BLEU that scores a run's dev set (``config``: its config.json as written;
+    :func:`recorded_tokenizer`)."""
+    from sacrebleu.metrics import BLEU
+    return BLEU(tokenize=recorded_tokenizer(config))
 
 
 class Validator:
