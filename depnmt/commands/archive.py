@@ -24,7 +24,8 @@ def command(folders: tuple[Path, ...], **values) -> None:
     """Copy what the results table of finished runs is computed from — each run's
     config.json, manifest.json and metrics.jsonl, its test hypotheses and, where the recipes
     wrote it, its test likelihood (hyps/NAME.LANG.ref-logprob: the log-probability of every test
-    reference under the selected checkpoint, which needs the checkpoint to compute), no
+    reference under the selected checkpoint, which needs the checkpoint to compute) and what
+    it made the hypotheses with (hyps/NAME.LANG.settings, which a continued campaign checks), no
     checkpoints (a few hundred KB a run instead of ~200 MB) — out of the comparison recipes' results
     FOLDERS (models/NAME, hyps/NAME.LANG; one folder per seed) into OUT/<FOLDER's name>/.
     `depnmt report -f` and `depnmt plot` then give the same table and curves from the archive,

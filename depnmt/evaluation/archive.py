@@ -12,6 +12,9 @@ those small files::
     OUT/<FOLDER's name>/hyps/NAME.LANG              the test hypotheses
     OUT/<FOLDER's name>/hyps/NAME.LANG.ref-logprob  the test references' log-probability under
                                                     the selected checkpoint, where the run has it
+    OUT/<FOLDER's name>/hyps/NAME.LANG.settings     what the recipes made the hypotheses with
+                                                    (checkpoint, beam, alpha, test source), where
+                                                    the run has it
 
 so that ``depnmt report -f OUT/<FOLDER's name> ...`` (BLEU, chrF, test NLL, dev loss, epochs,
 intervals, p-values) and ``depnmt plot`` (training curves) give the same table and curves on a
@@ -117,11 +120,19 @@ def archive_runs(runs: Sequence, out: Path) -> list[Path]:
         for name in MODEL_FILES:
             copy_file(run.model_dir / name, model / name)
         hyps = make_dir(model.parent.parent / "hyps")
-        if run.likelihood.is_file():
-            copy_file(run.likelihood, hyps / run.likelihood.name)
+        for evidence in (run.likelihood, hypothesis_settings(run.hyp)):
+            if evidence.is_file():
+                copy_file(evidence, hyps / evidence.name)
         copy_file(run.hyp, hyps / run.hyp.name)
         archived.append(model)
     return archived
+
+
+def hypothesis_settings(hyp: Path) -> Path:
+    """``HYP.settings``: the decoding settings the comparison recipes record beside the
+    hypotheses ``hyp`` (``recipes/lib/compare.sh``: ``record_settings``) and check before they
+    reuse them, restored runs included."""
+    return hyp.with_name(hyp.name + ".settings")
 
 
 def archived_name(model_dir: Path) -> str:

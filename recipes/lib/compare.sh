@@ -84,6 +84,10 @@ whole_number() {
 for _n in JOBS STEPS MAX_EPOCHS EPOCHS BEAM SHARDS FIRST MAX_TOKENS; do whole_number $_n 1; done
 for _n in SEED SEEDS PATIENCE WARMUP AVERAGE VALID_EVERY; do whole_number $_n 0; done
 whole_number DATA_JOBS 1 auto
+if [ -n "${ALPHA:-}" ] && ! [[ $ALPHA =~ ^([0-9]+(\.[0-9]*)?|\.[0-9]+)$ ]]; then
+  echo "error: ALPHA=$ALPHA: expected a number, at least 0 (e.g. 0.6)" >&2
+  exit 2
+fi
 
 # done_stage DIR [KEY=VALUE...]: whether the stage writing DIR is done (DIR/manifest.json
 # exists), so that a re-run skips it. Each KEY=VALUE is a setting the recipe makes DIR with:
@@ -344,9 +348,15 @@ run_system() {
     ckpt=(--checkpoint average) last=$((kept < AVERAGE ? kept : AVERAGE))
   fi
   decoding_settings "$model" "$test_src" "$last"
-  # (no record: made by an earlier recipe; no checkpoints: restored from an archive, as made)
-  if [ -s "$hyp" ] && [ -f "$hyp.settings" ] && [ -d "$model/checkpoints" ]; then
-    same_settings "$hyp.settings" "$hyp" "$hyp and $hyp.* to translate again" "${DECODING[@]}"
+  # (no record: made by an earlier recipe, reused as made; no checkpoints: restored from an
+  # archive, whose averaged checkpoint is gone: every setting but the checkpoint is compared)
+  if [ -s "$hyp" ] && [ -f "$hyp.settings" ]; then
+    if [ -d "$model/checkpoints" ]; then
+      same_settings "$hyp.settings" "$hyp" "$hyp and $hyp.* to translate again" "${DECODING[@]}"
+    else
+      same_settings "$hyp.settings" "$hyp" "$model and $hyp* to train and translate again (the \
+run is restored from an archive, without checkpoints)" "${DECODING[0]}" "${DECODING[@]:2}"
+    fi
   fi
   if [ ! -s "$hyp" ]; then
     [ "$last" -eq 0 ] || depnmt average -m "$model" --last "$last" -o average
@@ -376,10 +386,11 @@ run_system() {
 # HYP.settings beside the hypotheses and compares it before it reuses them.
 decoding_settings() {
   local model=$1 src=$2 last=$3 ref=${LIKELIHOOD_REF:-${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}}
-  local checkpoint=best
+  local checkpoint=best alpha
   [ "$last" -eq 0 ] || checkpoint="average of the last $last"
-  DECODING=("model=$(digest "$model/manifest.json")" "checkpoint=$checkpoint" "beam=$BEAM"
-            "alpha=${ALPHA:-0.6}" "test source=$(digest "$src")"
+  alpha=$(LC_ALL=C printf '%g' "${ALPHA:-0.6}")     # numbers as numbers: 0.60 is 0.6, 04 is 4
+  DECODING=("model=$(digest "$model/manifest.json")" "checkpoint=$checkpoint" "beam=$((10#$BEAM))"
+            "alpha=$alpha" "test source=$(digest "$src")"
             "likelihood references=$(digest "$ref")")
 }
 

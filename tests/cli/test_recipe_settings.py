@@ -86,11 +86,11 @@ def stamps(work: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_a_rerun_with_another_budget_is_refused(campaign):
-    """The same settings again: everything skipped (nothing trained, translated or scored
-    again); STEPS=8: one line naming the model folder and each budget flag, exit 2, before
-    anything is made."""
+    """The same settings again (α written 0.60 for 0.6): everything skipped (nothing trained,
+    translated or scored again); STEPS=8: one line naming the model folder and each budget
+    flag, exit 2, before anything is made."""
     before = stamps(campaign)
-    again = run_compare(campaign)
+    again = run_compare(campaign, ALPHA="0.60")
     assert again.returncode == 0, again.stderr[-2000:]
     assert ": train" not in again.stdout and ": translate" not in again.stdout
     assert "test likelihood" not in again.stdout and stamps(campaign) == before

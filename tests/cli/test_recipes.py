@@ -200,6 +200,12 @@ def test_recipes_check_their_numbers_before_any_work(recipe, tmp_path):
         assert (result.returncode, result.stderr) == (
             2, f"error: {name}={value}: expected {auto}a whole number, at least {least}\n")
         assert not (tmp_path / "w").exists()
+    result = subprocess.run(["bash", str(REPO / "recipes" / recipe), str(tmp_path / "a")],
+                            env={**env, "ALPHA": "0,6"}, capture_output=True, text=True,
+                            check=False, timeout=60)
+    assert (result.returncode, result.stderr) == (
+        2, "error: ALPHA=0,6: expected a number, at least 0 (e.g. 0.6)\n")
+    assert not (tmp_path / "w").exists()
 
 
 def fake_wmt_download(folder: Path, shared_data: Path) -> Path:
@@ -542,6 +548,18 @@ def test_campaign_continues_from_its_archive_on_the_same_data(shared_data, tmp_p
     assert "test likelihood" not in again.stdout                  # archived with the run
     assert (work / "bpe-run" / "hyps" / "abs.en").read_text() == hyp
     assert json.loads((archive / "data.json").read_text()) == record
+    # what the archived hypotheses were made with is archived too: another BEAM is refused
+    # (they would be reported as beam 2's), naming what to remove: there is nothing to translate
+    # them again with
+    assert (archive / "bpe-run" / "hyps" / "abs.en.settings").is_file()
+    beam = run_enja(env, BEAM="2")
+    assert beam.returncode == 2 and ": translate" not in beam.stdout
+    errors = [line for line in beam.stderr.splitlines() if line.startswith("error:")]
+    hyp_path, model = work / "bpe-run" / "hyps" / "abs.en", work / "bpe-run" / "models" / "abs"
+    assert errors == [f"error: {hyp_path} was made with beam 1, not 2: give another setting "
+                      f"another work folder (DEPNMT_WORK), or remove {model} and {hyp_path}* to "
+                      f"train and translate again (the run is restored from an archive, without "
+                      f"checkpoints)"]
 
     shutil.rmtree(work)
     shutil.copytree(archive, work)
