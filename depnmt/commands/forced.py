@@ -85,7 +85,8 @@ def chunks(scorer, src_path: Path, src_format: str, tgt_path: Path) -> Iterator[
     from depnmt.core.textio import iter_lines
     if src_format == "conllu":
         from depnmt.core.conllu import read_conllu_numbered
-        sources: Iterator = ((line, tree.words, tree)
+        prepare = scorer.translator.src_tokenizer.prepare_words   # as prepare made tokens
+        sources: Iterator = ((line, prepare(tree.words), tree)
                              for line, tree in read_conllu_numbered(src_path))
     else:
         sources = ((n, scorer.translator.src_tokenizer.tokenize(text), None)

@@ -151,10 +151,11 @@ def model_results(translator: Any, settings: TranslateSettings, trees: list | No
     """The translations of the input: ``trees`` (:func:`read_trees`) or raw lines."""
     from depnmt.core.textio import iter_lines, stdin_lines
     input_path, nbest = settings.input_path, settings.nbest or 0
-    if trees is not None:
-        return translator.translate_words([list(t.words) for t in trees], trees,
-                                          trees_out=induced, target_trees_out=targets,
-                                          nbest=nbest)
+    if trees is not None:      # words as prepare made the model's (normalised, lowercased)
+        words = [translator.src_tokenizer.prepare_words(t.words) for t in trees]
+        return translator.translate_words(words, trees, trees_out=induced,
+                                          target_trees_out=targets, nbest=nbest,
+                                          line_numbers=[t.origin[1] for t in trees])
     lines = iter_lines(input_path) if input_path else stdin_lines()
     return translator.translate_lines(lines, trees_out=induced, target_trees_out=targets,
                                       nbest=nbest)

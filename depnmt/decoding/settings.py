@@ -93,8 +93,9 @@ class TranslateSettings:
     input_path: Path | None = option(None, "read this file instead of standard input", File(),
                                      flag=("-i", "--input"))
     input_format: str = option(
-        "text", "text: raw sentences; conllu: pre-parsed sentences (their words and trees are "
-        "used as they are)", Choice(INPUT_FORMATS))
+        "text", "text: raw sentences; conllu: pre-parsed sentences (their trees as they are, "
+        "their words normalised and lowercased as the model's training text was)",
+        Choice(INPUT_FORMATS))
     output_path: Path | None = option(
         None, "write the translations to this file instead of standard output, all or nothing: "
         "they go to a temporary file next to it that replaces FILE once every line is "

@@ -327,11 +327,14 @@ class Translator:
 
     def translate_words(self, words: Sequence[list[str]], trees: Sequence | None = None,
                         first_line: int = 1, trees_out: list | None = None,
-                        target_trees_out: list | None = None, nbest: int = 0) -> list:
+                        target_trees_out: list | None = None, nbest: int = 0,
+                        line_numbers: Sequence[int] | None = None) -> list:
         """Translate tokenized sentences (results as :meth:`translate_examples`); empty ones
         give empty lines (``nbest``: one :data:`EMPTY` translation) and empty trees without
-        decoding."""
+        decoding. Messages name sentence ``i`` as line ``line_numbers[i]`` of
+        :attr:`source_name` (a CoNLL-U block's first line), else ``first_line + i``."""
         keep = [i for i, w in enumerate(words) if w]
+        lines = line_numbers or range(first_line, first_line + len(words))
         out: list = [[EMPTY] if nbest else ""] * len(words)
         self.advance(len(words) - len(keep))
         induced: list | None = [] if trees_out is not None else None
@@ -339,7 +342,7 @@ class Translator:
         if keep:
             exs = self.examples([words[i] for i in keep],
                                 [trees[i] for i in keep] if trees is not None else None,
-                                line_numbers=[first_line + i for i in keep])
+                                line_numbers=[lines[i] for i in keep])
             for i, result in zip(keep, self.translate_examples(exs, induced, targets, nbest)):
                 out[i] = one_line(result)
         from depnmt.stages.parse import Sentence

@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from typing import Any
+from typing import Any, Sequence
 
 from depnmt.core.errors import DepnmtError
 
@@ -118,6 +118,19 @@ class Tokenizer:
     def tokenize(self, text: str) -> list[str]:
         """Normalise, tokenize and (optionally) lowercase one raw line."""
         return self.process(text)[1]
+
+    def prepare_words(self, words: Sequence[str]) -> list[str]:
+        """Words that are tokenized already (a CoNLL-U sentence's FORMs) made what ``prepare``
+        makes of a token: each normalised (:meth:`normalise`) and lowercased when ``lowercase``
+        is set, word for word — never split, joined or dropped, so a tree over ``words`` fits
+        the result. A word whose normalisation is empty or holds a space keeps its own form
+        (lowercased when set). Idempotent: ``prepare``'s own tokens come back unchanged."""
+        out = []
+        for word in words:
+            form = self.normalise(word)
+            form = word if not form or " " in form else form
+            out.append(form.lower() if self.lowercase else form)
+        return out
 
     def detokenize(self, tokens: list[str]) -> str:
         """Join tokens back into text (the inverse of tokenizing, as far as the kind allows)."""
