@@ -38,7 +38,9 @@ and tree distance: accuracy per category and distance bucket (1, 2–3, 4–6, 7
 scores nothing: it compares each system with the first, their accuracies pooled over runs,
 overall, per category and per linear-distance bucket, by approximate randomization over source
 sentences (a sentence's items shuffled together) stratified over runs, with Holm's adjustment
-over all the tests.
+over all the tests. Each run must be a training of its own: a model folder given twice, or two
+runs scored with one checkpoint, is refused; systems scored with checkpoints of different names
+(best, an average) are compared with a warning.
 """
 
 
@@ -57,7 +59,8 @@ def command(set_path: Path, **values) -> None:
     from depnmt.core.stagedir import check_output_files
     from depnmt.core.textio import atomic_open, write_stdout
     from depnmt.decoding.forced import ForcedScorer
-    from depnmt.evaluation.contrastive import evaluate, read_set, scored_pairs
+    from depnmt.evaluation.contrastive import (check_distinct_runs, evaluate, read_set,
+                                               scored_pairs)
     from depnmt.evaluation.contrastivestats import evaluation_dict, evaluation_markdown, set_digest
     from depnmt.storage.modeldir import default_checkpoint, model_reads, named_checkpoint
     decoding = from_options(DecodingSettings, values)
@@ -75,17 +78,18 @@ def command(set_path: Path, **values) -> None:
         return compare_systems(set_path, items, compare_paths, output_path)
     settings.check_scoring(model_dirs)
     groups = [list(model_dirs)] if settings.ensemble else [[d] for d in model_dirs]
+    checkpoints = [[named_checkpoint(d, checkpoint) if checkpoint else default_checkpoint(d)
+                    for d in group] for group in groups]
+    check_distinct_runs(checkpoints)
     used: dict[str, list[str]] = {}         # each model's checkpoints, recorded in -o's JSON
 
     def scorers(advance):
-        for group in groups:
-            ckpts = [named_checkpoint(d, checkpoint) if checkpoint else default_checkpoint(d)
-                     for d in group]
+        for group, ckpts in zip(groups, checkpoints):
             scorer = ForcedScorer.from_model_dirs(group, ckpts, **decoding.keywords(),
                                                   max_tokens=settings.max_tokens)
             scorer.progress = advance
             name = " + ".join(str(d) for d in group)
-            used[name] = [str(c) for c in ckpts]
+            used[name] = [str(Path(c).resolve()) for c in ckpts]   # (--compare checks them)
             yield name, scorer
     with input_progress("scoring", lambda: len(scored_pairs(items)) * len(groups),
                         streams_stdout=False) as advance:

@@ -37,7 +37,9 @@ def command(**values) -> None:
     (where the systems' segmentations are the same), as on BLEU: mean ± sd, Welch's interval,
     stratified approximate randomization on the per-sentence (−log p, words) sums, Holm, the
     paired bootstrap and an answer (lower NLL: yes, likely, no, not shown). A system with a
-    run without one says "no test likelihood archived".
+    run without one says "no test likelihood archived". A run whose HYP.settings (the
+    recipes' record) names another training than its model folder holds now (trained again
+    since) is refused.
 
     Power (with a test likelihood or --delta): per measure (BLEU, chrF, test NLL) the pooled
     run-to-run sd, the difference the present runs resolve, and the runs a side each --delta

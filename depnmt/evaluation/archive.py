@@ -120,19 +120,12 @@ def archive_runs(runs: Sequence, out: Path) -> list[Path]:
         for name in MODEL_FILES:
             copy_file(run.model_dir / name, model / name)
         hyps = make_dir(model.parent.parent / "hyps")
-        for evidence in (run.likelihood, hypothesis_settings(run.hyp)):
+        for evidence in (run.likelihood, run.settings):
             if evidence.is_file():
                 copy_file(evidence, hyps / evidence.name)
         copy_file(run.hyp, hyps / run.hyp.name)
         archived.append(model)
     return archived
-
-
-def hypothesis_settings(hyp: Path) -> Path:
-    """``HYP.settings``: the decoding settings the comparison recipes record beside the
-    hypotheses ``hyp`` (``recipes/lib/compare.sh``: ``record_settings``) and check before they
-    reuse them, restored runs included."""
-    return hyp.with_name(hyp.name + ".settings")
 
 
 def archived_name(model_dir: Path) -> str:

@@ -125,12 +125,31 @@ class ContrastiveSettings:
         if self.checkpoint and "/" in self.checkpoint:
             raise DepnmtError(f"--checkpoint {self.checkpoint}: give a checkpoint name that "
                               f"each model folder has (best, last, stepN, an average's name)")
-        names = [str(d) for d in model_dirs]
-        if len(set(names)) < len(names):
-            raise DepnmtError("a model is given twice (-m)")
+        seen: dict[Path, Path] = {}
+        for model_dir in map(Path, model_dirs):     # also under two spellings (a link, ../x)
+            where = model_dir.resolve()
+            if where in seen:
+                raise DepnmtError(f"a model is given twice (-m {seen[where]} and -m "
+                                  f"{model_dir}, one folder): each run is a training of its own")
+            seen[where] = model_dir
         if self.ensemble and len(model_dirs) < 2:
             raise DepnmtError("--ensemble scores with several models as one: give -m two or "
                               "more times")
+
+
+def check_distinct_runs(checkpoints: Sequence[Sequence[Path]]) -> None:
+    """Refuse two scorings (each a model, or an ensemble's models) of the same checkpoint
+    files, e.g. every -m given one --checkpoint file: one training counted as two runs would
+    shrink the sd and make the paired tests and ``--compare``'s p-values too small. The error
+    names the checkpoint."""
+    seen: set[tuple[Path, ...]] = set()
+    for files in checkpoints:
+        key = tuple(Path(f).resolve() for f in files)
+        if key in seen:
+            raise DepnmtError(f"two -m models would score with the same checkpoint "
+                              f"{', '.join(map(str, files))}: give --checkpoint a name each "
+                              f"model folder has (best, last, an average's name)")
+        seen.add(key)
 
 
 def read_set(path: Path, fmt: str, src: Path | None = None, tgt: Path | None = None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -35,6 +36,7 @@ from typing import Sequence
 import numpy as np
 
 from depnmt.core.errors import DepnmtError, InputError
+from depnmt.core.log import warn
 from depnmt.decoding.likelihood import Score
 from depnmt.evaluation.contrastive import Accuracy, Evaluation, Item, accuracy_of, item_sentences
 from depnmt.evaluation.significance import (DEFAULT_SEED, DEFAULT_SHUFFLES,
@@ -139,6 +141,7 @@ class System:
     name: str
     runs: list[list[bool]]
     normalized: bool | None = None          # the scores it compared (None: not recorded)
+    checkpoints: list[tuple[str, ...]] | None = None    # each run's files (None: not recorded)
 
     def pooled(self, mask: Sequence[bool]) -> Accuracy:
         picked = [d for run in self.runs for d, m in zip(run, mask) if m]
@@ -192,7 +195,40 @@ def read_system(path: Path, items: int, digest: str | None) -> System:
             raise InputError(path, None, f"model {name}: {len(decisions)} decisions, but the "
                                          f"set has {items} items: a result of another set")
         runs.append([bool(d) for d in decisions])
-    return System(str(path), runs, data.get("normalized"))
+    return System(str(path), runs, data.get("normalized"), run_checkpoints(path, data))
+
+
+def run_checkpoints(path: Path, data: dict) -> list[tuple[str, ...]] | None:
+    """The checkpoint files each run of a result file was scored with (``checkpoints``, in the
+    order of its ``models``; None when it records none, as files written before it did), each
+    run's as normalised paths; two runs of one checkpoint (one training counted as two runs,
+    which would make the stratified test's p too small) are an error naming the file."""
+    recorded = data.get("checkpoints")
+    if not isinstance(recorded, dict) or set(recorded) != set(data["models"]) or not all(
+            isinstance(files, list) and all(isinstance(f, str) for f in files)
+            for files in recorded.values()):
+        return None
+    runs, seen = [], {}
+    for name in data["models"]:
+        files = tuple(os.path.normpath(f) for f in recorded[name])
+        if files in seen:
+            raise InputError(path, None, f"models {seen[files]} and {name} were scored with the "
+                                         f"same checkpoint {', '.join(files)}: one training "
+                                         f"counted as two runs")
+        seen[files] = name
+        runs.append(files)
+    return runs
+
+
+def checkpoint_kinds(systems: Sequence[System]) -> None:
+    """Warn when the systems' runs were scored with checkpoints of different names (best.pt,
+    last.pt, an average's): the differences are then also those of checkpoint selection."""
+    kinds = {s.name: sorted({Path(f).name for run in s.checkpoints for f in run})
+             for s in systems if s.checkpoints}
+    if len({tuple(k) for k in kinds.values()}) > 1 or any(len(k) > 1 for k in kinds.values()):
+        warn("the systems were scored with checkpoints of different names ("
+             + "; ".join(f"{name}: {', '.join(k)}" for name, k in kinds.items())
+             + "): their differences are also those of checkpoint selection")
 
 
 def comparison_groups(items: Sequence[Item]) -> list[tuple[str, list[bool]]]:
@@ -226,6 +262,7 @@ def compare(items: Sequence[Item], systems: Sequence[System], shuffles: int = DE
             raise DepnmtError(f"{other.name} has {len(other.runs)} runs and {base.name} "
                               f"{len(base.runs)}: the stratified test shuffles runs between "
                               f"systems; compare systems of as many runs")
+    checkpoint_kinds(systems)
     tests, rows = [], []
     metric, sentence = PooledAccuracy(), item_sentences(items)
     for other in systems[1:]:

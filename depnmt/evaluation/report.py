@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from depnmt.core.errors import DepnmtError
+from depnmt.core.errors import DepnmtError, InputError
 from depnmt.core.log import warn
 from depnmt.core.optionspec import COUNT, SEED, Choice, File, Folder, check_options, option
 from depnmt.core.textio import atomic_open
@@ -174,7 +174,34 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
         check_not_training(name, members)
         check_distinct_models(name, members)
         check_distinct_hypotheses(name, members)
+        for run in members:
+            check_same_training(run)
     return groups
+
+
+def check_same_training(run: System) -> None:
+    """Refuse a run whose hypotheses were made by an earlier training in its model folder: the
+    comparison recipes record in ``HYP.settings`` (:attr:`System.settings`) the training they
+    translated (``model``: the first 16 hex digits of the SHA-256 of ``manifest.json``), and
+    score the test likelihood with the same checkpoint; a folder trained again since holds
+    another ``manifest.json``, and its BLEU and test NLL would be the earlier model's beside
+    the later one's training log. Runs without the record (or its ``model``) are not
+    checked."""
+    from depnmt.core.textio import read_json
+    manifest = Path(run.model_dir) / "manifest.json"
+    if not run.settings.is_file() or not manifest.is_file():
+        return
+    options = read_json(run.settings, f"{run.settings}: no such file").get("options")
+    made_by = options.get("model") if isinstance(options, dict) else None
+    if made_by in (None, "", "none"):
+        return
+    now = sha256(manifest)[:len(made_by)]
+    if now != made_by:
+        raise InputError(run.settings, None, f"its hypotheses {run.hyp} (and test likelihood) "
+                                             f"were made by the training whose manifest.json "
+                                             f"was {made_by}, but {manifest} is now {now}: "
+                                             f"{run.model_dir} was trained again since; "
+                                             f"translate the test set with it again")
 
 
 def check_not_training(name: str, members: Sequence[System]) -> None:

@@ -52,6 +52,13 @@ class System:
         from depnmt.decoding.likelihood import likelihood_file
         return likelihood_file(Path(self.hyp))
 
+    @property
+    def settings(self) -> Path:
+        """``HYP.settings``: what the comparison recipes made its hypotheses (and test
+        likelihood) with (``recipes/lib/compare.sh``: ``record_settings``), when they did."""
+        hyp = Path(self.hyp)
+        return hyp.with_name(hyp.name + ".settings")
+
 
 @dataclass
 class RunsSettings:

@@ -1,0 +1,126 @@
+"""Trust audit of the evidence tooling (``report``, ``contrastive --compare``): a number that
+belongs to another training, or one training counted as two runs, is refused, never reported
+with exit 0."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from depnmt.evaluation.contrastivestats import set_digest
+
+from .conftest import run_cli
+from .test_report import write_hyps
+
+SET = ("A dog runs.\tEin Hund läuft.\tEine Hund läuft.\tdeterminer\n"
+       "A man sleeps.\tEin Mann schläft.\tEin Mann schlafen.\tverb\n"
+       "Two girls play.\tZwei Mädchen spielen.\tZwei Mädchen spielt.\tverb\n")
+
+
+def record_settings(hyp: Path, model: Path | None) -> Path:
+    """``HYP.settings`` as the comparison recipes write it (``record_settings``): ``model`` is
+    the first 16 hex digits of the SHA-256 of ``model/manifest.json`` (``-``: another's)."""
+    made_by = (hashlib.sha256((model / "manifest.json").read_bytes()).hexdigest()[:16]
+               if model is not None else "0123456789abcdef")
+    path = hyp.with_name(hyp.name + ".settings")
+    path.write_text(json.dumps({"options": {"model": made_by, "checkpoint": "best",
+                                            "beam": "4"}}), encoding="utf-8")
+    return path
+
+
+def test_report_refuses_hypotheses_of_an_earlier_training(tiny_model, tiny_bpe, tmp_path,
+                                                          capsys):
+    """A run whose HYP.settings says its hypotheses (and test likelihood) were made by another
+    training than its model folder holds now (trained again since) is one error line naming
+    the record, exit 2, through -s and -f; a run made by this training, or without the record,
+    is reported."""
+    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    folder = tmp_path / "compare"
+    (folder / "hyps").mkdir(parents=True)
+    for name, hyp in (("abs", bad), ("rel", good)):
+        shutil.copytree(tiny_model, folder / "models" / name)
+        shutil.copy(hyp, folder / "hyps" / f"{name}.de")
+    base = ["report", "--ref", ref, "-b", "abs", "--shuffles", "20", "--bootstrap", "20"]
+    given = [*base, "-s", "abs", folder / "models" / "abs", folder / "hyps" / "abs.de",
+             "-s", "rel", folder / "models" / "rel", folder / "hyps" / "rel.de"]
+    record_settings(folder / "hyps" / "abs.de", folder / "models" / "abs")
+    assert run_cli(given) == 0                          # rel: no record, not checked
+    capsys.readouterr()
+    stale = record_settings(folder / "hyps" / "rel.de", None)
+    for args in (given, [*base, "-f", folder]):
+        assert run_cli(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {stale}: its hypotheses ") and "trained again" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    record_settings(folder / "hyps" / "rel.de", folder / "models" / "rel")
+    assert run_cli([*base, "-f", folder]) == 0
+
+
+def test_contrastive_refuses_one_training_scored_as_two_runs(tiny_model, tmp_path, capsys,
+                                                             monkeypatch):
+    """-m one model folder under two spellings (a link), or -m two folders that a --checkpoint
+    file makes score with one checkpoint, would be one training counted as two runs (its sd
+    0, its paired tests too confident): refused, exit 2. -o records each checkpoint's
+    resolved path."""
+    set_path = tmp_path / "set.tsv"
+    set_path.write_text(SET, encoding="utf-8")
+    link = tmp_path / "link"
+    os.symlink(tiny_model.resolve(), link)
+    assert run_cli(["contrastive", set_path, "-m", tiny_model, "-m", link]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: a model is given twice") and "one folder" in err
+    other = tmp_path / "other"
+    shutil.copytree(tiny_model, other)
+    monkeypatch.chdir(tiny_model / "checkpoints")       # -c best.pt: the file here, for both
+    assert run_cli(["contrastive", set_path, "-m", tiny_model, "-m", other, "-c",
+                    "best.pt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: two -m models would score with the same checkpoint"), err
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["contrastive", set_path, "-m", tiny_model, "-m", other,
+                    "-o", tmp_path / "r.json"]) == 0
+    recorded = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["checkpoints"]
+    assert list(recorded.values()) == [[str((m / "checkpoints" / "best.pt").resolve())]
+                                       for m in (tiny_model, other)]
+
+
+def result_file(path: Path, set_path: Path, runs: dict[str, tuple[list[int], str]]) -> Path:
+    """A result file as ``contrastive -o`` writes it: per model its decisions and the
+    checkpoint it was scored with."""
+    path.write_text(json.dumps({
+        "set": str(set_path), "set_sha256": set_digest(set_path), "normalized": False,
+        "checkpoints": {name: [ckpt] for name, (_, ckpt) in runs.items()},
+        "models": {name: {"decisions": d} for name, (d, _) in runs.items()}}), encoding="utf-8")
+    return path
+
+
+def test_compare_refuses_one_training_counted_as_two_runs(tmp_path, capsys):
+    """A result file whose two runs were scored with one checkpoint (one training counted twice:
+    the stratified test's p too small) is one error naming it; systems scored with checkpoints
+    of different names (best vs an average) are compared with a warning saying so."""
+    set_path = tmp_path / "set.tsv"
+    set_path.write_text(SET, encoding="utf-8")
+    base = result_file(tmp_path / "base.json", set_path, {
+        "s1": ([1, 0, 1], "/m/s1/checkpoints/best.pt"),
+        "s2": ([1, 1, 0], "/m/s2/checkpoints/best.pt")})
+    twice = result_file(tmp_path / "twice.json", set_path, {
+        "t1": ([1, 1, 1], "/m/t1/checkpoints/best.pt"),
+        "t1 again": ([1, 1, 1], "/m/t1/checkpoints/../checkpoints/best.pt")})
+    assert run_cli(["contrastive", set_path, "--compare", base, "--compare", twice]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {twice}: models t1 and t1 again were scored with the same "
+                          f"checkpoint"), err
+    averaged = result_file(tmp_path / "avg.json", set_path, {
+        "t1": ([1, 1, 1], "/m/t1/checkpoints/average.pt"),
+        "t2": ([1, 1, 0], "/m/t2/checkpoints/average.pt")})
+    assert run_cli(["contrastive", set_path, "--compare", base, "--compare", averaged]) == 0
+    err = capsys.readouterr().err
+    assert "checkpoints of different names" in err and "average.pt" in err
+    same = result_file(tmp_path / "same.json", set_path, {
+        "t1": ([1, 1, 1], "/m/t1/checkpoints/best.pt"),
+        "t2": ([1, 1, 0], "/m/t2/checkpoints/best.pt")})
+    assert run_cli(["contrastive", set_path, "--compare", base, "--compare", same]) == 0
+    assert "checkpoints of different names" not in capsys.readouterr().err
