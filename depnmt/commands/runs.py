@@ -34,7 +34,8 @@ def command(folders: tuple[Path, ...], **values) -> None:
       the averaged checkpoints (`depnmt average`); in the comparison recipes' layout
       (models/NAME beside hyps/NAME.LANG) whether the test hypotheses are written; after
       the state, "data changed at update N" for a run resumed on other data on purpose
-      (`train --resume-on-changed-data`; --json lists what changed).
+      (`train --resume-on-changed-data`), "settings changed at update N" for one resumed with
+      other flags (--json lists what changed).
     """
     from depnmt.core.errors import DepnmtError
     from depnmt.evaluation.runs import markdown, model_dirs, run_state

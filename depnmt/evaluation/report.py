@@ -628,17 +628,23 @@ def uas_table(records: Sequence[dict]) -> list[str]:
             "head is not in the future."]
 
 
-def data_change_notes(records: Sequence[dict]) -> list[str]:
+def change_notes(records: Sequence[dict]) -> list[str]:
     """A note for each run resumed on other data on purpose (``train
-    --resume-on-changed-data``: its log's ``data_changed`` records), as Markdown lines after a
-    blank one; none when every run trained on one set of data."""
-    notes = [f"- {r['system']}, {run['model_dir']}: at update {change['step']}: "
-             + "; ".join(change["changed"])
-             for r in records for run in r["runs"] for change in run.get("data_changed", [])]
-    if not notes:
-        return []
-    return ["", "Runs whose training data changed while they trained (resumed with "
-            "`--resume-on-changed-data`):", *notes]
+    --resume-on-changed-data``: its log's ``data_changed`` records) and for each resumed with
+    other settings (``settings_changed``: ``--warmup``, ``--max-steps``, ...), as Markdown
+    lines after a blank one; none when every run trained on one set of data with one set of
+    settings."""
+    lines = []
+    for key, title in (("data_changed", "Runs whose training data changed while they trained "
+                                        "(resumed with `--resume-on-changed-data`):"),
+                       ("settings_changed", "Runs whose settings changed while they trained "
+                                            "(resumed with other flags; each: the value it "
+                                            "trained with, not the new one):")):
+        notes = [f"- {r['system']}, {run['model_dir']}: at update {change['step']}: "
+                 + "; ".join(change["changed"])
+                 for r in records for run in r["runs"] for change in run.get(key, [])]
+        lines += ["", title, *notes] if notes else []
+    return lines
 
 
 def markdown(records: Sequence[dict], baselines: Sequence[str],
@@ -693,7 +699,7 @@ def markdown(records: Sequence[dict], baselines: Sequence[str],
     if deltas or any(r["likelihood_runs"] for r in records):
         lines += power_table(spread, deltas or {})
     lines += uas_table(records)
-    lines += data_change_notes(records)
+    lines += change_notes(records)
     if records and records[0].get("signatures"):
         names = {"bleu": "BLEU", "chrf": "chrF"}
         lines += ["", "sacreBLEU signatures: " + "; ".join(

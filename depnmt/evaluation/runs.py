@@ -14,7 +14,9 @@ them). Its state:
 * ``not saved`` — no checkpoint yet.
 
 A run resumed on other data on purpose (``train --resume-on-changed-data``) says so after its
-state: ``data changed at update N`` (the JSON lists what changed, ``data_changed``).
+state: ``data changed at update N`` (the JSON lists what changed, ``data_changed``); one
+resumed with other settings (``--warmup``, ``--max-steps``, ...) says ``settings changed at
+update N`` (``settings_changed``).
 
 In the comparison recipes' layout (``FOLDER/models/NAME`` beside ``FOLDER/hyps/NAME.LANG``) it
 also says whether the run's test hypotheses are written.
@@ -33,7 +35,7 @@ from depnmt.core.manifest import load_manifest
 from depnmt.core.optionspec import check_options, option
 from depnmt.core.schemename import scheme_name
 from depnmt.storage.modeldir import checkpoint_dir, read_config, read_metrics
-from depnmt.training.provenance import EVENT
+from depnmt.training.provenance import EVENT, SETTINGS_EVENT
 
 RESERVED = {"last", "best"}
 
@@ -99,24 +101,29 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
         "selected_epoch": selected and selected["epoch"],
         "selected_dev_nll": selected and selected.get("dev_nll"),
         "finished": bool(ends),
-        "data_changed": data_changes(records),
+        "data_changed": resume_changes(records, EVENT),
+        "settings_changed": resume_changes(records, SETTINGS_EVENT),
     }
     if valid:
         summary.update({k: v for k, v in valid[-1].items() if k.startswith("dev_uas")})
     return summary
 
 
-def data_changes(records: Sequence[dict]) -> list[dict]:
-    """The resumes on other data (``train --resume-on-changed-data``) the log records: ``step``
-    (the update the run continued from) and ``changed`` (what differed) of each."""
+def resume_changes(records: Sequence[dict], event: str) -> list[dict]:
+    """The resumes the log records as ``event``: on other data (``data_changed``, ``train
+    --resume-on-changed-data``) or with other settings (``settings_changed``): ``step`` (the
+    update the run continued from) and ``changed`` (what differed) of each."""
     return [{"step": r.get("step"), "changed": r.get("changed") or []}
-            for r in records if r["event"] == EVENT]
+            for r in records if r["event"] == event]
 
 
-def changes_note(changes: Sequence[dict]) -> str:
-    """``data changed at update 10`` (``..., 40``), or "" when the data never changed."""
-    steps = ", ".join(str(c["step"]) for c in changes)
-    return f"data changed at update {steps}" if changes else ""
+def changes_note(state: dict[str, Any]) -> str:
+    """``data changed at update 10``, ``settings changed at update 10, 40``, both, or "" when
+    the run trained on one data set with one set of settings (a :func:`run_state` record)."""
+    notes = [f"{what} changed at update {', '.join(str(c['step']) for c in changes)}"
+             for what, changes in (("data", state.get("data_changed")),
+                                   ("settings", state.get("settings_changed"))) if changes]
+    return "; ".join(notes)
 
 
 def mean_of(values: Sequence) -> float | None:
@@ -252,7 +259,8 @@ def run_state(model_dir: Path) -> dict[str, Any]:
     minutes are left to the epoch cap at that pace (:func:`minutes_left`), the selection metric's
     ``best`` value and the update it came from, the last validation's metric, the averaged
     checkpoints, whether the recipe's hypothesis file is written (None outside the recipes'
-    layout) and the resumes on changed data (``data_changed``: :func:`data_changes`)."""
+    layout) and the resumes on changed data or settings (``data_changed``,
+    ``settings_changed``: :func:`resume_changes`)."""
     config = read_config(model_dir)
     training = config.get("training", {})
     records = read_metrics(model_dir)
@@ -301,6 +309,7 @@ def run_state(model_dir: Path) -> dict[str, Any]:
         if ckpt.is_dir() else [],
         "hypothesis": written,
         "data_changed": summary["data_changed"],
+        "settings_changed": summary["settings_changed"],
     }
 
 
@@ -325,7 +334,7 @@ def markdown(states: Sequence[dict[str, Any]], root: Path | None = None) -> str:
         run = Path(s["run"])
         if root is not None and run.is_relative_to(root):
             run = run.relative_to(root)
-        state = "; ".join(filter(None, [s["state"], changes_note(s.get("data_changed", []))]))
+        state = "; ".join(filter(None, [s["state"], changes_note(s)]))
         cells = [str(run), s["scheme"], s["seed"], state, s["epoch"], s["updates"],
                  None if s["min_per_epoch"] is None else round(s["min_per_epoch"], 1),
                  None if s["max_min_left"] is None else round(s["max_min_left"]),

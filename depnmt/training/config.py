@@ -220,6 +220,7 @@ class TrainingRun:
     schemes: list[Scheme] = field(default_factory=list)   # built once: checked, learned
     provenance: dict[str, Any] = field(default_factory=dict)  # what it trains on (provenance)
     data_changed: list[str] = field(default_factory=list)     # resumed on other data: what
+    settings_changed: list[str] = field(default_factory=list)  # resumed with other settings
     digests: dict[Path, str] = field(default_factory=dict)    # sha256 of the files read
     written: dict[str, Any] | None = None           # the config.json rank 0 wrote
 
@@ -321,7 +322,10 @@ def from_params(params: dict[str, Any], given: set[str]) -> TrainingRun:
     :func:`inherit_saved`), in today's terms (a 0.1.0 scheme name or option warns,
     :func:`today_terms`) and checked: a :class:`~depnmt.core.errors.UsageError` for options that do
     not go together."""
+    from depnmt.storage.modeldir import CONFIG
     saved = read_saved(Path(params["model_dir"])) if params["resume"] else None
+    changed = (setting_changes(params, given, saved, Path(params["model_dir"]) / CONFIG)
+               if saved is not None else [])
     params = (inherit_saved(params, given, params["model_dir"], saved) if saved is not None
               else dict(params))
     check_data_dir(params, given)
@@ -340,13 +344,15 @@ def from_params(params: dict[str, Any], given: set[str]) -> TrainingRun:
                          f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
     schemes = scheme_entries_of(params["scheme"], params, given, name.components)
     check_together(params, given)
-    return TrainingRun(
+    run = TrainingRun(
         params["data_dir"], params["model_dir"], ModelConfig(0, 0, **arch, schemes=schemes),
         TrainOptions(**sections["train_"]), search_config(**sections["search_"]),
         params["trees_dir"], params["resume"], params["tensorboard"],
         saved_settings(params, name.components),
         None if params["resume"] or not params.get("init_from") else Path(params["init_from"]),
         bool(params.get("resume_on_changed_data")), saved)
+    run.settings_changed = changed
+    return run
 
 
 def check_data_dir(params: dict[str, Any], given: set[str]) -> None:

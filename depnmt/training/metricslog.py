@@ -5,8 +5,9 @@ size, the budget and the stop rule in effect).
 
 The log holds each record once after any number of kills and resumes: every checkpoint
 records how many records the log held when it was saved (``log_records``), and ``--resume``
-keeps that many (:meth:`MetricsLog.rewind`), plus the ``data_changed`` records of a resume on
-other data (:mod:`depnmt.training.provenance`)."""
+keeps that many (:meth:`MetricsLog.rewind`), plus the records of a resume on other data
+(``data_changed``, :mod:`depnmt.training.provenance`) or with other settings
+(``settings_changed``, :func:`depnmt.training.provenance.settings_record`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from depnmt.core.log import info
 from depnmt.core.textio import append_line, atomic_open
 from depnmt.storage.modeldir import metrics_lines
 from depnmt.training import distributed as dist
-from depnmt.training.provenance import EVENT
+from depnmt.training.provenance import EVENT, SETTINGS_EVENT
+
+RESUME_EVENTS = (EVENT, SETTINGS_EVENT)     # logged before a resumed run re-reaches any step
 
 if TYPE_CHECKING:
     from depnmt.model.transformer import ModelConfig
@@ -59,17 +62,19 @@ class MetricsLog:
     def rewind(self, keep: int | None, step: int, checkpoint: Path) -> None:
         """Keep the records written before the checkpoint resumed from (``keep`` of them; None
         for a checkpoint of an earlier depnmt: those up to its update ``step``; the records
-        after it are logged again when their steps are re-run) and the ``data_changed`` ones
-        (they record the data, logged before the run re-reaches any step); rewritten
+        after it are logged again when their steps are re-run) and the :data:`RESUME_EVENTS`
+        ones (they record the data and settings, logged before the run re-reaches any step);
+        rewritten
         atomically. A line that is not UTF-8 is an error naming it."""
         lines = metrics_lines(self.path) if self.path.exists() else []
         if keep is None:
             keep = records_up_to(lines, step)
-        kept = lines[:keep] + [line for line in lines[keep:] if event_of(line) == EVENT]
+        kept = lines[:keep] + [line for line in lines[keep:]
+                               if event_of(line) in RESUME_EVENTS]
         if len(kept) < len(lines):
             with atomic_open(self.path) as fh:
                 fh.writelines(kept)
-            dropped = [line for line in lines[keep:] if event_of(line) != EVENT]
+            dropped = [line for line in lines[keep:] if event_of(line) not in RESUME_EVENTS]
             if any(event_of(line) not in ("end", "stopped") for line in dropped):    # redone
                 info(f"{self.path}: dropped {len(dropped)} record(s) written after "
                      f"{checkpoint.name} was saved (step {step}); their steps are run again")

@@ -41,6 +41,7 @@ from depnmt.data.record import sha256
 FORMAT = 1
 KEY = "provenance"              # config.json's key
 EVENT = "data_changed"          # metrics.jsonl's record of a resume on changed data
+SETTINGS_EVENT = "settings_changed"     # ... and of one with other settings (--warmup, ...)
 ACCEPT_FLAG = "--resume-on-changed-data"
 
 
@@ -225,3 +226,12 @@ def changed_record(step: int, changes: list[str]) -> dict[str, Any]:
     seconds of the other records)."""
     return {"event": EVENT, "step": step, "changed": list(changes),
             "time": round(time.time(), 3)}
+
+
+def settings_record(step: int, elapsed: float, changes: list[str]) -> dict[str, Any]:
+    """The ``metrics.jsonl`` record of a resume with other settings: ``{"event":
+    "settings_changed", "step": N, "changed": ["--FLAG BEFORE, not NOW", ...], "time": T}``
+    (``step``: the update the run continues from; ``time``: its training seconds, as the other
+    records count them; ``changed``: :func:`depnmt.training.config.setting_changes`)."""
+    return {"event": SETTINGS_EVENT, "step": step, "changed": list(changes),
+            "time": round(elapsed, 3)}

@@ -52,8 +52,9 @@ from depnmt.model.schemes.base import Scheme
 from depnmt.model.schemes.registry import SCHEMES, check_schemes, learn_options, with_learned
 from depnmt.model.transformer import ModelConfig
 from depnmt.storage.modeldir import (CONFIG, LOCK, MODEL_FILES, check_same_subwords, checkpoint_dir,
-                                     load_vocabs, metrics_lines, read_config, save_vocabs,
-                                     subword_digests, subword_files, write_config)
+                                     load_model_checkpoint, load_vocabs, metrics_lines,
+                                     read_config, save_vocabs, subword_digests, subword_files,
+                                     write_config)
 from depnmt.training import distributed as dist
 from depnmt.training import provenance
 from depnmt.training.config import TrainingRun
@@ -94,8 +95,8 @@ def prepare_run(run: TrainingRun) -> TrainingRun:
     ref = prepare_dir / f"dev.raw.{bpe['tgt_lang']}"
     run.dev_refs = read_lines(ref) if ref.exists() and run.dev_data else []
     if dist.is_main():
-        if run.data_changed:
-            log_data_changed(run)
+        if run.resume:     # refused before config.json records the run's settings, not after
+            log_resume_changes(run, resumable(run))
         write_model_dir(run, bpe, load_manifest(prepare_dir, "prepare", verify=False))
     dist.barrier()
     return run
@@ -185,16 +186,34 @@ def check_data(run: TrainingRun, bpe: dict) -> dict[str, Any]:
     return now
 
 
-def log_data_changed(run: TrainingRun) -> None:
-    """Append the ``data_changed`` record of ``run.data_changed`` to ``metrics.jsonl``, at the
-    update ``last.pt`` holds (the resumed run's rewind keeps it), and say so."""
-    from depnmt.storage.checkpoint import load_checkpoint
+def resumable(run: TrainingRun) -> dict[str, Any]:
+    """The progress ``last.pt`` holds, once it is known to fit the run ``--resume`` configured
+    (architecture, scheme and options, vocabularies: :func:`load_model_checkpoint`), else its
+    DepnmtError: raised before :func:`write_model_dir` writes the new settings into
+    ``config.json`` (a refused resume left them there, and every later ``--resume`` took them
+    and was refused too)."""
     last = checkpoint_dir(run.model_dir) / "last.pt"
-    step = load_checkpoint(last)["progress"]["step"]
-    append_line(run.model_dir / METRICS,
-                json.dumps(provenance.changed_record(step, run.data_changed)))
-    warn(f"{run.model_dir}: continuing from update {step} on changed data "
-         f"({'; '.join(run.data_changed)}); recorded in {METRICS}")
+    state = load_model_checkpoint(last, run.model.to_dict(), subword_digests(run.model_dir))
+    return state["progress"]
+
+
+def log_resume_changes(run: TrainingRun, progress: dict[str, Any]) -> None:
+    """Append to ``metrics.jsonl``, at the update ``last.pt`` holds (``progress``; the resumed
+    run's rewind keeps them), the ``data_changed`` record of ``run.data_changed`` and the
+    ``settings_changed`` record of ``run.settings_changed`` (each when there is one), and say
+    so: the config.json written next records the new data and settings alone."""
+    step = progress["step"]
+    if run.data_changed:
+        append_line(run.model_dir / METRICS,
+                    json.dumps(provenance.changed_record(step, run.data_changed)))
+        warn(f"{run.model_dir}: continuing from update {step} on changed data "
+             f"({'; '.join(run.data_changed)}); recorded in {METRICS}")
+    if run.settings_changed:
+        append_line(run.model_dir / METRICS, json.dumps(provenance.settings_record(
+            step, progress.get("elapsed", 0.0), run.settings_changed)))
+        warn(f"{run.model_dir}: trained up to update {step} with "
+             f"{'; '.join(run.settings_changed)}: it continues with the settings given; "
+             f"recorded in {METRICS}")
 
 
 def complete_model(run: TrainingRun) -> list[Scheme]:

@@ -223,8 +223,12 @@ def test_resume_on_changed_data_continues_and_is_recorded(tiny_model, tiny_bpe, 
     state = json.loads(capsys.readouterr().out)
     assert state["data_changed"] == [{"step": 12, "changed": changed[0]["changed"]}]
     assert state["updates"] == 16
+    # each --max-steps was another setting than the run had trained with
+    assert state["settings_changed"] == [{"step": 12, "changed": ["--max-steps 12, not 14"]},
+                                         {"step": 14, "changed": ["--max-steps 14, not 16"]}]
     assert run_cli(["runs", tmp_path / "camp"]) == 0
-    assert "| finished: update cap; data changed at update 12 |" in capsys.readouterr().out
+    assert ("| finished: update cap; data changed at update 12; settings changed at update "
+            "12, 14 |") in capsys.readouterr().out
 
 
 def test_report_notes_a_run_trained_on_changed_data(tiny_model, tiny_bpe, edited_bpe,
@@ -240,6 +244,8 @@ def test_report_notes_a_run_trained_on_changed_data(tiny_model, tiny_bpe, edited
     out = capsys.readouterr().out
     assert "Runs whose training data changed while they trained" in out
     assert f"- tuned, {model}: at update 12: {edited_bpe / 'train.en'} differs" in out
+    assert "Runs whose settings changed while they trained" in out
+    assert f"- tuned, {model}: at update 12: --max-steps 12, not 13" in out
 
 
 def test_old_model_folders_resume_with_a_warning(tiny_model, tiny_bpe, tmp_path, capsys):

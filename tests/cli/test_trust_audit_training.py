@@ -51,6 +51,43 @@ def test_resume_with_another_lr_trains_at_that_peak(tiny_bpe, tmp_path, capsys):
     assert json.loads((model / "config.json").read_text())["training"]["lr"] == 1e-3
 
 
+def test_resume_with_other_settings_says_so_and_logs_it(tiny_bpe, tmp_path, capsys):
+    """``--resume`` with another --warmup and --label-smoothing: one warning naming both values
+    and the update, and a ``settings_changed`` record in metrics.jsonl at that update
+    (config.json records only the new values: nothing said what the first updates trained
+    with); it survives a later resume's rewind; the same settings again add nothing. A resume
+    that is refused (another --dropout) leaves config.json and the log as they were (it wrote
+    its settings into config.json, and every later --resume took them and was refused)."""
+    model = tmp_path / "m"
+    flags = overriding(TINY_MODEL, "--workers", "0")
+    assert run_cli(["train", "-i", tiny_bpe, "-o", model, *flags, "--max-steps", "4",
+                    "--valid-every", "4"]) == 0
+    capsys.readouterr()
+    again = ["train", "-i", tiny_bpe, "-o", model, "--resume", "--workers", "0"]
+    config, log = ((model / name).read_bytes() for name in ("config.json", "metrics.jsonl"))
+    # refused (a checkpoint trains on with its own dropout): nothing recorded, nothing changed
+    assert run_cli([*again, "--max-steps", "6", "--dropout", "0.2"]) == 2
+    assert "checkpoint was trained with dropout=0.1" in capsys.readouterr().err
+    assert [(model / name).read_bytes() for name in ("config.json", "metrics.jsonl")] == [
+        config, log]
+    assert run_cli([*again, "--max-steps", "6", "--warmup", "20", "--label-smoothing",
+                    "0.2"]) == 0
+    assert (f"warning: {model}: trained up to update 4 with --warmup {WARMUP}, not 20; "
+            f"--label-smoothing 0.1, not 0.2; --max-steps 4, not 6: it continues with the "
+            f"settings given; recorded in metrics.jsonl") in capsys.readouterr().err
+    assert run_cli([*again, "--max-steps", "8"]) == 0
+    records = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
+    changed = [r for r in records if r["event"] == "settings_changed"]
+    assert [(r["step"], r["changed"]) for r in changed] == [
+        (4, [f"--warmup {WARMUP}, not 20", "--label-smoothing 0.1, not 0.2",
+             "--max-steps 4, not 6"]),
+        (6, ["--max-steps 6, not 8"])]
+    train_times = [r["time"] for r in records if r["event"] == "train"]
+    assert all(r["time"] <= max(train_times) for r in changed)       # the training clock
+    assert run_cli([*again, "--max-steps", "8"]) == 0                   # finished: nothing to add
+    assert "settings_changed" not in capsys.readouterr().err
+
+
 def test_the_logged_rate_is_the_one_adam_stepped_with():
     torch.manual_seed(0)
     model = TransformerNMT(ModelConfig(20, 20, d_model=8, n_heads=2, d_ff=8, encoder_layers=1,
