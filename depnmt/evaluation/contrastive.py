@@ -12,6 +12,9 @@ category with a 95 % Wilson score interval (over the effective number of items w
 share a source sentence: :mod:`depnmt.evaluation.clustered`); with several models (e.g. seeds),
 also their mean ± sd and a paired test of each model's decisions against the first model's
 (McNemar's exact test, or a sign-flip permutation test over sentences where items share them).
+Each item's *margin* — the reference's score minus the best variant's (:func:`item_margins`;
+> 0 where the item is decided correctly) — is kept too: a measure that still tells models
+apart where both decide nearly every item correctly.
 
 Formats read (:func:`read_set`):
 
@@ -249,8 +252,16 @@ def read_contrapro(path: Path, src: Path, tgt: Path) -> list[Item]:
 
 def score_items(items: Sequence[Item], scorer, normalized: bool = False) -> list[bool]:
     """Whether ``scorer`` (a :class:`~depnmt.decoding.forced.ForcedScorer`) gives each item's
-    reference
-    a higher score than every variant; each (source, translation) pair is scored once."""
+    reference a higher score than every variant (its :func:`item_margins` > 0)."""
+    return [margin > 0 for margin in item_margins(items, scorer, normalized)]
+
+
+def item_margins(items: Sequence[Item], scorer, normalized: bool = False) -> list[float]:
+    """Each item's *margin*: the score ``scorer`` (a
+    :class:`~depnmt.decoding.forced.ForcedScorer`) gives its reference minus the highest it
+    gives a variant — log p(reference | source) − max over variants of log p(variant |
+    source), in nats (``normalized``: of the length-normalised scores). The item is decided
+    correctly when it is > 0. Each (source, translation) pair is scored once."""
     pairs = scored_pairs(items)
     empty = next((it for it in items if not it.source.strip()), None)
     if empty is not None:
@@ -262,7 +273,7 @@ def score_items(items: Sequence[Item], scorer, normalized: bool = False) -> list
         where = next(it.where for it in items if it.source == source)
         raise DepnmtError(f"{where}: {exc.message}") from None
     value = {pair: (r.score if normalized else r.logprob) for pair, r in zip(pairs, results)}
-    return [all(value[it.source, it.reference] > value[it.source, v] for v in it.variants)
+    return [value[it.source, it.reference] - max(value[it.source, v] for v in it.variants)
             for it in items]
 
 
@@ -335,6 +346,7 @@ class Evaluation:
 
     items: list[Item]
     decisions: dict[str, list[bool]] = field(default_factory=dict)   # model name -> per item
+    margins: dict[str, list[float]] = field(default_factory=dict)    # (:func:`item_margins`)
 
     def categories(self) -> list[str]:
         return sorted({it.category for it in self.items})
@@ -362,6 +374,8 @@ class Evaluation:
                 "all": self.accuracy(m).to_dict(),
                 "by_category": {c: self.accuracy(m, c).to_dict() for c in self.categories()},
                 "decisions": [int(d) for d in self.decisions[m]]}
+            if m in self.margins:
+                out["models"][m]["margins"] = list(self.margins[m])
             if m != models[0]:
                 test, p = self.paired(m)
                 out["models"][m].update({"test_vs_first": test, "p_vs_first": p},
@@ -406,5 +420,7 @@ def evaluate(items: Sequence[Item], scorers: Iterable[tuple[str, object]],
         raise DepnmtError("the contrastive set has no items")
     evaluation = Evaluation(list(items))
     for name, scorer in scorers:
-        evaluation.decisions[name] = score_items(evaluation.items, scorer, normalized)
+        margins = item_margins(evaluation.items, scorer, normalized)
+        evaluation.margins[name] = margins
+        evaluation.decisions[name] = [margin > 0 for margin in margins]
     return evaluation

@@ -134,22 +134,40 @@ class PooledAccuracy:
         return Score(100 * stats[0] / stats[1])
 
 
+class MeanMargin:
+    """The mean margin (nats) as a metric of summed statistics ``[sum of margins, items]``
+    (:class:`PooledAccuracy`'s interface)."""
+
+    def _compute_score_from_stats(self, stats: Sequence[float]) -> Score:
+        return Score(stats[0] / stats[1])
+
+
 @dataclass
 class System:
-    """One result file of ``contrastive -o``: its runs' decisions, ``[runs][items]``."""
+    """One result file of ``contrastive -o``: its runs' decisions, ``[runs][items]``, and
+    their margins where it records them (:func:`~depnmt.evaluation.contrastive.item_margins`;
+    None for a file written before they were)."""
 
     name: str
     runs: list[list[bool]]
     normalized: bool | None = None          # the scores it compared (None: not recorded)
     checkpoints: list[tuple[str, ...]] | None = None    # each run's files (None: not recorded)
+    margins: list[list[float]] | None = None             # [runs][items] (None: not recorded)
 
     def pooled(self, mask: Sequence[bool]) -> Accuracy:
         picked = [d for run in self.runs for d, m in zip(run, mask) if m]
         return Accuracy(sum(picked), len(picked))
 
-    def stats(self, mask: Sequence[bool], sentence: Sequence[int]) -> np.ndarray:
-        """``[runs, sentences, 2]``: ``[correct, items]`` per run and source sentence, over
-        the items in ``mask`` (``sentence[i]``: item ``i``'s sentence,
+    def mean_margin(self, mask: Sequence[bool]) -> float:
+        """The mean margin (nats) over the runs' items in ``mask``."""
+        picked = [x for run in self.margins or [] for x, m in zip(run, mask) if m]
+        return sum(picked) / len(picked) if picked else math.nan
+
+    def stats(self, mask: Sequence[bool], sentence: Sequence[int],
+              measure: str = "accuracy") -> np.ndarray:
+        """``[runs, sentences, 2]``: ``[correct, items]`` (``measure`` "margin": ``[sum of
+        margins, items]``) per run and source sentence, over the items in ``mask``
+        (``sentence[i]``: item ``i``'s sentence,
         :func:`~depnmt.evaluation.contrastive.item_sentences`; the sentences in order of their
         first item in the mask)."""
         keep = np.flatnonzero(np.asarray(mask, dtype=bool))
@@ -157,9 +175,10 @@ class System:
                                       return_inverse=True)
         order = np.argsort(np.argsort(first))            # cluster index -> order of first item
         cluster = order[cluster]
-        correct = np.asarray(self.runs, dtype=np.float64)[:, keep]
-        out = np.zeros((correct.shape[0], len(first), 2))
-        for r, row in enumerate(correct):
+        values = self.margins if measure == "margin" else self.runs
+        per_item = np.asarray(values, dtype=np.float64)[:, keep]
+        out = np.zeros((per_item.shape[0], len(first), 2))
+        for r, row in enumerate(per_item):
             out[r, :, 0] = np.bincount(cluster, weights=row, minlength=len(first))
         out[:, :, 1] = np.bincount(cluster, minlength=len(first))
         return out
@@ -195,7 +214,26 @@ def read_system(path: Path, items: int, digest: str | None) -> System:
             raise InputError(path, None, f"model {name}: {len(decisions)} decisions, but the "
                                          f"set has {items} items: a result of another set")
         runs.append([bool(d) for d in decisions])
-    return System(str(path), runs, data.get("normalized"), run_checkpoints(path, data))
+    return System(str(path), runs, data.get("normalized"), run_checkpoints(path, data),
+                  run_margins(path, models, runs))
+
+
+def run_margins(path: Path, models: dict, runs: list[list[bool]]) -> list[list[float]] | None:
+    """Each run's ``margins`` (None when the file records none for some model: written before
+    they were); a list that does not fit the model's decisions (its length, or a sign that
+    contradicts a decision) is an error naming the file."""
+    out = []
+    for (name, record), decisions in zip(models.items(), runs):
+        margins = record.get("margins")
+        if margins is None:
+            return None
+        if not isinstance(margins, list) or len(margins) != len(decisions) or not all(
+                isinstance(x, (int, float)) and math.isfinite(x) and (x > 0) == d
+                for x, d in zip(margins, decisions)):
+            raise InputError(path, None, f"model {name}: its margins do not fit its decisions "
+                                         f"(one number per item, > 0 where it decided right)")
+        out.append([float(x) for x in margins])
+    return out
 
 
 def run_checkpoints(path: Path, data: dict) -> list[tuple[str, ...]] | None:
@@ -249,8 +287,46 @@ def comparison_groups(items: Sequence[Item]) -> list[tuple[str, list[bool]]]:
 def compare(items: Sequence[Item], systems: Sequence[System], shuffles: int = DEFAULT_SHUFFLES,
             seed: int = DEFAULT_SEED) -> list[dict]:
     """Every other system against ``systems[0]`` on every :func:`comparison_groups` row: a dict
-    per test (``system``, ``group``, ``items``, pooled ``accuracy`` and ``baseline`` (%),
-    ``difference``, ``p``, Holm-adjusted ``p_holm``). The systems need as many runs each."""
+    per test (``measure`` "accuracy": ``system``, ``group``, ``items``, pooled ``accuracy`` and
+    ``baseline`` (%), ``difference``, ``p``, Holm-adjusted ``p_holm``); where every system
+    records its margins, the same rows again for the mean margin (``measure`` "margin",
+    ``margin`` and ``baseline`` in nats). Holm's adjustment is over each measure's tests. The
+    systems need as many runs each."""
+    check_comparable(systems)
+    base = systems[0]
+    measures = ["accuracy"] + (["margin"] if all(s.margins for s in systems) else [])
+    rows = []
+    sentence = item_sentences(items)
+    for measure in measures:
+        tests, mine = [], []
+        metric = PooledAccuracy() if measure == "accuracy" else MeanMargin()
+        for other in systems[1:]:
+            for label, mask in comparison_groups(items):
+                mine.append({"measure": measure, "system": other.name, "group": label,
+                             "items": sum(mask), **measure_values(measure, other, base, mask)})
+                tests.append((metric, base.stats(mask, sentence, measure),
+                              other.stats(mask, sentence, measure)))
+        found = approximate_randomization_tests(tests, shuffles, seed)
+        for row, p, adjusted in zip(mine, found, holm(found)):
+            row.update(p=p, p_holm=adjusted)
+        rows += mine
+    return rows
+
+
+def measure_values(measure: str, other: System, base: System, mask: Sequence[bool]) -> dict:
+    """A comparison row's values of ``measure`` on the items in ``mask``: ``other``'s and the
+    baseline's pooled accuracy (%) or mean margin (nats), and their difference."""
+    if measure == "accuracy":
+        mine, theirs = 100 * other.pooled(mask).value, 100 * base.pooled(mask).value
+    else:
+        mine, theirs = other.mean_margin(mask), base.mean_margin(mask)
+    return {measure: mine, "baseline": theirs, "difference": mine - theirs}
+
+
+def check_comparable(systems: Sequence[System]) -> None:
+    """The systems were scored alike (``--normalized`` or not) and have as many runs each,
+    else a DepnmtError; a warning when their checkpoints' names differ
+    (:func:`checkpoint_kinds`)."""
     base = systems[0]
     for other in systems[1:]:
         if None not in (base.normalized, other.normalized) \
@@ -263,30 +339,31 @@ def compare(items: Sequence[Item], systems: Sequence[System], shuffles: int = DE
                               f"{len(base.runs)}: the stratified test shuffles runs between "
                               f"systems; compare systems of as many runs")
     checkpoint_kinds(systems)
-    tests, rows = [], []
-    metric, sentence = PooledAccuracy(), item_sentences(items)
-    for other in systems[1:]:
-        for label, mask in comparison_groups(items):
-            mine, theirs = other.pooled(mask), base.pooled(mask)
-            rows.append({"system": other.name, "group": label, "items": sum(mask),
-                         "accuracy": 100 * mine.value, "baseline": 100 * theirs.value,
-                         "difference": 100 * (mine.value - theirs.value)})
-            tests.append((metric, base.stats(mask, sentence), other.stats(mask, sentence)))
-    pvalues = approximate_randomization_tests(tests, shuffles, seed)
-    for row, p, adjusted in zip(rows, pvalues, holm(pvalues)):
-        row.update(p=p, p_holm=adjusted)
-    return rows
 
 
 def comparison_markdown(rows: Sequence[dict], baseline: str, runs: int) -> str:
-    """The table of :func:`compare`, then how it was tested."""
+    """The tables of :func:`compare` (accuracy; the mean margin where the systems record
+    it), then how they were tested."""
+    accuracy = [r for r in rows if r.get("measure", "accuracy") == "accuracy"]
+    margin = [r for r in rows if r.get("measure") == "margin"]
     head = ["system", "group", "items", "accuracy %", "baseline %", "difference", "p",
             "p (Holm)"]
-    table = markdown_table(head, [
-        [r["system"], r["group"], str(r["items"]), f"{r['accuracy']:.1f}",
-         f"{r['baseline']:.1f}", f"{r['difference']:+.1f}", f"{r['p']:.3g}",
-         f"{r['p_holm']:.3g}"] for r in rows])
-    return (f"Baseline: {baseline}. Accuracy pooled over each system's {runs} run(s); p: "
+    text = (f"Baseline: {baseline}. Accuracy pooled over each system's {runs} run(s); p: "
             f"approximate randomization over source sentences (a sentence's items shuffled "
-            f"together), stratified over runs, two-sided; Holm over the {len(rows)} tests."
-            f"\n\n" + table)
+            f"together), stratified over runs, two-sided; Holm over the {len(accuracy)} tests."
+            f"\n\n" + markdown_table(head, [
+                [r["system"], r["group"], str(r["items"]), f"{r['accuracy']:.1f}",
+                 f"{r['baseline']:.1f}", f"{r['difference']:+.1f}", f"{r['p']:.3g}",
+                 f"{r['p_holm']:.3g}"] for r in accuracy]))
+    if margin:
+        head = ["system", "group", "items", "margin", "baseline", "difference", "p",
+                "p (Holm)"]
+        text += ("\nMean margin (nats): log p(reference) − log p(best variant) per item, "
+                 "pooled over the runs; larger is a clearer preference for the reference. "
+                 f"Tested as above; Holm over its {len(margin)} tests.\n\n"
+                 + markdown_table(head, [
+                     [r["system"], r["group"], str(r["items"]), f"{r['margin']:.3f}",
+                      f"{r['baseline']:.3f}", f"{r['difference']:+.3f}", f"{r['p']:.3g}",
+                      f"{r['p_holm']:.3g}"] for r in margin]))
+    return text
+

@@ -95,6 +95,8 @@ def test_one_model_per_category_decisions_are_the_forced_scores(models, tsv, tmp
                  (tmp_path / f"{c}.scores").read_text(encoding="utf-8").splitlines()]
                 for c in ("ref", "var"))
     assert mine["decisions"] == [int(r > v) for r, v in zip(ref, var)]
+    # and each margin is the reference's log-probability less the variant's
+    assert mine["margins"] == pytest.approx([r - v for r, v in zip(ref, var)], abs=1e-3)
 
 
 def test_several_models_and_every_format(models, tsv, tmp_path, capsys):

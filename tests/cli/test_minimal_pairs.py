@@ -333,3 +333,58 @@ def test_compare_shuffles_a_sentences_items_together():
 
     assert 0.01 < p_value(1) < 0.5
     assert p_value(5) == p_value(1)
+
+
+def margin_file(path: Path, set_path: Path, runs: list[list[float]]) -> Path:
+    """A result file of ``contrastive -o`` whose runs record ``runs``' margins (and the
+    decisions they make)."""
+    result_file(path, set_path, [[int(m > 0) for m in run] for run in runs])
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for record, margins in zip(data["models"].values(), runs):
+        record["margins"] = margins
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_compare_finds_a_margin_difference_where_accuracy_is_at_ceiling(pairs_tsv, tmp_path,
+                                                                       capsys):
+    """Both systems decide every item right (accuracy 100 %: nothing to find), one with
+    margins 0.3 nats larger on negation: the margin rows find it, and nothing else; the same
+    system with its runs reordered: p = 1; a file without margins: accuracy rows only."""
+    rows = read_pairs(pairs_tsv)
+    rng = random.Random(5)
+    base = [[0.5 + rng.expovariate(1.0) for _ in rows] for _ in range(3)]
+    better = [[m + (0.3 if r[3] == "negation" else 0.0) for r, m in zip(rows, run)]
+              for run in base]
+    files = [margin_file(tmp_path / f"{n}.json", pairs_tsv, runs)
+             for n, runs in (("base", base), ("same", base[::-1]), ("better", better))]
+    capsys.readouterr()
+    assert run_cli(["contrastive", pairs_tsv, *[a for f in files for a in ("--compare", f)],
+                    "-o", tmp_path / "cmp.json"]) == 0
+    assert "Mean margin (nats)" in capsys.readouterr().out
+    tests = json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))["comparisons"]
+    accuracy = [t for t in tests if t["measure"] == "accuracy"]
+    assert accuracy and all(t["p"] == 1.0 and t["difference"] == 0 for t in accuracy)
+    margin = {(t["system"], t["group"]): t for t in tests if t["measure"] == "margin"}
+    assert all(t["p"] == 1.0 for (system, _), t in margin.items() if system == str(files[1]))
+    negation = margin[str(files[2]), "negation"]
+    assert negation["difference"] == pytest.approx(0.3) and negation["p_holm"] < 0.01
+    assert all(t["p"] == 1.0 for (system, group), t in margin.items()
+               if system == str(files[2]) and group in CATEGORIES and group != "negation")
+    plain = result_file(tmp_path / "plain.json", pairs_tsv, [[1] * len(rows)] * 3)
+    assert run_cli(["contrastive", pairs_tsv, "--compare", files[0], "--compare", plain]) == 0
+    assert "Mean margin" not in capsys.readouterr().out
+
+
+def test_compare_refuses_margins_that_contradict_their_decisions(pairs_tsv, tmp_path, capsys):
+    n = len(read_pairs(pairs_tsv))
+    good = margin_file(tmp_path / "good.json", pairs_tsv, [[1.0] * n])
+    bad = margin_file(tmp_path / "bad.json", pairs_tsv, [[1.0] * n])
+    data = json.loads(bad.read_text(encoding="utf-8"))
+    data["models"]["seed0"]["margins"][0] = -1.0        # a decision right, its margin < 0
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli(["contrastive", pairs_tsv, "--compare", good, "--compare", bad]) == 2
+    assert capsys.readouterr().err == (f"error: {bad}: model seed0: its margins do not fit its "
+                                       f"decisions (one number per item, > 0 where it decided "
+                                       f"right)\n")
