@@ -425,8 +425,10 @@ def block(comparison: Comparison, report: Callable[[Comparison], Report] = run_r
 
 PAIRS_SUFFIX = ".minimal-pairs.json"    # a run's minimal-pair decisions, beside its hypotheses
 PAIRS = "pairs"                         # the minimal-pair accuracy's key beside report's measures
-MEASURE_LABELS = {"bleu": "BLEU", "nll": "test NLL/word", PAIRS: "minimal-pair accuracy (%)"}
-MEASURE_DIGITS = {"bleu": 2, "nll": 4, PAIRS: 2}
+MARGIN = "margin"                       # ... and their mean margin's (contrastive's margins)
+MEASURE_LABELS = {"bleu": "BLEU", "nll": "test NLL/word", PAIRS: "minimal-pair accuracy (%)",
+                  MARGIN: "minimal-pair margin (nats)"}
+MEASURE_DIGITS = {"bleu": 2, "nll": 4, PAIRS: 2, MARGIN: 3}
 
 
 @dataclass(frozen=True)
@@ -548,67 +550,91 @@ def read_set_index(path: Path) -> tuple[list, str]:
     return items, first.split(" = ", 1)[1]
 
 
-def pairs_decisions(evidence: Evidence) -> tuple[list, list[list]]:
+def pairs_results(evidence: Evidence) -> tuple[list, list[list]]:
     """The minimal-pair set's items (:func:`read_set_index`; none without the set) and, per
-    side (system, baseline), each chosen run's decisions (``[models][items]``, the file
-    ``contrastive -o`` wrote), None for a run without them."""
+    side (system, baseline), each chosen run's result file as
+    :class:`~depnmt.evaluation.contrastivestats.System` (its models' decisions, and margins
+    where it records them: ``contrastive -o``), None for a run without one."""
     from depnmt.evaluation.contrastivestats import read_system
     setfile = REPO / evidence.pairs_set
     items, digest = read_set_index(setfile) if setfile.is_file() else ([], "")
     sides = []
     for runs in (evidence.system.chosen(), evidence.baseline.chosen()):
         files = [r.pairs(evidence.lang) for r in runs]
-        sides.append([read_system(f, len(items), digest).runs if items and f.is_file() else None
+        sides.append([read_system(f, len(items), digest) if items and f.is_file() else None
                       for f in files])
     return items, sides
 
 
+def has_measure(result, key: str) -> bool:
+    """Whether a run's result file (:func:`pairs_results`) holds measure ``key``: decisions
+    (:data:`PAIRS`), margins too (:data:`MARGIN`)."""
+    return result is not None and (key == PAIRS or result.margins is not None)
+
+
 def pairs_systems(evidence: Evidence, items: list, sides: list[list]) -> list | None:
-    """The two sides of :func:`pairs_decisions` as
-    :class:`~depnmt.evaluation.contrastivestats.System` (every run's decisions pooled), or None
-    unless every chosen run has its decisions."""
+    """The two sides of :func:`pairs_results` as
+    :class:`~depnmt.evaluation.contrastivestats.System` (every run's decisions pooled, and
+    margins where every run has them), or None unless every chosen run has its decisions."""
     from depnmt.evaluation.contrastivestats import System
-    if not items or any(decided is None for side in sides for decided in side):
+    if not items or not all(has_measure(r, PAIRS) for side in sides for r in side):
         return None
-    return [System(name, [run for decided in side for run in decided])
-            for name, side in zip((evidence.system.name, evidence.baseline.name), sides)]
+    pooled = []
+    for name, side in zip((evidence.system.name, evidence.baseline.name), sides):
+        margins = ([m for r in side for m in r.margins]
+                   if all(has_measure(r, MARGIN) for s in sides for r in s) else None)
+        pooled.append(System(name, [run for r in side for run in r.runs], margins=margins))
+    return pooled
 
 
-def pairs_measure(evidence: Evidence) -> dict:
-    """The minimal-pair accuracy (%) of each chosen run (None without its decisions or without
-    the set) and, where every run has them, the comparison: the difference of the mean
-    accuracies with Welch's interval, and ``p_ar``: approximate randomization over the set's
-    source sentences stratified over runs, as ``depnmt contrastive --compare`` (None with
-    unequal run counts)."""
+def run_value(result, key: str, items: int) -> float | None:
+    """A run's value of measure ``key``: its accuracy (%, :data:`PAIRS`) or mean margin (nats,
+    :data:`MARGIN`), the mean over the file's models; None without it."""
+    if not has_measure(result, key):
+        return None
+    if key == PAIRS:
+        return 100 * sum(map(sum, result.runs)) / items / len(result.runs)
+    return sum(map(sum, result.margins)) / items / len(result.margins)
+
+
+def pairs_measure(evidence: Evidence, key: str = PAIRS) -> dict:
+    """The minimal-pair accuracy (%; ``key`` :data:`MARGIN`: the mean margin, nats) of each
+    chosen run (None without it or without the set) and, where every run has it, the
+    comparison: the difference of the means with Welch's interval, and ``p_ar``: approximate
+    randomization over the set's source sentences stratified over runs, as ``depnmt
+    contrastive --compare`` (None with unequal run counts)."""
     from dataclasses import asdict
 
     from depnmt.evaluation import significance as sig
     from depnmt.evaluation.contrastive import item_sentences
-    from depnmt.evaluation.contrastivestats import PooledAccuracy
-    items, sides = pairs_decisions(evidence)
-    values = [[None if decided is None else 100 * sum(map(sum, decided)) / len(items)
-               / len(decided) for decided in side] for side in sides]
+    from depnmt.evaluation.contrastivestats import MeanMargin, PooledAccuracy
+    items, sides = pairs_results(evidence)
+    values = [[run_value(r, key, len(items)) for r in side] for side in sides]
     systems = pairs_systems(evidence, items, sides)
-    if systems is None:
+    if systems is None or (key == MARGIN and systems[0].margins is None):
         return {"values": values, "comparison": None}
-    accuracy = [[100 * sum(run) / len(items) for run in s.runs] for s in systems]
-    comparison = asdict(sig.mean_difference(accuracy[1], accuracy[0]))
+    measure, metric = ("accuracy", PooledAccuracy()) if key == PAIRS else ("margin",
+                                                                          MeanMargin())
+    per_run = [[100 * sum(run) / len(items) for run in s.runs] if key == PAIRS
+               else [sum(run) / len(items) for run in s.margins] for s in systems]
+    comparison = asdict(sig.mean_difference(per_run[1], per_run[0]))
     every, sentence = [True] * len(items), item_sentences(items)
     comparison["p_ar"] = sig.approximate_randomization_tests(
-        [(PooledAccuracy(), systems[1].stats(every, sentence),
-          systems[0].stats(every, sentence))])[0] \
+        [(metric, systems[1].stats(every, sentence, measure),
+          systems[0].stats(every, sentence, measure))])[0] \
         if len(systems[0].runs) == len(systems[1].runs) else None
-    return {"values": accuracy, "comparison": comparison}
+    return {"values": per_run, "comparison": comparison}
 
 
 def pairs_block(evidence: Evidence) -> str:
-    """Where the minimal-pair accuracies differ: ``depnmt contrastive --compare``'s table of
-    the system against the baseline (each pooled over its runs) on all items, each category and
-    each linear-distance bucket of a category with several, approximate randomization over
-    sentences stratified over runs, Holm over the table; a line saying what is missing until
-    every chosen run has its decisions (or the sides have unequal run counts)."""
+    """Where the minimal-pair accuracies (and margins, where every run has them) differ:
+    ``depnmt contrastive --compare``'s tables of the system against the baseline (each pooled
+    over its runs) on all items, each category and each linear-distance bucket of a category
+    with several, approximate randomization over sentences stratified over runs, Holm over
+    each table; a line saying what is missing until every chosen run has its decisions (or
+    the sides have unequal run counts)."""
     from depnmt.evaluation.contrastivestats import compare, comparison_markdown
-    items, sides = pairs_decisions(evidence)
+    items, sides = pairs_results(evidence)
     systems = pairs_systems(evidence, items, sides)
     if systems is None:
         return ("Not every run of the question has its minimal-pair decisions archived yet: "
@@ -629,6 +655,7 @@ def measures(evidence: Evidence, records: list[dict]) -> dict[str, dict]:
     names = (evidence.system.name, evidence.baseline.name)
     out = {key: report_measure(records, key, *names) for key in ("bleu", "nll")}
     out[PAIRS] = pairs_measure(evidence)
+    out[MARGIN] = pairs_measure(evidence, MARGIN)
     deltas = dict(evidence.deltas)
     for key, m in out.items():
         complete = m["comparison"] is not None
@@ -714,14 +741,14 @@ def evidence_table(evidence: Evidence, records: list[dict]) -> str:
               "difference of the means, Welch's 95 % interval over runs; p AR: approximate "
               "randomization stratified over runs (BLEU and test NLL: `depnmt report` above; "
               "minimal pairs: over the set's source sentences, as `depnmt contrastive "
-              "--compare`), "
+              "--compare`; the margin: log p(reference) − log p(variant), per item), "
               "Holm-adjusted over the measures compared; pooled sd: run-to-run, over the two "
               "systems; ± resolved: the half-width of the 95 % interval of a difference with "
               "the present runs a side (the fewer of the two); runs a side for Δ: the runs a "
               "side that difference needs to be found at two-sided α 0.05 with probability "
               f"{power} (`depnmt report --delta`). Resolved: **yes** or **no** by the "
               "answer rule above (test NLL: lower is better); not archived: runs without the "
-              "test likelihood (`HYP.ref-logprob`) or the minimal-pair decisions "
+              "test likelihood (`HYP.ref-logprob`) or the minimal-pair decisions or margins "
               f"(`HYP{PAIRS_SUFFIX}`) count here, never dropped."]
     return "\n".join(lines)
 

@@ -32,16 +32,20 @@ def pairs_set(root) -> str:
     return "archive/pairs.index.tsv"
 
 
-def write_decisions(root, hyp, accuracy: float, seed: int) -> None:
+def write_decisions(root, hyp, accuracy: float, seed: int, margins: bool = True) -> None:
     """``HYP.minimal-pairs.json`` as ``depnmt contrastive -o`` writes it: one model, each item
-    decided correctly with probability ``accuracy``."""
+    decided correctly with probability ``accuracy``, its margin (where ``margins``: files of
+    earlier versions have none) 0.1–2 nats on the side of its decision."""
     from depnmt.evaluation.contrastivestats import set_digest
     rng = random.Random(seed)
     decisions = [int(rng.random() < accuracy) for _ in range(ITEMS)]
+    model = {"decisions": decisions}
+    if margins:
+        model["margins"] = [(1 if d else -1) * rng.uniform(0.1, 2.0) for d in decisions]
     hyp.with_name(hyp.name + gen.PAIRS_SUFFIX).write_text(json.dumps({
         "set": "pairs.tsv", "format": "tsv", "normalized": False,
         "set_sha256": set_digest(root / "pairs.tsv"),
-        "models": {"model": {"decisions": decisions}}}), encoding="utf-8")
+        "models": {"model": model}}), encoding="utf-8")
 
 
 def archive_runs(root, tiny_model, ref, folder: str, system: dict, seeds: range,
@@ -62,7 +66,7 @@ def archive_runs(root, tiny_model, ref, folder: str, system: dict, seeds: range,
         if "nll" not in skip:
             write_likelihood(hyp, words, system["nll"], seed, noise=0.02)
         if "pairs" not in skip:
-            write_decisions(root, hyp, system["pairs"], seed)
+            write_decisions(root, hyp, system["pairs"], seed, "margins" not in skip)
         runs.append(run)
     return runs
 
@@ -105,16 +109,24 @@ def test_a_known_difference_is_resolved_on_every_measure(archive, tiny_model):
     assert table["BLEU"][1] == "3 + 3" and float(table["BLEU"][4].split()[0]) > 10
     assert table["test NLL/word"][4].startswith("-0.2")
     assert 20 < float(table["minimal-pair accuracy (%)"][4].split()[0]) < 40    # ~ +30 points
-    for label in ("BLEU", "test NLL/word", "minimal-pair accuracy (%)"):
+    assert float(table["minimal-pair margin (nats)"][4].split()[0]) > 0.3       # ~ +0.63
+    for label in ("BLEU", "test NLL/word", "minimal-pair accuracy (%)",
+                  "minimal-pair margin (nats)"):
         assert f"- **{label}: resolved at 3 runs a side**: " in text, label
-        assert table[label][8].startswith("Δ ") and table[label][7].startswith("±")
+        assert table[label][7].startswith("±")
+    for label in ("BLEU", "test NLL/word", "minimal-pair accuracy (%)"):
+        assert table[label][8].startswith("Δ ")
     verdicts = text.split("\n\nRuns: ")[0]
-    assert verdicts.count("**yes**") == 3 and "not archived" not in verdicts
+    assert verdicts.count("**yes**") == 4 and "not archived" not in verdicts
     assert "**Do trees beat random trees?** BLEU resolved at 3 runs a side (Δ +" in text
     by_group = gen.pairs_block(evidence(tree, rand, pairs))     # by category and distance
     assert by_group.startswith("Baseline: random. Accuracy pooled over each system's 3 run(s)")
+    by_group, margins = by_group.split("\nMean margin (nats): ")
     groups = {row.split(" | ")[1]: row.split(" | ") for row in by_group.splitlines()
               if row.startswith("| tree |")}
+    margin = next(row.split(" | ") for row in margins.splitlines()
+                  if row.startswith("| tree | **all** |"))
+    assert float(margin[5]) > 0.3 and float(margin[7].rstrip(" |")) < 0.01
     assert list(groups) == ["**all**", "agreement", "negation", "agreement, linear 1",
                             "agreement, linear 2–3", "negation, linear 1", "negation, linear 2–3"]
     assert float(groups["**all**"][5]) > 20 and float(groups["**all**"][7].rstrip(" |")) < 0.01
@@ -125,13 +137,15 @@ def test_a_known_difference_is_resolved_on_every_measure(archive, tiny_model):
 def test_equal_systems_are_not_resolved_and_missing_measures_are_counted(archive, tiny_model):
     """Two systems of the same quality: not resolved on BLEU (with the difference the runs
     resolve); a tree run archived without its test likelihood and minimal pairs makes those
-    measures "not archived", the run counted, not dropped."""
+    measures "not archived", the run counted, not dropped; so does a random-tree run whose
+    decisions record no margins (an earlier version's) for the margin."""
     root, ref = archive
     pairs = pairs_set(root)
     same = {"drop": 0.3, "nll": 2.0, "pairs": 0.7}
     tree = archive_runs(root, tiny_model, ref, "tree", same, range(1, 3))
     tree += archive_runs(root, tiny_model, ref, "tree", same, range(3, 4), skip=("nll", "pairs"))
-    rand = archive_runs(root, tiny_model, ref, "rand", same, range(11, 14))
+    rand = archive_runs(root, tiny_model, ref, "rand", same, range(11, 13))
+    rand += archive_runs(root, tiny_model, ref, "rand", same, range(13, 14), skip=("margins",))
     text = gen.evidence_block(evidence(tree, rand, pairs))
     table = rows(text)
     assert "- **BLEU: not resolved at 3 runs a side**: Δ " in text
@@ -140,7 +154,10 @@ def test_equal_systems_are_not_resolved_and_missing_measures_are_counted(archive
         assert table[label][2:4] == ["not archived (1 of 3 runs without)",
                                      "not archived (0 of 3 runs without)"]
         assert f"- **{label}: not archived** (tree: 1 of 3 runs without): " in text
-    assert "test NLL/word not archived; minimal-pair accuracy (%) not archived." in text
+    assert table["minimal-pair margin (nats)"][2:4] == ["not archived (1 of 3 runs without)",
+                                                        "not archived (1 of 3 runs without)"]
+    assert ("test NLL/word not archived; minimal-pair accuracy (%) not archived; minimal-pair "
+            "margin (nats) not archived.") in text
     assert gen.pairs_block(evidence(tree, rand, pairs)).startswith(
         "Not every run of the question has its minimal-pair decisions archived yet")
 
