@@ -180,28 +180,41 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
 
 
 def check_same_training(run: System) -> None:
-    """Refuse a run whose hypotheses were made by an earlier training in its model folder: the
-    comparison recipes record in ``HYP.settings`` (:attr:`System.settings`) the training they
-    translated (``model``: the first 16 hex digits of the SHA-256 of ``manifest.json``), and
-    score the test likelihood with the same checkpoint; a folder trained again since holds
-    another ``manifest.json``, and its BLEU and test NLL would be the earlier model's beside
-    the later one's training log. Runs without the record (or its ``model``) are not
-    checked."""
+    """Refuse a run whose hypotheses were made by an earlier training in its model folder, or
+    whose hypotheses or test likelihood are not the files the recipe made: the comparison
+    recipes record in ``HYP.settings`` (:attr:`System.settings`) the training they translated
+    (``model``: the first 16 hex digits of the SHA-256 of ``manifest.json``) and the digests
+    of the hypotheses and the test likelihood they wrote (``hypotheses``, ``likelihood``);
+    a folder trained again since holds another ``manifest.json`` (its BLEU and test NLL would
+    be the earlier model's beside the later one's log), and a file made again by hand would
+    be reported as made with the recorded checkpoint, beam and test set. Runs without the
+    record (or a key of it) are not checked on that key."""
     from depnmt.core.textio import read_json
-    manifest = Path(run.model_dir) / "manifest.json"
-    if not run.settings.is_file() or not manifest.is_file():
+    if not run.settings.is_file():
         return
     options = read_json(run.settings, f"{run.settings}: no such file").get("options")
-    made_by = options.get("model") if isinstance(options, dict) else None
-    if made_by in (None, "", "none"):
-        return
-    now = sha256(manifest)[:len(made_by)]
-    if now != made_by:
-        raise InputError(run.settings, None, f"its hypotheses {run.hyp} (and test likelihood) "
-                                             f"were made by the training whose manifest.json "
-                                             f"was {made_by}, but {manifest} is now {now}: "
-                                             f"{run.model_dir} was trained again since; "
-                                             f"translate the test set with it again")
+    options = options if isinstance(options, dict) else {}
+    manifest = Path(run.model_dir) / "manifest.json"
+    for key, path in (("model", manifest), ("hypotheses", Path(run.hyp)),
+                      ("likelihood", run.likelihood)):
+        made = options.get(key)
+        if made in (None, "", "none") or not path.is_file():
+            continue
+        now = sha256(path)[:len(made)]
+        if now != made:
+            raise InputError(run.settings, None, mismatch(run, key, path, made, now))
+
+
+def mismatch(run: System, key: str, path: Path, made: str, now: str) -> str:
+    """What :func:`check_same_training` says when ``path``, recorded as ``key``, changed."""
+    if key == "model":
+        return (f"its hypotheses {run.hyp} (and test likelihood) were made by the training "
+                f"whose manifest.json was {made}, but {path} is now {now}: {run.model_dir} "
+                f"was trained again since; translate the test set with it again")
+    return (f"records {path} as sha256 {made}…, but it is {now}… now: it was made again or "
+            f"changed after the recipe wrote it, so what this record says made it may not "
+            f"have; let the recipe make it again (remove the hypotheses, {path.name} and "
+            f"this record)")
 
 
 def check_not_training(name: str, members: Sequence[System]) -> None:

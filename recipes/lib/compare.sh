@@ -135,6 +135,21 @@ os.replace(f"{record}.tmp", record)
 PY
 }
 
+# add_settings RECORD KEY=VALUE...: RECORD (a record_settings file) with these settings added or
+# replaced, the others kept.
+add_settings() {
+  python - "$@" <<'PY'
+import json, os, sys
+record, settings = sys.argv[1], dict(s.partition("=")[::2] for s in sys.argv[2:])
+with open(record, encoding="utf-8") as fh:
+    data = json.load(fh)
+data.setdefault("options", {}).update(settings)
+with open(f"{record}.tmp", "w", encoding="utf-8") as out:
+    json.dump(data, out, indent=1)
+os.replace(f"{record}.tmp", record)
+PY
+}
+
 # seeded DIR: DIR for SEED=1 (the default), DIR-seedN for SEED=N — so that runs with other
 # seeds sit side by side (at the CPU budgets one run's BLEU noise exceeds most scheme differences).
 SEED=${SEED:-1}
@@ -364,13 +379,15 @@ run is restored from an archive, without checkpoints)" "${DECODING[0]}" "${DECOD
     depnmt translate -m "$model" "${ckpt[@]}" --beam "$BEAM" --alpha "${ALPHA:-0.6}" \
       -i "$test_src" > "$hyp.tmp"
     rm -f "$hyp.ref-logprob"                         # the old checkpoint's
-    record_settings "$hyp.settings" "${DECODING[@]}"
+    record_settings "$hyp.settings" "${DECODING[@]}" "hypotheses=$(digest "$hyp.tmp")"
     mv "$hyp.tmp" "$hyp"
   fi
   if [ ! -s "$hyp.ref-logprob" ]; then
     if [ -d "$model/checkpoints" ]; then
       echo "== $name (seed $SEED): test likelihood $(date -u +%H:%M:%S)"
       test_likelihood "$model" "$test_src" "$hyp.ref-logprob" "${ckpt[@]}"
+      [ ! -f "$hyp.settings" ] || [ ! -s "$hyp.ref-logprob" ] \
+        || add_settings "$hyp.settings" "likelihood=$(digest "$hyp.ref-logprob")"
     else
       echo "== $name (seed $SEED): no test likelihood (restored from an archive without it," \
         "and without checkpoints to compute it)"
@@ -383,7 +400,9 @@ run is restored from an archive, without checkpoints)" "${DECODING[0]}" "${DECOD
 # hypotheses and test likelihood are made from: the finished training (model: the sha256 of
 # MODEL/manifest.json), the checkpoint (best, or the average of the LAST newest kept), BEAM,
 # ALPHA, and the test source and likelihood references (sha256). run_system records it in
-# HYP.settings beside the hypotheses and compares it before it reuses them.
+# HYP.settings beside the hypotheses and compares it before it reuses them; it adds the sha256
+# of the hypotheses it wrote and of their test likelihood (hypotheses=, likelihood=), which
+# `depnmt report` checks the files against.
 decoding_settings() {
   local model=$1 src=$2 last=$3 ref=${LIKELIHOOD_REF:-${TEST_REF:-$WORK/prepare/test.raw.$TGT_LANG}}
   local checkpoint=best alpha

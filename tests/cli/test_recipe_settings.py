@@ -6,6 +6,7 @@ reporting the old setting's numbers as the new one's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -130,3 +131,7 @@ def test_a_rerun_with_another_beam_is_refused(campaign, tmp_path):
     assert "test likelihood" in remade.stdout and (hyps / "abs.de.ref-logprob").exists()
     record = json.loads((hyps / "abs.de.settings").read_text())["options"]
     assert (record["beam"], record["alpha"], record["checkpoint"]) == ("2", "0.6", "best")
+    # and the files it wrote, which `depnmt report` checks against the record
+    assert [record["hypotheses"], record["likelihood"]] == [
+        hashlib.sha256((hyps / name).read_bytes()).hexdigest()[:16]
+        for name in ("abs.de", "abs.de.ref-logprob")]

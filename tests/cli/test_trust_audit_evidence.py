@@ -59,6 +59,45 @@ def test_report_refuses_hypotheses_of_an_earlier_training(tiny_model, tiny_bpe, 
     assert run_cli([*base, "-f", folder]) == 0
 
 
+def test_report_refuses_hypotheses_changed_after_their_record(tiny_model, tiny_bpe, tmp_path,
+                                                             capsys):
+    """The recipes record the digests of the hypotheses and of the test likelihood they
+    wrote: a hypothesis file translated again by hand (another beam) or a test likelihood of
+    another checkpoint put beside it is one error line naming the record and the file, exit 2;
+    the files as recorded are reported."""
+    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    folder = tmp_path / "compare"
+    (folder / "hyps").mkdir(parents=True)
+    shutil.copytree(tiny_model, folder / "models" / "abs")
+    hyp = folder / "hyps" / "abs.de"
+    shutil.copy(good, hyp)
+    likelihood = folder / "hyps" / "abs.de.ref-logprob"
+    words = [len(line.split()) for line in Path(ref).read_text(encoding="utf-8").splitlines()]
+    likelihood.write_text("logprob\ttokens\twords\n" + "".join(
+        f"{-2.0 * n:.4f}\t{n + 1}\t{n}\n" for n in words), encoding="utf-8")
+    record = record_settings(hyp, folder / "models" / "abs")
+    data = json.loads(record.read_text(encoding="utf-8"))
+    data["options"].update({name: hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+                            for name, path in (("hypotheses", hyp),
+                                               ("likelihood", likelihood))})
+    record.write_text(json.dumps(data), encoding="utf-8")
+    args = ["report", "--ref", ref, "--shuffles", "20", "--bootstrap", "20", "-f", folder]
+    assert run_cli(args) == 0
+    capsys.readouterr()
+    lines = likelihood.read_text(encoding="utf-8").splitlines(keepends=True)
+    other = "".join([lines[0], "-99.0000" + lines[1][lines[1].index("\t"):], *lines[2:]])
+    for path, changed in ((likelihood, other), (hyp, bad.read_text(encoding="utf-8"))):
+        kept = path.read_text(encoding="utf-8")
+        path.write_text(changed, encoding="utf-8")
+        assert run_cli(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {record}: records {path} as sha256 "), err
+        assert "made again or changed after the recipe wrote it" in err
+        assert len(err.strip().splitlines()) == 1
+        path.write_text(kept, encoding="utf-8")
+    assert run_cli(args) == 0
+
+
 def test_contrastive_refuses_one_training_scored_as_two_runs(tiny_model, tmp_path, capsys,
                                                              monkeypatch):
     """-m one model folder under two spellings (a link), or -m two folders that a --checkpoint
