@@ -14,6 +14,7 @@ from depnmt.evaluation.contrastivestats import set_digest
 
 from .conftest import run_cli
 from .test_report import write_hyps
+from .test_trust_audit import results_folder
 
 SET = ("A dog runs.\tEin Hund läuft.\tEine Hund läuft.\tdeterminer\n"
        "A man sleeps.\tEin Mann schläft.\tEin Mann schlafen.\tverb\n"
@@ -37,12 +38,8 @@ def test_report_refuses_hypotheses_of_an_earlier_training(tiny_model, tiny_bpe, 
     training than its model folder holds now (trained again since) is one error line naming
     the record, exit 2, through -s and -f; a run made by this training, or without the record,
     is reported."""
-    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
-    folder = tmp_path / "compare"
-    (folder / "hyps").mkdir(parents=True)
-    for name, hyp in (("abs", bad), ("rel", good)):
-        shutil.copytree(tiny_model, folder / "models" / name)
-        shutil.copy(hyp, folder / "hyps" / f"{name}.de")
+    folder = results_folder(tiny_model, tiny_bpe, tmp_path)
+    ref = tiny_bpe.parent / "prepare" / "test.raw.de"
     base = ["report", "--ref", ref, "-b", "abs", "--shuffles", "20", "--bootstrap", "20"]
     given = [*base, "-s", "abs", folder / "models" / "abs", folder / "hyps" / "abs.de",
              "-s", "rel", folder / "models" / "rel", folder / "hyps" / "rel.de"]
