@@ -82,7 +82,8 @@ class Translator:
         the same options; a list of model directories translates as their ensemble
         (``translate -m A -m B``, :mod:`depnmt.decoding.ensemble`). ``checkpoint``: a name in
         ``MODEL_DIR/checkpoints`` (``best``, ``last``, ``stepN``, an average's name; for an
-        ensemble, in each directory) or a ``.pt`` file (default: best, else last).
+        ensemble, in each directory) or a ``.pt`` file (default: best, else last); an ensemble
+        given a file raises a DepnmtError (:func:`model_checkpoints`).
         ``options``, each checked as its flag of ``depnmt translate`` and defaulting as it
         (:func:`depnmt.decoding.settings.load_keywords`): ``device`` auto, cpu, cuda or
         cuda:N; ``precision`` auto, fp32, bf16 or fp16; ``batch_size`` (0: no limit) and
@@ -94,13 +95,12 @@ class Translator:
         position after ``checkpoint``, settings are read in the order of earlier releases,
         :data:`LOAD_POSITIONS`."""
         from depnmt.decoding.settings import load_settings
-        from depnmt.storage.modeldir import named_checkpoint
         options = {**positional_options(positional, options), **options}
         search = load_options(options)
         dirs = model_dirs(model_dir)
         decoding, own = load_settings(dirs, options)
-        ckpts = [named_checkpoint(d, str(checkpoint)) if checkpoint is not None else None
-                 for d in dirs]
+        ckpts = model_checkpoints(dirs, None if checkpoint is None else str(checkpoint),
+                                  "checkpoint=")
         return cls(load_translator(dirs, ckpts, **decoding.keywords(), **own.loading(),
                                    **search))
 
@@ -183,6 +183,23 @@ def load_translator(model_dirs: Sequence[Path], checkpoints: Sequence[Path | Non
     from depnmt.decoding.translate import Translator as ModelTranslator
     return ModelTranslator.from_model_dir(model_dirs[0], checkpoints[0], device, precision,
                                           **options)
+
+
+def model_checkpoints(model_dirs: Sequence[Path], checkpoint: str | None,
+                      option: str = "--checkpoint ") -> list[Path | None]:
+    """Each model folder's checkpoint ``checkpoint`` names (None: its default), as
+    :func:`~depnmt.storage.modeldir.named_checkpoint` finds it. An ensemble (several folders)
+    takes a name each folder has: a file (a path, or a ``.pt`` file that exists here) would
+    load the same weights into every member, an "ensemble" of one model, so it is a
+    DepnmtError naming ``option`` (``--checkpoint `` of the commands, ``checkpoint=`` of
+    :meth:`Translator.load`)."""
+    from depnmt.core.errors import DepnmtError
+    from depnmt.storage.modeldir import checkpoint_file, named_checkpoint
+    if checkpoint and len(model_dirs) > 1 and checkpoint_file(checkpoint):
+        raise DepnmtError(f"{option}{checkpoint}: an ensemble takes a checkpoint name (best, "
+                          f"last, stepN, an average's name) that each model folder has, not a "
+                          f"file (every member would load the same weights)")
+    return [named_checkpoint(d, checkpoint) if checkpoint else None for d in model_dirs]
 
 
 def model_dirs(model_dir: Any) -> list[Path]:

@@ -128,13 +128,10 @@ def translate_with_model(request: Request, search: dict[str, Any]) -> None:
 
 def model_checkpoints(model_dirs: Sequence[Path], checkpoint: str | None) -> list[Path | None]:
     """Each model folder's checkpoint ``--checkpoint`` names (None: its default); an ensemble
-    (several folders) takes a name each folder has, not a file (a one-line error)."""
-    from depnmt.core.errors import DepnmtError
-    from depnmt.storage.modeldir import named_checkpoint
-    if checkpoint and len(model_dirs) > 1 and "/" in checkpoint:
-        raise DepnmtError(f"--checkpoint {checkpoint}: an ensemble takes a checkpoint name "
-                          f"(best, last, stepN, an average's name) that each model folder has")
-    return [named_checkpoint(d, checkpoint) if checkpoint else None for d in model_dirs]
+    (several folders) takes a name each folder has, not a file (a one-line error):
+    :func:`depnmt.api.model_checkpoints`."""
+    from depnmt.api import model_checkpoints as checkpoints_of
+    return checkpoints_of(model_dirs, checkpoint)
 
 
 def read_trees(settings: TranslateSettings) -> list | None:

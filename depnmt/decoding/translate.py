@@ -46,7 +46,7 @@ from depnmt.model.transformer import ModelConfig, TransformerNMT
 from depnmt.stages.bpe import Segmenter
 from depnmt.stages.multitask import check_tagged, model_tags
 from depnmt.storage.modeldir import (check_subword_files, default_checkpoint, load_model_checkpoint,
-                                     load_vocabs, read_config)
+                                     load_vocabs, named_checkpoint, read_config)
 
 CHUNK_LINES = 2000   # lines read, translated and written at a time (streaming)
 MAX_TOKENS = 8000    # default bound of a batch on the CPU: source subwords (padded) × beam
@@ -113,12 +113,15 @@ class Translator:
         ``auto`` is fp32 (casting between the int8 layers' fp32 and bf16 costs more than bf16
         saves). ``max_tokens`` (source subwords × beam; None: :func:`default_max_tokens` of the
         device) and ``batch_size`` (sentences, 0 = no limit) bound a batch
-        (:func:`length_batches`)."""
+        (:func:`length_batches`). ``checkpoint``: a name in ``MODEL_DIR/checkpoints`` or a
+        ``.pt`` file, as ``--checkpoint`` (:func:`~depnmt.storage.modeldir.named_checkpoint`;
+        None: :func:`~depnmt.storage.modeldir.default_checkpoint`)."""
         check_quantize(quantize)
         config = read_config(model_dir)
         check_subword_files(model_dir, config)
         model_cfg = ModelConfig.from_dict(config["model"])
-        ckpt_path = checkpoint or default_checkpoint(model_dir)
+        ckpt_path = (named_checkpoint(model_dir, str(checkpoint)) if checkpoint  # name or file
+                     else default_checkpoint(model_dir))
         state = load_model_checkpoint(ckpt_path, model_cfg.to_dict(), config.get("files"))
         dev = resolve_device(device)
         if quantize == "int8":

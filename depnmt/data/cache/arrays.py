@@ -131,16 +131,28 @@ def read_array(folder: Path, name: str, dtype: np.dtype) -> np.ndarray:
     return np.fromfile(folder / name, dtype=dtype)
 
 
+def file_identity(fd: int) -> tuple[int, int, int]:
+    """What tells the file open as ``fd`` from another at its path: device, inode and size.
+    A cache array is never changed in place (an entry is replaced whole,
+    :func:`~.entries.rebuild`), and the process that opened it first keeps it open, so
+    another file at the path has another inode."""
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino, st.st_size
+
+
 class RowReader:
     """Row ``i`` of a flat array cut by ``offsets`` (``[rows + 1]``, held in memory), read
     with ``os.pread`` (module docstring). The file is opened at once, so that a cache entry
     rebuilt later (renamed into place) does not change what this reader reads; forked worker
-    processes share the descriptor (``pread`` has no file position), a pickled reader opens
-    the file again."""
+    processes share the descriptor (``pread`` has no file position), a pickled reader (the
+    loader's workers under the ``spawn`` or ``forkserver`` start method) opens the path again
+    and refuses a file that is not the one first opened (:func:`file_identity`: an entry
+    rebuilt since by another run, whose rows the offsets held here do not describe)."""
 
     def __init__(self, path: Path, dtype: np.dtype, offsets: np.ndarray):
         self.path, self.dtype, self.offsets = path, dtype, offsets
         self._fd: int | None = os.open(path, os.O_RDONLY)
+        self.identity = file_identity(self._fd)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -155,7 +167,18 @@ class RowReader:
 
     def _file(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY)
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError as exc:
+                raise DepnmtError(f"{self.path}: cache array gone while training "
+                                  f"({exc.strerror}; its entry rebuilt or deleted by another "
+                                  f"run?): train again") from None
+            if file_identity(fd) != self.identity:
+                os.close(fd)
+                raise DepnmtError(f"{self.path}: cache array replaced while training (its entry "
+                                  f"rebuilt by another run from changed data?); its rows are "
+                                  f"not those this run indexed: train again")
+            self._fd = fd
         return self._fd
 
     def __getstate__(self) -> dict:
