@@ -54,6 +54,7 @@ class Checkpoints:
         self.run, self.model, self.updater = run, model, updater
         self.folder = checkpoint_dir(run.model_dir)
         self._files: dict[str, str] | None = None
+        self.saved_processes = 1        # the processes that saved the restored last.pt
 
     @property
     def files(self) -> dict[str, str]:
@@ -114,6 +115,7 @@ class Checkpoints:
         u.restore_schedule(state["scheduler"])
         u.restore_scaler(state["scaler"])
         saved = state.get("rng_ranks") or [state["rng"]]
+        self.saved_processes = len(saved)
         if dist.rank() < len(saved):
             set_rng_state(saved[dist.rank()], u.device)
         return path, Progress(**state["progress"])

@@ -20,6 +20,9 @@ group of one and trains through DDP (:func:`launched`).
   :func:`broadcast_flag`; a signal that only some ranks received reaches every rank via
   :func:`max_over_ranks`. While rank 0 validates, the others wait in a collective: the process
   group's timeout (:data:`TIMEOUT`) must exceed the longest validation.
+* Every process reads the data (and, resumed, ``last.pt``) from its own file system: on
+  machines without a shared one, from copies, which the trainer compares with rank 0's
+  (:func:`unlike_rank0`) before it trains.
 * Settings that are wrong fail at once, as one error naming the variable (:func:`settings`):
   ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` come together,
   as integers in range, with an address that resolves. Joining is bounded apart from
@@ -399,6 +402,18 @@ def gather_objects(obj: Any) -> list[Any]:
     _keep(padded, *out)
     torch.distributed.all_gather(out, padded)
     return [pickle.loads(t[:n].cpu().numpy().tobytes()) for t, n in zip(out, sizes_n)]
+
+
+def unlike_rank0(value: Any) -> tuple[Any, list[tuple[int, str, Any]]]:
+    """Rank 0's ``value`` (picklable, compared with ``==``) and every rank whose ``value``
+    differs from it, as ``(rank, host name, its value)``; the same answer on every rank (every
+    rank must call this). In one process: ``(value, [])``. What each process read from its
+    own file system (several machines without a shared one) is checked this way."""
+    if not _active():
+        return value, []
+    every = gather_objects((socket.gethostname(), value))
+    first = every[0][1]
+    return first, [(r, host, v) for r, (host, v) in enumerate(every) if v != first]
 
 
 def _keep(*tensors: Tensor) -> None:

@@ -14,7 +14,9 @@ Under ``torchrun`` (:mod:`depnmt.training.distributed`) every rank builds the sa
 takes
 its share of each update (:func:`~depnmt.data.batches.shard_updates`; the loss normalised over the
 whole update: :mod:`depnmt.training.step`). Rank 0 validates, prints and writes every file; stop
-decisions are rank 0's, broadcast. The GPU running out of memory is a one-line error that says
+decisions are rank 0's, broadcast. Every rank must train on rank 0's data and resume from its
+``last.pt`` (:func:`check_same_data`, :func:`check_same_checkpoint`: copies on machines without
+a shared file system). The GPU running out of memory is a one-line error that says
 what to lower.
 
 Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
@@ -37,10 +39,12 @@ Kills and signals (the guarantees ``tests/cli/test_reliability.py`` and
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -98,6 +102,7 @@ class Trainer:
         self.workers = (training.workers if training.workers >= 0 else
                         default_workers(self.device, dist.local_world_size()))
         self.wait = WaitClock()
+        check_same_data(run)
         if run.resume:
             self._resume()
         self.updater.use(dist.wrap(self.model, self.device))    # what trains: DDP or the model
@@ -111,6 +116,7 @@ class Trainer:
         """Continue from ``last.pt`` (:meth:`Checkpoints.restore`); rank 0 rewinds the log to
         it (unless the run had finished) and checks ``best.pt``."""
         path, self.progress = self.checkpoints.restore()
+        check_same_checkpoint(path, self.progress)
         if dist.is_main():
             if self.finished() is None:     # a finished run's log stays as it is
                 self.metrics.rewind(self.progress.log_records, self.progress.step, path)
@@ -281,6 +287,9 @@ class Trainer:
             warn(NO_LIMIT_WARNING)
         if left_out := left_out_warning(n_batches, o.update_freq, world):
             warn(left_out)
+        for note in resumed_update_notes(self.progress, n_batches, o.update_freq, world,
+                                         self.checkpoints.saved_processes if run.resume else world):
+            warn(note)
         self.log({"event": "start", "step": self.progress.step, "parameters": n_params,
                   "device": str(self.device), "processes": world,
                   "precision": precision_name(self.amp),
@@ -354,6 +363,72 @@ class Trainer:
                     f"lower --max-tokens (and double --update-freq to keep the same update "
                     f"size) or --valid-beam")
         return out_of_memory_as(message)
+
+
+def resumed_update_notes(p: Progress, n_batches: int, update_freq: int, world: int,
+                         saved: int) -> list[str]:
+    """What a resumed run (at ``p``; ``saved``: the processes that saved its ``last.pt``, the
+    run's ``world`` when it is not resumed) changes in its updates of ``update_freq`` × ``world``
+    batches of an epoch of ``n_batches``: another number of processes (another update size on
+    the same learning-rate schedule; a rank the saved run lacked starts a random stream of its
+    own), and an epoch resumed at a batch that is no multiple of the update size (the
+    processes, or ``--update-freq``, changed): how many batches the rest of it leaves out,
+    which the epoch's warning (:func:`left_out_warning`, from batch 0) does not say."""
+    size, notes = update_freq * world, []
+    if saved != world:
+        notes.append(f"resumed with {world} process(es), last.pt was saved by {saved}: an "
+                     f"update now takes {size} batches (--update-freq {update_freq} × {world}), "
+                     f"not {update_freq * saved}")
+    rest = n_batches - p.batches_done
+    left = rest % size
+    if p.batches_done % size and left:
+        notes.append(f"epoch {p.epoch} resumes at batch {p.batches_done} of {n_batches}: its "
+                     f"remaining {rest} batches make {rest // size} updates of {size}, and the "
+                     f"last {left} {'is' if left == 1 else 'are'} left out of this epoch")
+    return notes
+
+
+def check_same_data(run: TrainingRun) -> None:
+    """Under torchrun every process reads ``-i`` (and ``-t``) from its own file system: on
+    several machines without a shared one, from copies. Every rank must train on what rank 0
+    does: the same training files (``run.digests``, their sha256) and vocabularies, else a
+    DepnmtError on every rank naming the first file that differs. (A rank on other pairs of
+    the same lengths would take its share of the same batch plan and exit 0.)"""
+    paths = {path.name: path for path in run.digests if path.name.startswith("train.")}
+    ours = {name: run.digests[path] for name, path in paths.items()}
+    for side, vocab in (("src", run.src_vocab), ("tgt", run.tgt_vocab)):
+        if vocab is not None:
+            name = f"vocab.{side}.txt"
+            paths[name] = run.data_dir / name
+            ours[name] = hashlib.sha256("\n".join(vocab.itos).encode("utf-8")).hexdigest()
+    first, unlike = dist.unlike_rank0(ours)
+    if not unlike:
+        return
+    r, host, theirs = unlike[0]
+    name = next(k for k in sorted(set(first) | set(theirs)) if first.get(k) != theirs.get(k))
+    raise DepnmtError(f"{paths.get(name, name)}: rank {r} (on {host}) reads other contents "
+                      f"than rank 0: every process must train on the same data; give each "
+                      f"machine the same -i (and -t) folder, byte for byte")
+
+
+def check_same_checkpoint(path: Path, progress: Progress) -> None:
+    """``--resume`` under torchrun: every rank restored the ``last.pt`` rank 0 did (on several
+    machines without a shared file system each reads its own copy), else a DepnmtError on
+    every rank saying which is behind. A stale copy would resume at another batch, with
+    other optimizer moments and schedule, while DDP gives it rank 0's weights and only rank
+    0's files are written: the run would exit 0."""
+    def where(p: Progress) -> tuple:
+        return p.step, p.epoch, p.batches_done, p.elapsed
+
+    first, unlike = dist.unlike_rank0(where(progress))
+    if not unlike:
+        return
+    r, host, theirs = unlike[0]
+    raise DepnmtError(f"{path}: rank {r} (on {host}) holds update {theirs[0]} (epoch "
+                      f"{theirs[1]}, batch {theirs[2]}), rank 0 update {first[0]} (epoch "
+                      f"{first[1]}, batch {first[2]}): every process must resume from the same "
+                      f"checkpoint; copy rank 0's model directory to every machine before "
+                      f"--resume (or use a shared file system)")
 
 
 def building_model(cfg: ModelConfig, device: torch.device):
