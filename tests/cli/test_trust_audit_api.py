@@ -15,19 +15,9 @@ import depnmt
 from depnmt.core.errors import DepnmtError
 from depnmt.decoding.forced import ForcedScorer
 
-from .conftest import TINY_MODEL, run_cli
+from .conftest import run_cli
 
 NAME_NOT_FILE = "an ensemble takes a checkpoint name"
-
-
-@pytest.fixture(scope="module")
-def pair(tiny_bpe, tmp_path_factory) -> tuple[Path, Path]:
-    """Two tiny models of the same data, seeds 1 and 2 (12 updates each)."""
-    root = tmp_path_factory.mktemp("pair")
-    for seed in (1, 2):
-        assert run_cli(["train", "-i", tiny_bpe, "-o", root / f"s{seed}", *TINY_MODEL,
-                        "--max-steps", "12", "--valid-every", "6", "--seed", seed]) == 0
-    return root / "s1", root / "s2"
 
 
 def sources(tiny_bpe: Path) -> list[str]:
@@ -35,26 +25,26 @@ def sources(tiny_bpe: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("as_path", [True, False])
-def test_api_ensemble_refuses_a_checkpoint_file(pair, as_path):
-    first, second = pair
+def test_api_ensemble_refuses_a_checkpoint_file(seeds, as_path):
+    first, second = seeds
     best = first / "checkpoints" / "best.pt"
     with pytest.raises(DepnmtError, match=f"checkpoint={best}: {NAME_NOT_FILE}"):
         depnmt.Translator.load([first, second], checkpoint=best if as_path else str(best),
                                device="cpu")
 
 
-def test_api_ensemble_takes_a_name_each_folder_has(pair, tiny_bpe):
-    named = depnmt.Translator.load(list(pair), checkpoint="best", device="cpu")
-    default = depnmt.Translator.load(list(pair), device="cpu")
+def test_api_ensemble_takes_a_name_each_folder_has(seeds, tiny_bpe):
+    named = depnmt.Translator.load(list(seeds), checkpoint="best", device="cpu")
+    default = depnmt.Translator.load(list(seeds), device="cpu")
     assert named.translate(sources(tiny_bpe)) == default.translate(sources(tiny_bpe))
 
 
 @pytest.mark.parametrize("command", ["translate", "rescore"])
-def test_ensemble_refuses_a_pt_name_that_is_a_file_here(pair, tiny_bpe, tmp_path, monkeypatch,
+def test_ensemble_refuses_a_pt_name_that_is_a_file_here(seeds, tiny_bpe, tmp_path, monkeypatch,
                                                         capsys, command):
     """``--checkpoint best.pt`` with a ``best.pt`` in the working directory names that file
     (:func:`~depnmt.storage.modeldir.checkpoint_file`): an ensemble refuses it, as a path."""
-    first, second = pair
+    first, second = seeds
     shutil.copy(first / "checkpoints" / "best.pt", tmp_path / "best.pt")
     monkeypatch.chdir(tmp_path)
     src = tmp_path / "in.txt"
@@ -70,8 +60,8 @@ def test_ensemble_refuses_a_pt_name_that_is_a_file_here(pair, tiny_bpe, tmp_path
         depnmt.Translator.load([first, second], checkpoint="best.pt", device="cpu")
 
 
-def test_forced_scorer_takes_a_checkpoint_name(pair, tiny_bpe):
-    first, second = pair
+def test_forced_scorer_takes_a_checkpoint_name(seeds, tiny_bpe):
+    first, second = seeds
     lines = sources(tiny_bpe)
     by_file = ForcedScorer.from_model_dir(first, checkpoint=first / "checkpoints" / "last.pt",
                                           device="cpu").score_lines(lines, lines)
