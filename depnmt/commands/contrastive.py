@@ -39,9 +39,10 @@ scores nothing: it compares each system with the first, their accuracies pooled 
 overall, per category and per linear-distance bucket, by approximate randomization over source
 sentences (a sentence's items shuffled together) stratified over runs, with Holm's adjustment
 over all the tests; where the files record each item's margin (log p(reference) − log p(best
-variant); -o writes them), their mean margins are compared the same way. Each run must be a training of its own: a model folder given twice, or two
-runs scored with one checkpoint, is refused; systems scored with checkpoints of different names
-(best, an average) are compared with a warning.
+variant); -o writes them), their mean margins are compared the same way. Each run must be a
+training of its own: a model folder given twice, or two runs scored with one checkpoint, is
+refused; systems scored with checkpoints of different names (best, an average) are compared
+with a warning.
 """
 
 
