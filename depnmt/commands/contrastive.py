@@ -123,6 +123,7 @@ def compare_systems(set_path: Path, items: list, result_paths: tuple[Path, ...],
     from depnmt.core.textio import atomic_open, write_stdout
     from depnmt.evaluation.contrastivestats import (compare, comparison_markdown, read_system,
                                                     set_digest)
+    from depnmt.evaluation.significance import DEFAULT_SEED, DEFAULT_SHUFFLES
     ctx = click.get_current_context()
     given = [flag for name, flag in SCORING_OPTIONS.items()
              if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
@@ -139,5 +140,6 @@ def compare_systems(set_path: Path, items: list, result_paths: tuple[Path, ...],
         with atomic_open(output_path) as fh:
             fh.write(json.dumps({"set": str(set_path), "set_sha256": digest,
                                  "baseline": systems[0].name, "runs": len(systems[0].runs),
+                                 "tests": {"shuffles": DEFAULT_SHUFFLES, "seed": DEFAULT_SEED},
                                  "comparisons": rows}, indent=1) + "\n")
     write_stdout(comparison_markdown(rows, systems[0].name, len(systems[0].runs)), flush=True)

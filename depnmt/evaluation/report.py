@@ -436,8 +436,10 @@ def results(runs: Sequence[System], refs: Sequence[Sequence[str]], ref_names: Se
     holm_over_families(records, baselines)
     base_speed = by_name[baselines[0]]["tgt_tokens_per_s_mean"] if baselines else None
     signatures = {key: sc.signature(metric) for key, metric in metrics.items()}
+    tests = {"shuffles": shuffles, "bootstrap": n_samples, "seed": seed}   # the p-values'
     for record in records:
         record["signatures"] = signatures            # e.g. BLEU's tok:ja-mecab-… for Japanese
+        record["tests"] = tests
         speed = record["tgt_tokens_per_s_mean"]
         record["tok_s_ratio"] = speed / base_speed if base_speed and speed else None
     return records
@@ -713,11 +715,25 @@ def markdown(records: Sequence[dict], baselines: Sequence[str],
         lines += power_table(spread, deltas or {})
     lines += uas_table(records)
     lines += change_notes(records)
+    lines += footnotes(records, compared=bool(rows))
+    return "\n".join(lines) + "\n"
+
+
+def footnotes(records: Sequence[dict], compared: bool) -> list[str]:
+    """What the numbers of :func:`markdown` need to be made again: the p-values' shuffles,
+    bootstrap resamples and seed (when systems were ``compared``), and sacreBLEU's
+    signatures; Markdown lines, each after a blank one."""
+    lines: list[str] = []
+    if records and records[0].get("tests") and compared:
+        t = records[0]["tests"]
+        lines += ["", f"p-values: {t['shuffles']:,} shuffles, {t['bootstrap']:,} bootstrap "
+                  f"resamples, seed {t['seed']} (`--shuffles`, `--bootstrap`, `--seed`: the "
+                  f"same give the same p-values)."]
     if records and records[0].get("signatures"):
         names = {"bleu": "BLEU", "chrf": "chrF"}
         lines += ["", "sacreBLEU signatures: " + "; ".join(
             f"{names[key]} `{text}`" for key, text in records[0]["signatures"].items())]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def plot(records: Sequence[dict]) -> bytes:

@@ -281,7 +281,9 @@ def test_compare_finds_a_known_difference_and_not_between_equal_systems(pairs_ts
                     "--compare", files[2], "-o", tmp_path / "cmp.json"]) == 0
     table = capsys.readouterr().out
     assert "Holm" in table and "| negation |" in table
-    tests = json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))["comparisons"]
+    written = json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))
+    assert written["tests"] == {"shuffles": 10_000, "seed": 12345}    # the p-values' draws
+    tests = written["comparisons"]
     by = {(t["system"], t["group"]): t for t in tests}
     assert all(t["p"] == 1.0 for t in tests if t["system"] == str(files[1]))
     negation = by[str(files[2]), "negation"]

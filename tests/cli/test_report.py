@@ -69,6 +69,10 @@ def test_report_table_json_and_plot(tiny_model, tiny_bpe, tmp_path, capsys):
     assert records[0]["tok_s_ratio"] == 1.0 and records[1]["vs"]["bad"]["chrf"]["p_ar"] < 0.05
     assert out.with_suffix(".md").read_text() == "\n".join(table) + "\n"
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    # what the p-values need to be made again, in the table and the JSON
+    assert ("p-values: 200 shuffles, 200 bootstrap resamples, seed 12345 (`--shuffles`, "
+            "`--bootstrap`, `--seed`: the same give the same p-values).") in table
+    assert records[0]["tests"] == {"shuffles": 200, "bootstrap": 200, "seed": 12345}
 
 
 def noisy_copies(ref: Path, tmp_path: Path, name: str, drop: float, seeds: range) -> list[Path]:
