@@ -46,12 +46,10 @@ def command(**values) -> None:
     needs at power 0.8: the fewest n with (t(0.975, 2n−2) + t(0.8, 2n−2))·sd·√(2/n) ≤ Δ.
     """
     from depnmt.core.errors import DepnmtError
-    from depnmt.core.log import info
     from depnmt.core.stagedir import check_output_files
     from depnmt.core.textio import write_stdout
     from depnmt.evaluation import score as sc
-    from depnmt.evaluation.report import (markdown, plot, references_from_tokens, results,
-                                          write_together)
+    from depnmt.evaluation.report import markdown, noise, references_from_tokens, results
     from depnmt.evaluation.runs import System, runs_in_folders
     from depnmt.storage.modeldir import model_reads
 
@@ -71,13 +69,25 @@ def command(**values) -> None:
     chosen = list(settings.baselines) or [runs[0].name]
     records = results(runs, ref_lines, refs, chosen, settings.tokenize, settings.lang,
                       settings.n_samples, settings.seed, settings.shuffles)
-    table = markdown(records, chosen, dict(settings.deltas))
+    deltas = dict(settings.deltas)
+    table = markdown(records, chosen, deltas)
+    power = noise(records, deltas=deltas)           # the power table's numbers, for OUT.json
+    for record in records:
+        record["power"] = power
     write_stdout(table)
-    if prefix is not None:                  # all written before any is put in place
-        write_together({prefix.with_name(prefix.name + ext): data for ext, data in (
-            (".json", json.dumps(records, indent=1, ensure_ascii=False).encode() + b"\n"),
-            (".png", plot(records)), (".md", table.encode()))})
-        info(f"wrote {prefix}.md, {prefix}.json and {prefix}.png")
+    if prefix is not None:
+        write_outputs(prefix, records, table)
+
+
+def write_outputs(prefix: Path, records: list[dict], table: str) -> None:
+    """``-o PREFIX``: the records as PREFIX.json, their plot as PREFIX.png and the tables as
+    PREFIX.md, all written before any is put in place."""
+    from depnmt.core.log import info
+    from depnmt.evaluation.report import plot, write_together
+    write_together({prefix.with_name(prefix.name + ext): data for ext, data in (
+        (".json", json.dumps(records, indent=1, ensure_ascii=False).encode() + b"\n"),
+        (".png", plot(records)), (".md", table.encode()))})
+    info(f"wrote {prefix}.md, {prefix}.json and {prefix}.png")
 
 
 def output_files(prefix: Path | None) -> dict[str, Path]:

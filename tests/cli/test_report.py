@@ -530,7 +530,10 @@ def test_report_plans_the_runs_a_difference_needs(tiny_model, tiny_bpe, tmp_path
         sd, _ = sig.pooled_sd([[run[key] for run in r["runs"]] for r in records])
         need = sig.runs_to_resolve(sd, delta, power=0.8)
         assert row[5:] == [f"{delta:g}", str(need) if need else "> 1,000"]
+        planned = records[0]["power"][key]                 # and in OUT.json, every record's
+        assert (planned["sd"], planned["delta"], planned["runs_for_delta"]) == (sd, delta, need)
     assert power[3][5:] == ["-", "-"]                                       # chrF: not asked
+    assert "delta" not in records[0]["power"]["chrf"] and records[1]["power"] == records[0]["power"]
     for bad, message in (("ter=1", "MEASURE one of bleu, chrf, nll"), ("bleu=-1", "positive"),
                          ("bleu", "MEASURE=VALUE"), ("bleu=x", "positive")):
         assert run_cli(["report", *args, "--delta", bad]) == 2
