@@ -125,24 +125,18 @@ PY
 
 # record_settings RECORD KEY=VALUE...: write RECORD, the JSON object {"options": {KEY: VALUE}}
 # that same_settings reads (every VALUE a string).
-record_settings() {
-  python - "$@" <<'PY'
-import json, os, sys
-record, settings = sys.argv[1], dict(s.partition("=")[::2] for s in sys.argv[2:])
-with open(f"{record}.tmp", "w", encoding="utf-8") as out:
-    json.dump({"options": settings}, out, indent=1)
-os.replace(f"{record}.tmp", record)
-PY
-}
+record_settings() { rm -f "$1"; add_settings "$@"; }
 
-# add_settings RECORD KEY=VALUE...: RECORD (a record_settings file) with these settings added or
-# replaced, the others kept.
+# add_settings RECORD KEY=VALUE...: RECORD (a record_settings file; none: a new one) with these
+# settings added or replaced, the others kept; written atomically.
 add_settings() {
   python - "$@" <<'PY'
 import json, os, sys
 record, settings = sys.argv[1], dict(s.partition("=")[::2] for s in sys.argv[2:])
-with open(record, encoding="utf-8") as fh:
-    data = json.load(fh)
+data = {"options": {}}
+if os.path.exists(record):
+    with open(record, encoding="utf-8") as fh:
+        data = json.load(fh)
 data.setdefault("options", {}).update(settings)
 with open(f"{record}.tmp", "w", encoding="utf-8") as out:
     json.dump(data, out, indent=1)
