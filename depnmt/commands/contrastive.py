@@ -63,7 +63,8 @@ def command(set_path: Path, **values) -> None:
     from depnmt.decoding.forced import ForcedScorer
     from depnmt.evaluation.contrastive import (check_distinct_runs, evaluate, read_set,
                                                scored_pairs)
-    from depnmt.evaluation.contrastivestats import evaluation_dict, evaluation_markdown, set_digest
+    from depnmt.evaluation.contrastivestats import (evaluation_dict, evaluation_markdown,
+                                                    items_digest, set_digest)
     from depnmt.storage.modeldir import default_checkpoint, model_reads, named_checkpoint
     decoding = from_options(DecodingSettings, values)
     settings = from_options(ContrastiveSettings, values)
@@ -100,7 +101,8 @@ def command(set_path: Path, **values) -> None:
         with atomic_open(output_path) as fh:
             fh.write(json.dumps({"set": str(set_path), "format": fmt,
                                  "normalized": settings.normalized,
-                                 "set_sha256": set_digest(set_path), "checkpoints": used,
+                                 "set_sha256": set_digest(set_path),
+                                 "items_sha256": items_digest(items), "checkpoints": used,
                                  **evaluation_dict(result)},
                                 indent=1) + "\n")
     write_stdout(evaluation_markdown(result), flush=True)
@@ -121,8 +123,8 @@ def compare_systems(set_path: Path, items: list, result_paths: tuple[Path, ...],
 
     from depnmt.core.errors import DepnmtError
     from depnmt.core.textio import atomic_open, write_stdout
-    from depnmt.evaluation.contrastivestats import (compare, comparison_markdown, read_system,
-                                                    set_digest)
+    from depnmt.evaluation.contrastivestats import (compare, comparison_markdown, items_digest,
+                                                    read_system, set_digest)
     from depnmt.evaluation.significance import DEFAULT_SEED, DEFAULT_SHUFFLES
     ctx = click.get_current_context()
     given = [flag for name, flag in SCORING_OPTIONS.items()
@@ -133,8 +135,8 @@ def compare_systems(set_path: Path, items: list, result_paths: tuple[Path, ...],
     if len(result_paths) < 2 or len(set(map(str, result_paths))) < len(result_paths):
         raise DepnmtError("--compare: give two or more different result files (a baseline "
                           "first, then the systems to compare with it)")
-    digest = set_digest(set_path)
-    systems = [read_system(p, len(items), digest) for p in result_paths]
+    digest, scored = set_digest(set_path), items_digest(items)
+    systems = [read_system(p, len(items), digest, scored) for p in result_paths]
     rows = compare(items, systems)
     if output_path is not None:
         with atomic_open(output_path) as fh:

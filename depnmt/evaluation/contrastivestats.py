@@ -27,6 +27,7 @@ p-values are adjusted by Holm's step-down method (:func:`depnmt.evaluation.signi
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -193,15 +194,35 @@ def set_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def read_system(path: Path, items: int, digest: str | None) -> System:
-    """The runs of the result file ``path``, checked against the set (``items`` items, its
-    ``digest``): a :class:`DepnmtError` naming the file when it is of another set."""
+def items_digest(items: Sequence[Item]) -> str:
+    """The SHA-256 of the items as read (source, reference, variants and category of each, in
+    order): what a result file scored, whatever files it was read from (a ContraPro set's
+    ``--src``/``--tgt`` texts too, which ``set_sha256`` does not cover). A result file records
+    it: ``items_sha256``."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(json.dumps([item.source, item.reference, item.variants, item.category],
+                                 ensure_ascii=False).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def read_system(path: Path, items: int, digest: str | None, scored: str | None = None
+                ) -> System:
+    """The runs of the result file ``path``, checked against the set (``items`` items, the set
+    file's ``digest`` and, where given, the :func:`items_digest` of its items as read now,
+    ``scored``): a :class:`DepnmtError` naming the file when it is of another set or scored
+    other items (a ContraPro set read with other ``--src``/``--tgt`` texts)."""
     from depnmt.core.textio import read_json
     data = read_json(path, f"{path}: no such result file (write one with contrastive -o)")
     recorded = data.get("set_sha256")
     if digest is not None and recorded is not None and recorded != digest:
         raise InputError(path, None, f"a result of another set ({data.get('set')}, which "
                                      f"differs from the one given): compare results of one set")
+    recorded = data.get("items_sha256")
+    if scored is not None and recorded is not None and recorded != scored:
+        raise InputError(path, None, "its items differ from those of the set as read now "
+                                     "(a ContraPro set read with other --src/--tgt texts?): "
+                                     "compare results of the same items")
     models = data.get("models")
     if not isinstance(models, dict) or not models:
         raise InputError(path, None, "no models: not a result file of contrastive -o")
@@ -338,7 +359,21 @@ def check_comparable(systems: Sequence[System]) -> None:
             raise DepnmtError(f"{other.name} has {len(other.runs)} runs and {base.name} "
                               f"{len(base.runs)}: the stratified test shuffles runs between "
                               f"systems; compare systems of as many runs")
+    shared_runs(systems)
     checkpoint_kinds(systems)
+
+
+def shared_runs(systems: Sequence[System]) -> None:
+    """A DepnmtError when two systems' result files have a run scored with the same checkpoint
+    files (a run compared with itself: the systems differ by less than their files claim)."""
+    seen: dict[tuple[str, ...], str] = {}
+    for system in systems:
+        for files in set(system.checkpoints or ()):
+            if files in seen:
+                raise DepnmtError(f"{seen[files]} and {system.name} both have a run scored with "
+                                  f"{', '.join(files)}: one training in two systems; compare "
+                                  f"systems of different runs")
+            seen[files] = system.name
 
 
 def comparison_markdown(rows: Sequence[dict], baseline: str, runs: int) -> str:

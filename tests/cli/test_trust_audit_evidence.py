@@ -10,7 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
-from depnmt.evaluation.contrastivestats import set_digest
+from depnmt.evaluation.contrastive import read_set
+from depnmt.evaluation.contrastivestats import items_digest, set_digest
 
 from .conftest import run_cli
 from .test_report import write_hyps
@@ -118,7 +119,9 @@ def test_contrastive_refuses_one_training_scored_as_two_runs(tiny_model, tmp_pat
     monkeypatch.chdir(tmp_path)
     assert run_cli(["contrastive", set_path, "-m", tiny_model, "-m", other,
                     "-o", tmp_path / "r.json"]) == 0
-    recorded = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["checkpoints"]
+    written = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert written["items_sha256"] == items_digest(read_set(set_path, "tsv")), written
+    recorded = written["checkpoints"]
     assert list(recorded.values()) == [[str((m / "checkpoints" / "best.pt").resolve())]
                                        for m in (tiny_model, other)]
 
@@ -160,3 +163,51 @@ def test_compare_refuses_one_training_counted_as_two_runs(tmp_path, capsys):
         "t2": ([1, 1, 0], "/m/t2/checkpoints/best.pt")})
     assert run_cli(["contrastive", set_path, "--compare", base, "--compare", same]) == 0
     assert "checkpoints of different names" not in capsys.readouterr().err
+
+
+def test_compare_refuses_results_of_other_items(tmp_path, capsys):
+    """A ContraPro set read with other --src/--tgt texts (the same contrapro.json, so the same
+    set_sha256) gives other items: a result file that records the items it scored
+    (items_sha256) is refused for them, naming it; with the texts it was scored on it is
+    compared."""
+    from depnmt.evaluation.contrastive import read_contrapro
+    set_path = tmp_path / "contrapro.json"
+    set_path.write_text(json.dumps([{"src pronoun": "it", "ref pronoun": "er", "errors": [{}]},
+                                    {"src pronoun": "it", "ref pronoun": "es", "errors": [{}]}]),
+                        encoding="utf-8")
+    texts = {}
+    for name, target in (("old", "Er schläft.\nEs schläft.\n"), ("new", "Er läuft.\nEs läuft.\n")):
+        (tmp_path / f"{name}.en").write_text("It sleeps.\nIt sleeps.\n" * 2, encoding="utf-8")
+        (tmp_path / f"{name}.de").write_text(target * 2, encoding="utf-8")
+        texts[name] = ["--src", tmp_path / f"{name}.en", "--tgt", tmp_path / f"{name}.de"]
+    scored = items_digest(read_contrapro(set_path, tmp_path / "old.en", tmp_path / "old.de"))
+    files = []
+    for system, decisions in (("a", [[1, 0], [1, 1]]), ("b", [[0, 0], [1, 0]])):
+        path = result_file(tmp_path / f"{system}.json", set_path, {
+            f"{system}{k}": (d, f"/m/{system}{k}/best.pt") for k, d in enumerate(decisions)})
+        data = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**data, "items_sha256": scored}), encoding="utf-8")
+        files += ["--compare", path]
+    assert run_cli(["contrastive", set_path, *texts["new"], *files]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'a.json'}: its items differ from those of the "
+                          f"set as read now"), err
+    assert run_cli(["contrastive", set_path, *texts["old"], *files]) == 0
+
+
+def test_compare_refuses_one_training_in_two_systems(tmp_path, capsys):
+    """Two result files (systems) with a run scored with the same checkpoint (a copy of a file,
+    or a run listed under both systems) compare a training with itself: one error naming both
+    files."""
+    set_path = tmp_path / "set.tsv"
+    set_path.write_text(SET, encoding="utf-8")
+    base = result_file(tmp_path / "base.json", set_path, {
+        "s1": ([1, 0, 1], "/m/s1/checkpoints/best.pt"),
+        "s2": ([1, 1, 0], "/m/s2/checkpoints/best.pt")})
+    other = result_file(tmp_path / "other.json", set_path, {
+        "t1": ([1, 1, 1], "/m/t1/checkpoints/best.pt"),
+        "s2": ([1, 1, 0], "/m/s2/checkpoints/./best.pt")})
+    assert run_cli(["contrastive", set_path, "--compare", base, "--compare", other]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {base} and {other} both have a run scored with "
+                          f"/m/s2/checkpoints/best.pt"), err
