@@ -318,6 +318,22 @@ def test_shards_merge_to_the_unsharded_output(prepare_dir, tmp_path, capsys, en_
     assert manifest["parser"] == json.loads((whole / "manifest.json").read_text())["parser"]
 
 
+def test_shards_of_other_options_are_not_merged(prepare_dir, tmp_path, capsys, en_parser):
+    """Shards parsed with other options (here other splits) are one error naming the shard
+    that differs, and nothing is merged: the shard files stay, no final file or manifest."""
+    sharded = tmp_path / "sharded"
+    base = ["parse", "-i", str(prepare_dir), *SPACY, "-o", str(sharded)]
+    assert run_cli([*base, "--shard", "0/2"], capsys)[0] == 0
+    assert run_cli([*base, "--shard", "1/2", "--splits", "train"], capsys)[0] == 0
+    status, err = run_cli(["parse", "-o", str(sharded), "--merge"], capsys)
+    assert status == 2, err
+    assert err == (f"error: {sharded / 'shard-1-of-2.json'}: 'splits' differs from shard 0/2; "
+                   f"all shards must be made with the same options\n")
+    assert not (sharded / "manifest.json").exists()
+    assert not (sharded / "train.en.conllu").exists()
+    assert (sharded / "train.en.conllu.shard-0-of-2").exists()
+
+
 def test_the_parse_line_of_depnmt_help_runs(prepare_dir, tmp_path, capsys, en_parser):
     """The parse step of the top-level ``depnmt --help`` example works as written (it once
     named a spaCy model that is not installed)."""
