@@ -31,11 +31,11 @@ def command(**values) -> None:
     the same (depnmt's defaults: the GNMT penalty, EOS forced at the limit).
     """
     from depnmt.core.log import info
-    from depnmt.decoding.export import export_ctranslate2
+    from depnmt.decoding.export import checkpoint_text, export_ctranslate2
 
     settings = from_options(ExportSettings, values)
     model_dir, output = settings.model_dir, settings.output
     record = export_ctranslate2(model_dir, output, settings.checkpoint, settings.quantization,
                                 settings.force)
-    info(f"exported {model_dir} ({record['checkpoint']}, step {record['step']}, positions "
-         f"{record['positions']}) to {output}")
+    info(f"exported {model_dir} ({checkpoint_text(record)}, positions {record['positions']}) "
+         f"to {output}")

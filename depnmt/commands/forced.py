@@ -85,6 +85,9 @@ def chunks(scorer, src_path: Path, src_format: str, tgt_path: Path) -> Iterator[
     from depnmt.core.textio import iter_lines
     if src_format == "conllu":
         from depnmt.core.conllu import read_conllu_numbered
+        from depnmt.commands.translate import model_control
+        from depnmt.stages.parse.controlstage import check_parser_trees
+        check_parser_trees(src_path, model_control(scorer.translator))
         prepare = scorer.translator.src_tokenizer.prepare_words   # as prepare made tokens
         sources: Iterator = ((line, prepare(tree.words), tree)
                              for line, tree in read_conllu_numbered(src_path))

@@ -50,7 +50,10 @@ def command(hyps: tuple[str, ...], **values) -> None:
                         ("--src file", src and Path(src))])
     ref_lines, systems, src_lines = load_inputs(refs, hyps, src)
     sc.check_bleu_tokenizer(metrics, ref_lines[0], refs[0], settings.tokenize, settings.lang)
-    bucket_ids = sc.assign_buckets(src_lines, bounds) if src_lines is not None else None
+    bucket_ids = None
+    if src_lines is not None:
+        sc.check_bucket_source(src_lines, src)
+        bucket_ids = sc.assign_buckets(src_lines, bounds)
     records = sc.evaluate(track(systems, "scoring"), ref_lines, metrics,
                           n_samples=settings.n_samples, seed=settings.seed, buckets=bucket_ids,
                           bounds=bounds)

@@ -111,7 +111,7 @@ def translate_with_model(request: Request, search: dict[str, Any]) -> None:
         translator.use_gold_arcs()
     induced: list | None = [] if settings.induced_trees is not None else None
     targets: list | None = [] if settings.induced_target_trees is not None else None
-    trees = read_trees(settings)
+    trees = read_trees(settings, model_control(translator))
     with output_writer(settings.output_path) as write, input_progress(
             "translating", lambda: input_size(settings.input_path, trees),
             settings.output_path is None) as advance:
@@ -134,12 +134,22 @@ def model_checkpoints(model_dirs: Sequence[Path], checkpoint: str | None) -> lis
     return checkpoints_of(model_dirs, checkpoint)
 
 
-def read_trees(settings: TranslateSettings) -> list | None:
+def model_control(translator: Any) -> Any:
+    """The control (:class:`~depnmt.stages.parse.controls.Control`) that a model, or a member
+    of an ensemble, applies to the trees it is given; None when none does."""
+    members = getattr(translator, "members", None) or [translator]
+    return next((m.control for m in members if getattr(m, "control", None) is not None), None)
+
+
+def read_trees(settings: TranslateSettings, control: Any = None) -> list | None:
     """The input's trees with ``--input-format conllu`` (None for raw text, read as it is
-    translated)."""
+    translated); a model's ``control`` refuses a control folder's trees
+    (:func:`~depnmt.stages.parse.controlstage.check_parser_trees`)."""
     if settings.input_format != "conllu":
         return None
     from depnmt.core.conllu import read_conllu_input
+    from depnmt.stages.parse.controlstage import check_parser_trees
+    check_parser_trees(settings.input_path, control)
     return read_conllu_input(settings.input_path)
 
 

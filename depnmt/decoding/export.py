@@ -249,6 +249,7 @@ def write_export(tmp: Path, name: str, model_dir: Path, config: dict[str, Any], 
         "depnmt_version": __version__, "ctranslate2_version": ct2_version,
         "source_model": str(model_dir.resolve()),
         "checkpoint": ckpt_path.name, "step": state.get("progress", {}).get("step"),
+        **averaged_steps(state),
         "scheme": [s["name"] for s in config["model"]["schemes"]],
         "positions": kind, "quantization": quantization or "float32",
         "src_lang": config.get("src_lang"), "tgt_lang": config.get("tgt_lang"),
@@ -265,6 +266,27 @@ def write_export(tmp: Path, name: str, model_dir: Path, config: dict[str, Any], 
     return record
 
 
+def averaged_steps(state: dict[str, Any]) -> dict[str, Any]:
+    """``{"averaged_steps": [N, ...]}``, the updates an average (``depnmt average``) is the
+    mean of, for a checkpoint ``state`` that is one; else ``{}``. An average has no step of
+    its own, so without this an export of one would not say which model it holds."""
+    from depnmt.storage.averaged import SOURCES
+    sources = state.get(SOURCES)
+    if not isinstance(sources, list):
+        return {}
+    return {"averaged_steps": [s.get("step") for s in sources if isinstance(s, dict)]}
+
+
+def checkpoint_text(record: dict[str, Any]) -> str:
+    """``best.pt, step 500`` or ``avg5.pt, the average of updates 400, 500``: the exported
+    checkpoint of an export ``record``."""
+    steps = record.get("averaged_steps")
+    if isinstance(steps, list):
+        return (f"{record['checkpoint']}, the average of updates "
+                f"{', '.join(str(s) for s in steps)}")
+    return f"{record['checkpoint']}, step {record['step']}"
+
+
 def refuse_existing(out_dir: Path, force: bool) -> None:
     """An existing ``out_dir`` is replaced only with ``--force``, and then only when it is an
     earlier export or empty (:func:`export_ctranslate2`)."""
@@ -278,7 +300,7 @@ def readme(name: str, record: dict[str, Any]) -> str:
     return f"""# depnmt model exported to CTranslate2
 
 Exported by depnmt {record['depnmt_version']} (CTranslate2 {record['ctranslate2_version']}) from
-`{record['source_model']}` ({record['checkpoint']}, step {record['step']}; scheme
+`{record['source_model']}` ({checkpoint_text(record)}; scheme
 {'+'.join(record['scheme'])}, weights {record['quantization']}),
 {record['src_lang']} → {record['tgt_lang']}.
 

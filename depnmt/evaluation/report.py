@@ -174,9 +174,33 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
         check_not_training(name, members)
         check_distinct_models(name, members)
         check_distinct_hypotheses(name, members)
+        check_distinct_seeds(name, members)
         for run in members:
             check_same_training(run)
     return groups
+
+
+def check_distinct_seeds(name: str, members: Sequence[System]) -> None:
+    """Refuse two runs of system ``name`` trained with the same seed (``config.json``'s
+    ``training.seed``) on the same trees (its provenance's: control trees of another control
+    seed make a replicate; runs that record no seed are not checked): they start from the same
+    weights and see the batches in the same order, so their spread is not the seed-to-seed
+    noise that the intervals, the p-values over runs and the power table take it for (on one
+    machine, nearly none: every difference would look significant). The error names both."""
+    from depnmt.training.provenance import KEY
+    seen: dict[tuple[int, str], Path] = {}
+    for run in members:
+        config = read_config(run.model_dir)
+        seed = config.get("training", {}).get("seed")
+        if seed is None:
+            continue
+        trees = json.dumps((config.get(KEY) or {}).get("trees"), sort_keys=True)
+        if (seed, trees) in seen:
+            raise DepnmtError(f"system {name!r}: {seen[seed, trees]} and {run.model_dir} were "
+                              f"both trained with seed {seed} on the same trees: runs of a "
+                              f"system differ by seed (train --seed), else their spread is not "
+                              f"training noise")
+        seen[seed, trees] = Path(run.model_dir)
 
 
 def check_same_training(run: System) -> None:
@@ -270,6 +294,10 @@ def system_record(name: str, runs: Sequence[dict]) -> dict:
     if len(schemes) > 1:
         raise DepnmtError(f"system {name!r} mixes runs of different schemes: "
                           f"{', '.join(sorted(schemes))}")
+    trees = {r["trees"] for r in runs if r.get("trees") is not None}
+    if len(trees) > 1:              # e.g. a control run among the runs on the parser's trees
+        raise DepnmtError(f"system {name!r} mixes runs on different trees: "
+                          f"{'; '.join(sorted(trees))} (a control is a system of its own)")
     record: dict = {"system": name, "scheme": runs[0]["scheme"], "n_runs": len(runs),
                     "parameters": runs[0]["parameters"]}
     for key in METRICS:

@@ -35,7 +35,7 @@ from depnmt.core.manifest import load_manifest
 from depnmt.core.optionspec import check_options, option
 from depnmt.core.schemename import scheme_name
 from depnmt.storage.modeldir import checkpoint_dir, read_config, read_metrics
-from depnmt.training.provenance import EVENT, SETTINGS_EVENT
+from depnmt.training.provenance import EVENT, KEY as PROVENANCE, SETTINGS_EVENT, control_text
 
 RESERVED = {"last", "best"}
 
@@ -88,6 +88,7 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
     selected = next((r for r in reversed(valid) if r.get("best")), None)
     summary = {
         "scheme": scheme_name(config["model"]["schemes"]),       # e.g. abs+dbsa-enc
+        "trees": trees_trained_on(config),
         "seed": config.get("training", {}).get("seed"),
         "parameters": start.get("parameters"),
         "updates": max((r["step"] for r in records), default=0),
@@ -107,6 +108,25 @@ def training_summary(model_dir: Path, records: list[dict] | None = None) -> dict
     if valid:
         summary.update({k: v for k, v in valid[-1].items() if k.startswith("dev_uas")})
     return summary
+
+
+def trees_trained_on(config: dict) -> str | None:
+    """The trees a run was trained on, as the runs of one system must share them (its
+    ``config.json``'s provenance): ``none``, ``the parser's trees``, or a control's kind with
+    its sides (``random-projective (labels keep) control trees, src``; its seed left out, as
+    the training seed: replicates may differ by it); None for a run of an earlier depnmt,
+    which records no provenance."""
+    provenance = config.get(PROVENANCE)
+    if not isinstance(provenance, dict):
+        return None
+    trees = provenance.get("trees")
+    if not isinstance(trees, dict):
+        return "none"
+    control = trees.get("control")
+    if not isinstance(control, dict):
+        return "the parser's trees"
+    sides = ", ".join(str(side) for side in control.get("sides") or [])
+    return f"{control_text(control, seed=False)} control trees" + (f", {sides}" if sides else "")
 
 
 def resume_changes(records: Sequence[dict], event: str) -> list[dict]:

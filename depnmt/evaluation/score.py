@@ -21,8 +21,9 @@ Paired bootstrap resampling (Koehn 2004)
     statistic and returns p ≈ 0.001 for two identical systems, hence this implementation.)
 
 Source-length buckets
-    A sentence's length is the number of whitespace-separated tokens of its *source* line (pass a
-    tokenized source for unsegmented languages such as Japanese). ``bounds = (0, 20, 30, 40, 50)``
+    A sentence's length is the number of whitespace-separated tokens of its *source* line; a
+    Japanese or Chinese source without spaces between words is refused
+    (:func:`check_bucket_source`): pass it tokenized. ``bounds = (0, 20, 30, 40, 50)``
     make the half-open buckets [0, 20), [20, 30), [30, 40), [40, 50), [50, ∞), labelled
     ``0-19``, ``20-29``, ``30-39``, ``40-49`` and ``50+``: 20 words fall in ``20-29``.
 """
@@ -73,7 +74,8 @@ class ScoreSettings:
     seed: int = option(DEFAULT_SEED, "Random seed of the bootstrap resampling.", SEED,
                        show_default=True)
     src: str | None = option(None, "Source file: also report BLEU by source length "
-                             "(whitespace-separated words).", File(text=True))
+                             "(whitespace-separated words; Japanese or Chinese tokenized).",
+                             File(text=True))
     buckets: str = option(",".join(map(str, DEFAULT_BUCKETS)), "Lower bounds of the "
                           "source-length buckets; half-open, so the default gives 0-19, 20-29, "
                           "30-39, 40-49 and 50+ words.", str, show_default=True)
@@ -314,6 +316,18 @@ def bucket_labels(bounds: Sequence[int]) -> list[str]:
     """Inclusive word ranges of the half-open buckets: ``0-19``, ..., ``50+``."""
     labels = [f"{lo}-{hi - 1}" if hi - 1 > lo else str(lo) for lo, hi in zip(bounds, bounds[1:])]
     return labels + [f"{bounds[-1]}+"]
+
+
+def check_bucket_source(src_lines: Sequence[str], src_name: str) -> None:
+    """An :class:`InputError` naming the source file ``src_name`` when its lines are Japanese
+    or Chinese without spaces between words (:func:`unsegmented`): the buckets count a line's
+    whitespace-separated words, which would be whole clauses there, so nearly every sentence
+    would fall into the first bucket."""
+    if unsegmented(src_lines):
+        raise InputError(src_name, None, "the source is Japanese or Chinese without spaces "
+                                         "between words, so its sentences' lengths in words "
+                                         "cannot be counted: give the tokenized source (e.g. "
+                                         "the prepare folder's test.LANG) as --src")
 
 
 def assign_buckets(src_lines: Sequence[str], bounds: Sequence[int] = DEFAULT_BUCKETS) -> np.ndarray:

@@ -200,15 +200,19 @@ def compare_trees(saved: dict | None, now: dict | None) -> list[str]:
     return compare_files(saved, now, "trees")
 
 
-def control_text(control: dict | None) -> str:
-    """``none``, or the control's description (``random-projective (seed 1, labels keep)``)."""
+def control_text(control: dict | None, seed: bool = True) -> str:
+    """``none``, or the control's description (``random-projective (seed 1, labels keep)``;
+    ``seed`` False: without the seed)."""
     if not control:
         return "none"
     from depnmt.stages.parse.controls import Control
     try:
-        return Control.from_dict(control.get("settings")).describe()
+        return Control.from_dict(control.get("settings")).describe(seed)
     except DepnmtError:
-        return json.dumps(control.get("settings"), sort_keys=True)
+        settings = control.get("settings")
+        if isinstance(settings, dict) and not seed:
+            settings = {k: v for k, v in settings.items() if k != "seed"}
+        return json.dumps(settings, sort_keys=True)
 
 
 def mismatch_error(model_dir: Path, changes: list[str]) -> DepnmtError:

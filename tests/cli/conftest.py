@@ -8,6 +8,8 @@ varying order, and ``--precision auto`` decodes in bf16/fp16)."""
 from __future__ import annotations
 
 import gzip
+import itertools
+import json
 import os
 import random
 import shutil
@@ -119,6 +121,20 @@ def train_tiny(bpe: Path, model: Path, steps: int, valid_every: int) -> Path:
 def tiny_model(tmp_path_factory, tiny_bpe) -> Path:
     """A 1-layer model trained for 12 updates (enough to have checkpoints and a config)."""
     return train_tiny(tiny_bpe, tmp_path_factory.mktemp("model") / "m", 12, 6)
+
+
+_RUN_SEEDS = itertools.count(101)
+
+
+def copy_run(model: Path, dest: Path, seed: int | None = None) -> Path:
+    """A copy of the model folder ``model`` at ``dest``, recorded (``config.json``) as trained
+    with ``seed``, by default one that no other copy has: the runs of a system differ by seed
+    (``report`` refuses two of one seed)."""
+    shutil.copytree(model, dest)
+    config = json.loads((dest / "config.json").read_text(encoding="utf-8"))
+    config.setdefault("training", {})["seed"] = next(_RUN_SEEDS) if seed is None else seed
+    (dest / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    return dest
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from .conftest import run_cli
+from .conftest import copy_run, run_cli
 from .test_report import write_hyps
 
 
@@ -21,10 +21,10 @@ def campaign(tiny_model, tiny_bpe, root):
         folder = root / "work" / ("compare-plateau" if seed == 1 else f"compare-plateau-seed{seed}")
         (folder / "hyps").mkdir(parents=True)
         for name, hyp in (("abs", hyp_abs), ("rel", hyp_rel)):
-            shutil.copytree(tiny_model, folder / "models" / name)
+            copy_run(tiny_model, folder / "models" / name, seed)
             shutil.copy(hyp, folder / "hyps" / f"{name}.de")
         folders.append(folder)
-    shutil.copytree(tiny_model, folders[1] / "models" / "dep")
+    copy_run(tiny_model, folders[1] / "models" / "dep", 2)
     (folders[1] / "models" / "dep" / "manifest.json").unlink()          # still training
     return ref, folders
 

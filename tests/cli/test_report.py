@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli
+from .conftest import copy_run, run_cli
 
 
 def write_hyps(tiny_bpe, tmp_path):
@@ -313,7 +313,7 @@ def test_report_gives_the_dev_uas_of_dbsa_systems(tiny_model, tiny_bpe, tmp_path
     runs = []
     for i, (enc, dec, visible) in enumerate([(80.0, 50.0, 90.0), (84.0, 54.0, 94.0)]):
         model = tmp_path / f"dbsa{i}"
-        shutil.copytree(tiny_model, model)
+        copy_run(tiny_model, model)
         with (model / "metrics.jsonl").open("a", encoding="utf-8") as f:
             for scale in (0.5, 1.0):                  # an earlier validation, then the last
                 f.write(json.dumps({"time": 1.0, "event": "valid", "step": 12, "epoch": 1,
@@ -409,7 +409,7 @@ def model_copy(model: Path, k: int) -> Path:
     """The ``k``-th copy of the model folder ``model``, beside it (made once)."""
     copy = Path(model).parent / f"{Path(model).name}-run{k}"
     if not copy.exists():
-        shutil.copytree(model, copy)
+        copy_run(model, copy)
     return copy
 
 

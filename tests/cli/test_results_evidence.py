@@ -13,6 +13,7 @@ import pytest
 
 from tests.scripts import load_script
 
+from .conftest import copy_run
 from .test_report import noisy_copies, write_likelihood
 
 gen = load_script("results_page")
@@ -59,7 +60,7 @@ def archive_runs(root, tiny_model, ref, folder: str, system: dict, seeds: range,
     for seed in seeds:
         run = gen.Run(f"archive/{folder}-seed{seed}", "abs+dep+rel")
         (root / run.dir / "hyps").mkdir(parents=True)
-        shutil.copytree(tiny_model, root / run.dir / "models" / run.folder)
+        copy_run(tiny_model, root / run.dir / "models" / run.folder, seed)
         hyp, = noisy_copies(ref, root / run.dir / "hyps", "x", system["drop"],
                             range(seed, seed + 1))
         hyp = hyp.rename(root / run.dir / "hyps" / f"{run.folder}.de")

@@ -14,7 +14,7 @@ from depnmt.api import Translator
 from depnmt.core.errors import DepnmtError
 from depnmt.storage.checkpoint import load_checkpoint, save_checkpoint
 
-from .conftest import TINY_MODEL, run_cli
+from .conftest import TINY_MODEL, copy_run, run_cli
 from .test_report import write_hyps
 
 
@@ -90,7 +90,7 @@ def results_folder(tiny_model, tiny_bpe, root):
     folder = root / "compare"
     (folder / "hyps").mkdir(parents=True)
     for name, hyp in (("abs", good), ("rel", bad)):
-        shutil.copytree(tiny_model, folder / "models" / name)
+        copy_run(tiny_model, folder / "models" / name)
         shutil.copy(hyp, folder / "hyps" / f"{name}.de")
     return folder
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from depnmt.evaluation.contrastive import read_set
 from depnmt.evaluation.contrastivestats import items_digest, set_digest
 
-from .conftest import run_cli
+from .conftest import copy_run, run_cli
 from .test_report import write_hyps
 from .test_trust_audit import results_folder
 
@@ -66,7 +66,7 @@ def test_report_refuses_hypotheses_changed_after_their_record(tiny_model, tiny_b
     ref, good, bad = write_hyps(tiny_bpe, tmp_path)
     folder = tmp_path / "compare"
     (folder / "hyps").mkdir(parents=True)
-    shutil.copytree(tiny_model, folder / "models" / "abs")
+    copy_run(tiny_model, folder / "models" / "abs")
     hyp = folder / "hyps" / "abs.de"
     shutil.copy(good, hyp)
     likelihood = folder / "hyps" / "abs.de.ref-logprob"
@@ -211,3 +211,28 @@ def test_compare_refuses_one_training_in_two_systems(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error: {base} and {other} both have a run scored with "
                           f"/m/s2/checkpoints/best.pt"), err
+
+
+def test_report_refuses_two_runs_of_one_seed(tiny_model, tiny_bpe, tmp_path, capsys):
+    """Two runs of a system trained with the same seed (a run trained again into another
+    folder without --seed) are one error naming both folders and the seed: their spread is
+    not seed-to-seed noise, and the intervals and power table would take it for that. Runs of
+    other seeds, and one model in two systems (two decodings compared), are reported."""
+    from depnmt.stages.parse.controls import Control
+    ref, good, bad = write_hyps(tiny_bpe, tmp_path)
+    first, again, other = (copy_run(tiny_model, tmp_path / name, seed)
+                           for name, seed in (("first", 7), ("again", 7), ("other", 8)))
+    base = ["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0"]
+    assert run_cli([*base, "-s", "x", first, good, "-s", "x", again, bad]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: system 'x': {first} and {again} were both trained with seed 7 on "
+                   f"the same trees: runs of a system differ by seed (train --seed), else their "
+                   f"spread is not training noise\n"), err
+    assert run_cli([*base, "-s", "x", first, good, "-s", "x", other, bad]) == 0
+    assert run_cli([*base, "-s", "x", first, good, "-s", "y", first, bad]) == 0
+    for run, control_seed in ((first, 1), (again, 2)):     # control trees of two control seeds
+        config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        config.setdefault("provenance", {})["trees"] = {"control": {
+            "settings": Control("random-projective", control_seed).to_dict(), "sides": ["src"]}}
+        (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert run_cli([*base, "-s", "x", first, good, "-s", "x", again, bad]) == 0

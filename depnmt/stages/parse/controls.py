@@ -334,11 +334,14 @@ class Control:
                               f"kind, seed, labels, noise and label_rule)")
         return cls(**{"label_rule": "legacy", **record})
 
-    def describe(self) -> str:
-        """``noise p=0.2 (seed 1, labels keep)``."""
+    def describe(self, seed: bool = True) -> str:
+        """``noise p=0.2 (seed 1, labels keep)``; ``seed`` False leaves the seed out (``noise
+        p=0.2 (labels keep)``: what the runs of one system share, each of which may draw its
+        control trees with a seed of its own)."""
         noise = f" p={self.noise}" if self.kind == "noise" else ""
         rule = "" if self.label_rule == "ud" else ", labels as made before the one-root rule"
-        return f"{self.kind}{noise} (seed {self.seed}, labels {self.labels}{rule})"
+        drawn = f"seed {self.seed}, " if seed else ""
+        return f"{self.kind}{noise} ({drawn}labels {self.labels}{rule})"
 
     def heads(self, heads: Sequence[int], rng: random.Random) -> list[int]:
         """The control tree's heads for the parser's ``heads`` (only their number matters to

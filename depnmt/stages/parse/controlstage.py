@@ -47,6 +47,25 @@ def check_folders(parse_dir: Path, out_dir: Path) -> None:
                               f"a control folder would replace; choose another output folder")
 
 
+def check_parser_trees(path: Path | None, control: Control | None) -> None:
+    """Trees given to a model trained on control trees (``translate --input-format conllu``,
+    ``rescore --src-format conllu``) must be the parser's: the model applies its ``control``
+    to every tree it is given. A file of a control folder (its manifest records a control and
+    lists the file) would be controlled twice, which for ``shuffled`` and ``noise`` gives
+    other trees than the folder holds for the same sentences: a :class:`DepnmtError` naming
+    the parser's file it was made from. Nothing to check without a control or a file."""
+    if control is None or path is None or not (Path(path).parent / MANIFEST).is_file():
+        return
+    manifest = read_json(Path(path).parent / MANIFEST, "")
+    made = manifest.get(CONTROL)
+    if not isinstance(made, dict) or Path(path).name not in (manifest.get("outputs") or {}):
+        return
+    source = Path(str((made.get("source") or {}).get("folder"))) / Path(path).name
+    raise DepnmtError(f"{path}: control trees (`depnmt controls`), but the model applies its "
+                      f"control ({control.describe()}) to the trees it is given, so they would "
+                      f"be controlled twice: give the parser's trees, {source}")
+
+
 def source_record(parse_dir: Path, manifest: dict) -> dict:
     """The input folder and the SHA-256 of each file its manifest lists (and of the manifest),
     with one SHA-256 of them all (of the lines ``NAME SHA256``, sorted by name)."""
