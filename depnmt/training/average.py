@@ -122,6 +122,7 @@ def average(model_dir: Path, name: str, last: int | None = None, best: int | Non
     model_config, files = config["model"], config.get(CHECKPOINT_FILES)
     with hold_lock(make_dir(out.parent) / f".{out.name}.lock", out,
                    "another `depnmt average` writes it", wait=True):
+        check_replaceable(out)
         paths = choose(model_dir, last, best)
         models, sources = [], []
         for path in paths:              # one snapshot's optimizer state in memory at a time
@@ -134,3 +135,22 @@ def average(model_dir: Path, name: str, last: int | None = None, best: int | Non
                               "averaged_from": [p.name for p in paths],
                               **average_record(out.parent, sources)})
     return out
+
+
+def check_replaceable(out: Path) -> None:
+    """An existing ``out`` is replaced only when it is an earlier average (it records the
+    snapshots it averaged, ``averaged_from``): a checkpoint of another kind put there by hand
+    (a copy of a best.pt, another run's model) is a :class:`DepnmtError` naming it, never
+    overwritten. Read memory-mapped: its tensors are not loaded."""
+    import warnings
+    if not out.exists():
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(out, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - whatever it is, it is no average of depnmt's
+        state = None
+    if not isinstance(state, dict) or "averaged_from" not in state:
+        raise DepnmtError(f"{out}: exists and is not an average (depnmt average replaces only "
+                          f"its own): give -o another name, or move the file away")

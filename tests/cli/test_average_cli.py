@@ -86,3 +86,24 @@ def test_average_best_and_its_errors(kept_model, capsys):
                           (["-o", "x"], "give one of --last N or --best N")):
         assert run_cli(["average", "-m", kept_model, *args]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_average_replaces_only_an_earlier_average(kept_model, capsys):
+    """-o NAME replaces NAME.pt when it is an earlier average; a checkpoint of another kind at
+    that name (a copy of best.pt kept by hand, a file that is no checkpoint) is one error naming
+    it and stays as it was."""
+    import shutil
+    ckpt = kept_model / "checkpoints"
+    for _ in range(2):                                  # the second replaces the first
+        assert run_cli(["average", "-m", kept_model, "--last", "2", "-o", "again"]) == 0
+    shutil.copy(ckpt / "best.pt", ckpt / "mine.pt")
+    (ckpt / "notes.pt").write_text("not a checkpoint", encoding="utf-8")
+    capsys.readouterr()
+    for name in ("mine", "notes.pt"):
+        kept = (ckpt / f"{name.removesuffix('.pt')}.pt").read_bytes()
+        assert run_cli(["average", "-m", kept_model, "--last", "2", "-o", name]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"error: {ckpt / name.removesuffix('.pt')}.pt: exists and is not an "
+                       f"average (depnmt average replaces only its own): give -o another name, "
+                       f"or move the file away\n"), err
+        assert (ckpt / f"{name.removesuffix('.pt')}.pt").read_bytes() == kept
