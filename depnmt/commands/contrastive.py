@@ -64,7 +64,7 @@ def command(set_path: Path, **values) -> None:
     from depnmt.evaluation.contrastive import (check_distinct_runs, evaluate, read_set,
                                                scored_pairs)
     from depnmt.evaluation.contrastivestats import (evaluation_dict, evaluation_markdown,
-                                                    items_digest, set_digest)
+                                                    items_digest, set_digest, trained_record)
     from depnmt.storage.modeldir import default_checkpoint, model_reads, named_checkpoint
     decoding = from_options(DecodingSettings, values)
     settings = from_options(ContrastiveSettings, values)
@@ -85,6 +85,7 @@ def command(set_path: Path, **values) -> None:
                     for d in group] for group in groups]
     check_distinct_runs(checkpoints)
     used: dict[str, list[str]] = {}         # each model's checkpoints, recorded in -o's JSON
+    trained: dict[str, list[dict]] = {}     # ... and its trees and seeds (--compare checks them)
 
     def scorers(advance):
         for group, ckpts in zip(groups, checkpoints):
@@ -93,6 +94,7 @@ def command(set_path: Path, **values) -> None:
             scorer.progress = advance
             name = " + ".join(str(d) for d in group)
             used[name] = [str(Path(c).resolve()) for c in ckpts]   # (--compare checks them)
+            trained[name] = trained_record(group)
             yield name, scorer
     with input_progress("scoring", lambda: len(scored_pairs(items)) * len(groups),
                         streams_stdout=False) as advance:
@@ -103,6 +105,7 @@ def command(set_path: Path, **values) -> None:
                                  "normalized": settings.normalized,
                                  "set_sha256": set_digest(set_path),
                                  "items_sha256": items_digest(items), "checkpoints": used,
+                                 "trained": trained,
                                  **evaluation_dict(result)},
                                 indent=1) + "\n")
     write_stdout(evaluation_markdown(result), flush=True)

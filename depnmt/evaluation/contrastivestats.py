@@ -235,6 +235,7 @@ def read_system(path: Path, items: int, digest: str | None, scored: str | None =
             raise InputError(path, None, f"model {name}: {len(decisions)} decisions, but the "
                                          f"set has {items} items: a result of another set")
         runs.append([bool(d) for d in decisions])
+    check_replicates(path, data)
     return System(str(path), runs, data.get("normalized"), run_checkpoints(path, data),
                   run_margins(path, models, runs))
 
@@ -255,6 +256,46 @@ def run_margins(path: Path, models: dict, runs: list[list[bool]]) -> list[list[f
                                          f"(one number per item, > 0 where it decided right)")
         out.append([float(x) for x in margins])
     return out
+
+
+def trained_record(model_dirs: Sequence[Path]) -> list[dict]:
+    """What a result file records of how a run's models were trained (``trained``: an
+    ensemble has several): per model folder the trees (:func:`~depnmt.evaluation.runs.
+    trees_trained_on`) and its training and control seeds (:func:`~depnmt.evaluation.runs.
+    replicate_seeds`), which :func:`check_replicates` compares."""
+    from depnmt.evaluation.runs import replicate_seeds, trees_trained_on
+    from depnmt.storage.modeldir import read_config
+    configs = [read_config(Path(d)) for d in model_dirs]
+    return [{"trees": trees_trained_on(c), "seeds": replicate_seeds(c)} for c in configs]
+
+
+def check_replicates(path: Path, data: dict) -> None:
+    """The runs (models) of a result file are replicates of one system, as ``report`` requires
+    of its runs: trained on the same trees (not the parser's and a control's, not two control
+    kinds) and with different seeds (the training seed, or the control trees' seed), else an
+    error naming the file. Files that record no ``trained`` are not checked."""
+    recorded = data.get("trained")
+    if not isinstance(recorded, dict) or set(recorded) != set(data["models"]) or not all(
+            isinstance(m, list) and all(isinstance(x, dict) for x in m)
+            for m in recorded.values()):
+        return
+    trees = {json.dumps([x.get("trees") for x in m]) for m in recorded.values()
+             if all(x.get("trees") is not None for x in m)}
+    if len(trees) > 1:
+        raise InputError(path, None, f"its runs were trained on different trees: "
+                                     f"{'; '.join(sorted(trees))} (a control is a system of "
+                                     f"its own)")
+    seen: dict[str, str] = {}
+    for name, models in recorded.items():
+        seeds = json.dumps([x.get("seeds") for x in models])
+        if any(x.get("seeds") is None for x in models):
+            continue
+        if seeds in seen:
+            raise InputError(path, None, f"models {seen[seeds]} and {name} were trained with "
+                                         f"the same seeds on the same trees: runs of a system "
+                                         f"differ by seed, else their spread is not training "
+                                         f"noise")
+        seen[seeds] = name
 
 
 def run_checkpoints(path: Path, data: dict) -> list[tuple[str, ...]] | None:

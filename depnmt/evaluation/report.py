@@ -46,7 +46,8 @@ from depnmt.data.record import sha256
 from depnmt.decoding import likelihood as lk
 from depnmt.evaluation import score as sc
 from depnmt.evaluation import significance as sig
-from depnmt.evaluation.runs import System, mean_of, trainer_pid, training_summary
+from depnmt.evaluation.runs import (System, mean_of, replicate_seeds, trainer_pid,
+                                    training_summary)
 from depnmt.storage.modeldir import read_config
 
 METRICS = ("bleu", "chrf")
@@ -182,25 +183,23 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
 
 def check_distinct_seeds(name: str, members: Sequence[System]) -> None:
     """Refuse two runs of system ``name`` trained with the same seed (``config.json``'s
-    ``training.seed``) on the same trees (its provenance's: control trees of another control
-    seed make a replicate; runs that record no seed are not checked): they start from the same
-    weights and see the batches in the same order, so their spread is not the seed-to-seed
-    noise that the intervals, the p-values over runs and the power table take it for (on one
-    machine, nearly none: every difference would look significant). The error names both."""
-    from depnmt.training.provenance import KEY
-    seen: dict[tuple[int, str], Path] = {}
+    ``training.seed``) on the same trees (control trees of another control seed make a
+    replicate: :func:`~depnmt.evaluation.runs.replicate_seeds`; runs that record no seed are
+    not checked): they start from the same weights and see the batches in the same order, so
+    their spread is not the seed-to-seed noise that the intervals, the p-values over runs and
+    the power table take it for (on one machine, nearly none: every difference would look
+    significant). The error names both."""
+    seen: dict[tuple, Path] = {}
     for run in members:
-        config = read_config(run.model_dir)
-        seed = config.get("training", {}).get("seed")
-        if seed is None:
+        seeds = replicate_seeds(read_config(run.model_dir))
+        if seeds is None:
             continue
-        trees = json.dumps((config.get(KEY) or {}).get("trees"), sort_keys=True)
-        if (seed, trees) in seen:
-            raise DepnmtError(f"system {name!r}: {seen[seed, trees]} and {run.model_dir} were "
-                              f"both trained with seed {seed} on the same trees: runs of a "
+        if seeds in seen:
+            raise DepnmtError(f"system {name!r}: {seen[seeds]} and {run.model_dir} were both "
+                              f"trained with seed {seeds[0]} on the same trees: runs of a "
                               f"system differ by seed (train --seed), else their spread is not "
                               f"training noise")
-        seen[seed, trees] = Path(run.model_dir)
+        seen[seeds] = Path(run.model_dir)
 
 
 def check_same_training(run: System) -> None:

@@ -129,6 +129,19 @@ def trees_trained_on(config: dict) -> str | None:
     return f"{control_text(control, seed=False)} control trees" + (f", {sides}" if sides else "")
 
 
+def replicate_seeds(config: dict) -> tuple[Any, Any] | None:
+    """What tells a run from the other replicates of its system: its training seed and the
+    seed of the control trees it trained on (None without a control), from its
+    ``config.json``; None when it records no training seed (not checked)."""
+    seed = config.get("training", {}).get("seed")
+    if seed is None:
+        return None
+    trees = (config.get(PROVENANCE) or {}).get("trees")
+    control = trees.get("control") if isinstance(trees, dict) else None
+    settings = control.get("settings") if isinstance(control, dict) else None
+    return seed, settings.get("seed") if isinstance(settings, dict) else None
+
+
 def resume_changes(records: Sequence[dict], event: str) -> list[dict]:
     """The resumes the log records as ``event``: on other data (``data_changed``, ``train
     --resume-on-changed-data``) or with other settings (``settings_changed``): ``step`` (the

@@ -121,6 +121,8 @@ def test_contrastive_refuses_one_training_scored_as_two_runs(tiny_model, tmp_pat
                     "-o", tmp_path / "r.json"]) == 0
     written = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert written["items_sha256"] == items_digest(read_set(set_path, "tsv")), written
+    assert written["trained"] == {str(m): [{"trees": "none", "seeds": [1, None]}]
+                                  for m in (tiny_model, other)}, written["trained"]
     recorded = written["checkpoints"]
     assert list(recorded.values()) == [[str((m / "checkpoints" / "best.pt").resolve())]
                                        for m in (tiny_model, other)]
@@ -236,3 +238,32 @@ def test_report_refuses_two_runs_of_one_seed(tiny_model, tiny_bpe, tmp_path, cap
             "settings": Control("random-projective", control_seed).to_dict(), "sides": ["src"]}}
         (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
     assert run_cli([*base, "-s", "x", first, good, "-s", "x", again, bad]) == 0
+
+
+def test_compare_refuses_a_system_of_other_trees_or_one_seed(tiny_model, tmp_path, capsys):
+    """A result file whose runs were trained on different trees (the parser's and a control's)
+    or with the same seeds on the same trees (what contrastive -o records as ``trained``) is no
+    system of replicates: one error naming it, as report refuses such runs."""
+    set_path = tmp_path / "set.tsv"
+    set_path.write_text(SET, encoding="utf-8")
+    base = result_file(tmp_path / "base.json", set_path, {
+        "s1": ([1, 0, 1], "/m/s1/best.pt"), "s2": ([1, 1, 0], "/m/s2/best.pt")})
+    control = "random-projective (labels keep) control trees, src"
+    for name, trained, message in (
+            ("mixed", [("the parser's trees", [1, None]), (control, [2, 1])],
+             "its runs were trained on different trees: "),
+            ("seeds", [(control, [1, 5]), (control, [1, 5])],
+             "models t0 and t1 were trained with the same seeds on the same trees")):
+        path = result_file(tmp_path / f"{name}.json", set_path, {
+            f"t{k}": ([1, 1, k], f"/m/{name}{k}/best.pt") for k in range(2)})
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["trained"] = {f"t{k}": [{"trees": trees, "seeds": seeds}]
+                           for k, (trees, seeds) in enumerate(trained)}
+        path.write_text(json.dumps(data), encoding="utf-8")
+        assert run_cli(["contrastive", set_path, "--compare", base, "--compare", path]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path}: {message}"), err
+        data["trained"]["t1"][0]["seeds"] = [2, 5]          # replicates of one system
+        data["trained"]["t1"][0]["trees"] = data["trained"]["t0"][0]["trees"]
+        path.write_text(json.dumps(data), encoding="utf-8")
+        assert run_cli(["contrastive", set_path, "--compare", base, "--compare", path]) == 0
