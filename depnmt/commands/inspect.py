@@ -52,7 +52,7 @@ def command(**values) -> None:
             pictures.append((tree, tokens, None, blocks[-1].splitlines()))
             continue
         cells = pair_cells(scheme, tree.heads, tokens, settings.clip, settings.subword_tree,
-                           settings.chain_head)
+                           settings.chain_head, tree.sent_ids)
         blocks.append(format_matrix(tokens, cells))
         pictures.append((tree, tokens, cells, None))
     write_stdout("\n".join(blocks))

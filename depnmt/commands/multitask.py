@@ -22,7 +22,8 @@ def command(**values) -> None:
     source sentence again, prefixed with xxparsexx, paired with its dependency tree from
     --trees linearized as brackets:
       xxparsexx The dog barks .  ->  (root (nsubj (det The ) dog ) barks (punct . ) )
-    dev and test: the translation pairs only (tagged). The model needs no change: train it on
+    dev and test: the translation pairs only (tagged; an empty source line stays empty, and
+    has no parse pair in training). The model needs no change: train it on
     `depnmt bpe -i OUT` with --scheme abs (or abs+rel); translate OUT/test.raw.SRC (tagged),
     or prefix your input lines with "xxtranslatexx ". train records the tags in the model's
     config.json, and translate, rescore, contrastive and the Python API refuse a source line

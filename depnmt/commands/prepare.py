@@ -30,7 +30,8 @@ def command(**values) -> None:
     Writes into OUT_DIR, for split in train, dev, test:
       {split}.{lang}       tokenized text, tokens separated by single spaces
       {split}.raw.{lang}   the same sentences normalised but untokenized (BLEU references)
-      manifest.json        inputs, options, tokenizers, library versions, line counts
+      manifest.json        inputs, options, tokenizers, library versions, line counts, and
+                           how many dev/test sources are in train (or test's in dev) too
     """
     settings, sources = from_options(Settings, values), from_options(Sources, values)
     with usage_errors():

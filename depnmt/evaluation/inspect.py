@@ -132,11 +132,15 @@ def clips(scheme: str) -> bool:
 
 
 def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: int | None = None,
-               rule: str = "chain", chain_head: str = "last") -> list[list[str]]:
+               rule: str = "chain", chain_head: str = "last",
+               sent_ids: Sequence[int] | None = None) -> list[list[str]]:
     """The ``[n, n]`` cells of ``scheme`` for the tree ``heads`` over ``tokens`` (words, or
     subwords with "@@ " markers, projected by ``rule``), as the scheme itself labels the pairs
     (:meth:`~depnmt.model.schemes.base.Scheme.pair_labels`, ``label_text``); without ``clip``
-    the scheme's clip value is the sentence length, so nothing is clipped."""
+    the scheme's clip value is the sentence length, so nothing is clipped. ``sent_ids``: the
+    parser sentence of each word (a tree's ``SentIdx``, :class:`~depnmt.core.conllu.Sentence`),
+    which the structural and PASCAL schemes start their depths and parents from, as in
+    training; None: one sentence."""
     from depnmt.model.schemes.registry import SCHEMES as REGISTERED
     from depnmt.model.schemes.registry import build_schemes, load_builtin_schemes, scheme_entries
     load_builtin_schemes()
@@ -147,8 +151,9 @@ def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: i
     if clips(scheme):                       # a clipped distance (pascal's scales are not)
         values[f"{cls.prefix}_{cls.clip}"] = clip if clip is not None else max(len(tokens), 1)
     built = build_schemes(scheme_entries([scheme], values))[0]
+    tree = SimpleNamespace(heads=list(heads), sent_ids=None if sent_ids is None else list(sent_ids))
     example = SimpleNamespace(index=0, src=[0] * (len(tokens) + 1), src_subwords=list(tokens),
-                              src_tree=SimpleNamespace(heads=list(heads), sent_ids=None))
+                              src_tree=tree)
     return [[built.label_text(label) for label in row]
             for row in built.pair_labels(example).tolist()]
 

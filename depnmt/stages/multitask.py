@@ -11,8 +11,10 @@ stage is ``depnmt bpe -i OUT``):
   ``TAGS["parse"]``, paired with its linearized tree from PARSE (:func:`linearize`). So the
   auxiliary task's data is the translation data's own source side, parsed — 2N pairs for N;
 * dev and test: translation pairs only (tagged), so dev BLEU and the test set measure
-  translation. ``translate`` needs the tag too: give it OUT's ``test.raw.SRC`` (already tagged),
-  or prefix your input lines with ``xxtranslatexx``.
+  translation. An empty source line (prepare keeps them in dev and test, and in train with
+  ``--min-len 0``) stays empty, untagged, and has no parse pair: a tag alone would be decoded
+  into a translation of nothing (:func:`tagged`). ``translate`` needs the tag too: give it
+  OUT's ``test.raw.SRC`` (already tagged), or prefix your input lines with ``xxtranslatexx``.
 
 A model trained on OUT knows it: ``train`` records the tags in its ``config.json``
 (:data:`KEY`, :func:`model_record`; also in a CTranslate2 export's record), and everything that
@@ -138,6 +140,15 @@ def linearize(words: list[str], heads: list[int], deprels: list[str]) -> list[st
     return out
 
 
+def tagged(task: str, tokens: str, raw: str) -> tuple[str, str]:
+    """A source line, ``tokens`` (tokenized) and ``raw`` (its reference text), with the tag of
+    ``task`` in front of both; a line without tokens stays as it is, as ``translate`` gives an
+    empty line back for it."""
+    if not tokens:
+        return tokens, raw
+    return f"{TAGS[task]} {tokens}", f"{TAGS[task]} {raw}"
+
+
 def _trees(parse_dir: Path, split: str, lang: str,
            text_path: Path) -> Iterator[tuple[str, list[str]]]:
     """``(line, its linearized tree)`` for every line of ``text_path``
@@ -224,9 +235,9 @@ def write_mixed(prepare_dir: Path, parse_dir: Path, out_dir: Path,
         n_translate = n_parse = 0
         with ExitStack() as stack:
             files = [stack.enter_context(atomic_open(out_dir / name)) for name in names]
-            tag = TAGS["translate"] + " "
             for s, t, rs, rt in zip(*(iter_lines(path) for path in inputs)):
-                for fh, value in zip(files, (tag + s, t, tag + rs, rt)):
+                s, rs = tagged("translate", s, rs)
+                for fh, value in zip(files, (s, t, rs, rt)):
                     fh.write(value + "\n")
                 n_translate += 1
             if split == "train":
@@ -234,13 +245,13 @@ def write_mixed(prepare_dir: Path, parse_dir: Path, out_dir: Path,
                 if parse_fraction < 1.0:
                     rng = random.Random(seed)
                     chosen = set(rng.sample(range(n_translate), round(parse_fraction * n_translate)))
-                tag = TAGS["parse"] + " "
                 trees = _trees(parse_dir, split, src, inputs[0])
                 for i, ((s, linear), rs) in enumerate(zip(trees, iter_lines(inputs[2]))):
-                    if chosen is not None and i not in chosen:
+                    if not s or chosen is not None and i not in chosen:
                         continue
                     text = " ".join(linear)
-                    for fh, value in zip(files, (tag + s, text, tag + rs, text)):
+                    s, rs = tagged("parse", s, rs)
+                    for fh, value in zip(files, (s, text, rs, text)):
                         fh.write(value + "\n")
                     n_parse += 1
         outputs += names

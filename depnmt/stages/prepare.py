@@ -24,6 +24,10 @@ Rules, in order:
 * ``max_pairs``: training stops at the first N pairs that pass the filters (Omote et al.'s
   Table 3: "the first 100,000 sentence pairs of 50 words or less"); ``first`` instead limits the
   pairs read, before filtering.
+* Overlap (nothing is dropped for it): the manifest's ``overlap`` counts, for dev and test,
+  the non-empty source lines that are also a source line of an earlier split as written
+  (train; for test, dev too), and how many of them are the whole pair, with a warning when
+  any is (:func:`split_overlap`): a test sentence the model was trained on scores memory.
 """
 
 from __future__ import annotations
@@ -248,6 +252,9 @@ def plan_splits(files: dict[str, tuple[Path, Path]], settings: Settings) -> list
     train_src, train_tgt = files["train"]
     n_train = check_parallel(train_src, train_tgt)
     if settings.first is not None:
+        if settings.first > n_train:
+            warn(f"{train_src}: --first {settings.first}, but the training files have only "
+                 f"{n_train} pairs; all of them are read")
         n_train = min(n_train, settings.first)
     held = {split: size for split, size in (("dev", settings.dev_size),
                                             ("test", settings.test_size)) if split not in files}
@@ -371,6 +378,48 @@ def report_split(source: SplitSource, read: int, kept: int, dropped: dict[str, i
              + (" and --langid-filter" if dropped["wrong_language"] else ""))
 
 
+OVERLAP_AGAINST = {"dev": ("train",), "test": ("train", "dev")}   # split: earlier splits
+
+
+def split_overlap(out_dir: Path, src_lang: str, tgt_lang: str) -> dict[str, dict]:
+    """How much of dev and test the splits before them hold, as written into ``out_dir``
+    (tokenized, after the filters): ``{split: {earlier: {"sentences": n, "source": n, "pair":
+    n}}}`` for each earlier split of :data:`OVERLAP_AGAINST`: of the split's ``sentences``
+    non-empty source lines, ``source`` are a source line of ``earlier`` too, ``pair`` are with
+    their target line one pair of it. Each earlier split is read once, line by line; only dev's
+    and test's pairs are held in memory."""
+    def pairs(split: str) -> Iterator[tuple[str, str]]:
+        return zip(*(iter_lines(out_dir / name)
+                     for name in output_names(split, src_lang, tgt_lang)[:2]))
+
+    held = {split: [pair for pair in pairs(split) if pair[0]] for split in OVERLAP_AGAINST}
+    sources = {src for kept in held.values() for src, _ in kept}
+    wanted = {pair for kept in held.values() for pair in kept}
+    overlap: dict[str, dict] = {split: {} for split in OVERLAP_AGAINST}
+    for earlier in dict.fromkeys(e for against in OVERLAP_AGAINST.values() for e in against):
+        found = [pair for pair in pairs(earlier) if pair[0] in sources]
+        found_sources, found_pairs = {src for src, _ in found}, set(found) & wanted
+        for split, against in OVERLAP_AGAINST.items():
+            if earlier in against:
+                overlap[split][earlier] = {
+                    "sentences": len(held[split]),
+                    "source": sum(src in found_sources for src, _ in held[split]),
+                    "pair": sum(pair in found_pairs for pair in held[split])}
+    return overlap
+
+
+def report_overlap(overlap: dict[str, dict]) -> None:
+    """A warning for each split whose sources an earlier split holds (:func:`split_overlap`)."""
+    why = {"train": "the model is trained on them", "dev": "they choose its checkpoint"}
+    for split, against in overlap.items():
+        for earlier, counts in against.items():
+            if counts["source"]:
+                warn(f"{split}: {counts['source']} of its {counts['sentences']} sentences have "
+                     f"their source in {earlier} too ({counts['pair']} the whole pair): "
+                     f"{why[earlier]}, so scores on them may measure memory; counted in the "
+                     f"manifest (overlap)")
+
+
 def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: Settings,
             tokenizers: tuple[Tokenizer, Tokenizer], inputs_extra: dict | None = None,
             jobs: int = 1) -> dict:
@@ -401,6 +450,8 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
     with stage_output(out_dir, "prepare", owns=set(outputs).__contains__) as tmp, \
             worker_pool(jobs, (tokenizers, settings)) as pool:
         counts = {s.name: process_split(s, tmp, pool, settings) for s in sources}
+        overlap = split_overlap(tmp, settings.src_lang, settings.tgt_lang)
+        report_overlap(overlap)
         inputs = {f"{split}.{side}": str(Path(path).resolve()) for split, pair in files.items()
                   for side, path in zip(("src", "tgt"), pair)}
         return write_manifest(tmp, "prepare", inputs={**(inputs_extra or {}), **inputs},
@@ -409,4 +460,4 @@ def prepare(out_dir: str | Path, files: dict[str, tuple[Path, Path]], settings: 
                                      "tgt_lang": settings.tgt_lang,
                                      "tokenizers": {"src": tokenizers[0].config(),
                                                     "tgt": tokenizers[1].config()},
-                                     "counts": counts, **extra})
+                                     "counts": counts, "overlap": overlap, **extra})
