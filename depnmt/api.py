@@ -130,6 +130,7 @@ class Translator:
         [[Translation(text='Ein Mann fährt Fahrrad.', score=-2.32, logprob=-3.52), ...]]
         """
         from depnmt.decoding.search import check_nbest
+        from depnmt.decoding.settings import warn_unused_by_greedy
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one: "
                             "translate([sentence])")
@@ -145,6 +146,7 @@ class Translator:
         try:
             if nbest is not None:
                 check_nbest(nbest, impl.search_cfg.beam)
+            warn_unused_by_greedy(search, impl.search_cfg.beam, nbest)
             return list(impl.translate_lines(sentences, nbest=nbest or 0))
         finally:
             impl.search_cfg = defaults

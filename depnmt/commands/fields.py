@@ -86,15 +86,31 @@ def click_callback(check: Callable[[Any], Any] | None) -> Callable | None:
     return callback
 
 
+class EnvironmentDefault(click.Option):
+    """An option whose environment variable (``$DEPNMT_PRECISION``) sets its default: a value
+    of a ``--config`` file (click's ``default_map``) wins over the variable, as a flag on the
+    command line does. click alone takes the variable first, so the file's value was dropped
+    without a word."""
+
+    def consume_value(self, ctx: click.Context, opts: Any) -> tuple[Any, Any]:
+        from click.core import ParameterSource
+        value, source = super().consume_value(ctx, opts)
+        configured = ctx.default_map or {}
+        if source is ParameterSource.ENVIRONMENT and configured.get(self.name) is not None:
+            return configured[self.name], ParameterSource.DEFAULT_MAP
+        return value, source
+
+
 def click_option(param: Param) -> click.Option:
-    """The flag of ``param``."""
+    """The flag of ``param`` (one with an environment variable: :class:`EnvironmentDefault`)."""
     kind = dict(is_flag=True) if param.kind is bool else dict(type=click_type(param.kind))
     extra = {} if param.show_default is None else dict(show_default=param.show_default)
     if param.multiple:
         extra["multiple"] = True
     if param.nargs != 1:
         extra["nargs"] = param.nargs
-    return click.Option([*param.flags, param.name], default=param.default, help=param.help,
+    option = EnvironmentDefault if param.envvar is not None else click.Option
+    return option([*param.flags, param.name], default=param.default, help=param.help,
                         required=param.required, metavar=param.metavar, hidden=param.hidden,
                         envvar=param.envvar, show_envvar=param.envvar is not None,
                         callback=click_callback(param.check), **kind, **extra)

@@ -13,7 +13,8 @@ from depnmt.commands.fields import click_options
 from depnmt.commands.options import deprecated_aliases
 from depnmt.core.optionspec import field_params, from_options
 from depnmt.core.searchlimits import search_names, search_params
-from depnmt.decoding.settings import DecodingSettings, TranslateSettings, decoding_params
+from depnmt.decoding.settings import (DecodingSettings, TranslateSettings, decoding_params,
+                                     warn_unused_by_greedy)
 
 
 class Request(NamedTuple):
@@ -31,8 +32,9 @@ class Request(NamedTuple):
             "averaged at each step; they must share vocabularies, BPE and tokenizers)",
     items="sentences",
     precision="decoder's matrix multiplies, as train --precision: auto = bf16 on CPUs with "
-              "native bf16 (AVX512-BF16, AMX), bf16 or fp16 on CUDA, fp32 elsewhere (--ct2: "
-              "the export's own compute type). fp32 on the CPU repeats its output exactly on "
+              "native bf16 (AVX512-BF16, AMX), bf16 or fp16 on CUDA, fp32 elsewhere (not with "
+              "--ct2, which computes in the export's own type). fp32 on the CPU repeats its "
+              "output exactly on "
               "one machine with the same torch version, threads and batching; another CPU "
               "(other vector instructions), a GPU or 16-bit arithmetic rounds differently, "
               "which can change the choice between two nearly equal hypotheses; on CUDA two "
@@ -55,7 +57,7 @@ def command(**values: Any) -> None:
                       from_options(TranslateSettings, values))
     search = {name: values[name] for name in search_names()}
     check_outputs(request)
-    request.own.check_ct2(len(request.decoding.model_dirs))
+    request.own.check_ct2(len(request.decoding.model_dirs), request.decoding.precision)
     if request.own.ct2_dir is not None:
         translate_with_ct2(request, search)
     else:
@@ -87,6 +89,7 @@ def translate_with_ct2(request: Request, search: dict[str, Any]) -> None:
                                      batch_size=decoding.batch_size, **search)
     nbest, input_path, output_path = settings.nbest, settings.input_path, settings.output_path
     check_nbest_flag(nbest, ct2.search_cfg.beam, search["beam"])
+    warn_unused_by_greedy(search, ct2.search_cfg.beam, nbest)
     ct2.source_name = str(input_path or "<stdin>")
     lines = iter_lines(input_path) if input_path else stdin_lines()
     with output_writer(output_path) as write, input_progress(
@@ -106,6 +109,7 @@ def translate_with_model(request: Request, search: dict[str, Any]) -> None:
         translator = load_translator(model_dirs, ckpts, **decoding.keywords(),
                                      **settings.loading(), **search)
     check_nbest_flag(nbest, translator.search_cfg.beam, search["beam"])
+    warn_unused_by_greedy(search, translator.search_cfg.beam, nbest)
     settings.check_gold_arcs()
     if settings.dbsa_gold_arcs:
         translator.use_gold_arcs()

@@ -70,6 +70,27 @@ class File:
 
 
 @dataclass(frozen=True)
+class OnlyWith:
+    """Where an option takes effect: when the option ``name`` (a field of the same settings)
+    has one of ``values``, or, with no values, when it is given (not None). An option given
+    (not at its default) where it takes no effect is refused by :func:`check_options`, on the
+    command line and from Python alike: accepted, it would change nothing while the run
+    seemed to use it."""
+
+    name: str
+    values: tuple[str, ...] = ()
+
+    def __init__(self, name: str, *values: str):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "values", values)
+
+    def holds(self, settings: Any) -> bool:
+        """Whether the option takes effect with ``settings`` (a dataclass instance)."""
+        value = getattr(settings, self.name)
+        return value in self.values if self.values else value is not None
+
+
+@dataclass(frozen=True)
 class Processes:
     """A number of worker processes ≥ 1, or ``auto`` (the cores this process may use)."""
 
@@ -89,12 +110,13 @@ PRECISION = Choice(("auto", "fp32", "bf16", "fp16"))
 
 def option(default: Any, help: str, type: Kind = None, check: Callable[[Any], Any] | None = None,
            flag: str | tuple[str, ...] | None = None, envvar: str | None = None,
-           **shown: Any) -> Any:
+           only: OnlyWith | None = None, **shown: Any) -> Any:
     """A dataclass field that is also an option: ``help`` its help text, ``type`` the values it
     takes (None: the type of ``default``), ``check`` a further check of a value, ``flag`` its
     flag when not the field's name (``--heads``; a boolean's ``--amp/--no-amp``; several:
     ``("-o", "--output")``), ``envvar`` an environment variable that sets its value when no
-    flag gives it. ``shown``: how the flag is given and shown (:data:`SHOWN`: ``metavar``,
+    flag gives it, ``only`` where it takes effect (:class:`OnlyWith`: elsewhere it is refused).
+    ``shown``: how the flag is given and shown (:data:`SHOWN`: ``metavar``,
     ``required``, ``multiple``, ``nargs``, ``show_default``, ``hidden``). A function
     ``default`` (no arguments) gives the default when it is needed: the dataclass's default
     factory, and the flag's dynamic default (``$DEPNMT_MODEL``, read when the command runs)."""
@@ -102,7 +124,7 @@ def option(default: Any, help: str, type: Kind = None, check: Callable[[Any], An
     if unknown:
         raise TypeError(f"option(): unknown {', '.join(sorted(unknown))}")
     metadata = {"help": help, "type": type, "check": check, "flag": flag, "envvar": envvar,
-                **shown}
+                "only": only, **shown}
     if callable(default):
         return field(default_factory=default, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -193,6 +215,36 @@ def check_options(settings: Any) -> None:
             check_value(field_param(f), value)
         except ValueError as exc:
             raise DepnmtError(f"{f.name} {value!r}: {exc}") from None
+    check_effect(settings)
+
+
+def check_effect(settings: Any) -> None:
+    """A :class:`~depnmt.core.errors.DepnmtError` naming the first option of ``settings`` that
+    is given (not its default, None or empty) where it takes no effect (its :class:`OnlyWith`
+    does not hold): ``--conllu-dir takes effect only with --backend conllu, not --backend
+    spacy``."""
+    from depnmt.core.errors import DepnmtError
+    by_name = {f.name: f for f in option_fields(type(settings))}
+    for f in by_name.values():
+        only, value = f.metadata.get("only"), getattr(settings, f.name)
+        if only is None or value in (None, ()) or value == _default(f) or only.holds(settings):
+            continue
+        needed = _long_flag(by_name[only.name])
+        wanted = " or ".join(f"{needed} {v}" for v in only.values) if only.values else needed
+        now = getattr(settings, only.name)
+        given = f", not {needed} {now}" if only.values and now is not None else ""
+        raise DepnmtError(f"{_long_flag(f)} takes effect only with {wanted}{given}: leave it "
+                          f"out, or give {wanted}")
+
+
+def _default(f: Field) -> Any:
+    return f.default if f.default is not MISSING else (
+        None if f.default_factory is MISSING else f.default_factory())
+
+
+def _long_flag(f: Field) -> str:
+    """The field's long flag (``--conllu-dir``)."""
+    return next(flag.split("/")[0] for flag in field_param(f).flags if flag.startswith("--"))
 
 
 def check_value(param: Param, value: Any) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from depnmt.core.errors import DepnmtError
-from depnmt.core.optionspec import (COUNT, POSITIVE, PRECISION, Choice, File, Folder, Param,
-                                    check_options, field_params, option, option_fields)
+from depnmt.core.optionspec import (COUNT, POSITIVE, PRECISION, Choice, File, Folder, OnlyWith,
+                                    Param, check_options, field_params, option, option_fields)
 from depnmt.storage.modeldir import default_model_dir
 
 QUANTIZATIONS = ("none", "int8")
@@ -125,7 +125,7 @@ class TranslateSettings:
         "directory: the export's own tokenizer, BPE and search defaults; text input only",
         Folder(), flag="--ct2")
     threads: int = option(0, "with --ct2: CTranslate2's intra-op threads (0: its default)",
-                          COUNT)
+                          COUNT, only=OnlyWith("ct2_dir"))
     induced_trees: Path | None = option(
         None, "also write the source trees the model's encoder parse head induces (DBSA(Enc) "
         "models; no parser needed) to this CoNLL-U file: one tree per input line over the "
@@ -147,9 +147,10 @@ class TranslateSettings:
         """The fields of :data:`LOADING`, as keywords of the library's loaders."""
         return {name: getattr(self, name) for name in LOADING}
 
-    def check_ct2(self, models: int) -> None:
+    def check_ct2(self, models: int, precision: str = "auto") -> None:
         """With ``--ct2``, a DepnmtError for what an export does not do: an ensemble
-        (``models`` folders, -m), a checkpoint, trees, CoNLL-U input, int8 on top."""
+        (``models`` folders, -m), a checkpoint, trees, CoNLL-U input, int8 on top, another
+        ``precision`` than ``auto`` (it computes in the export's own type)."""
         if self.ct2_dir is None:
             return
         if models > 1:
@@ -162,6 +163,10 @@ class TranslateSettings:
         if self.quantize != "none":
             raise DepnmtError("--ct2 computes in the export's own type: for int8, export with "
                               "depnmt export --quantization int8, or drop --ct2")
+        if precision != "auto":
+            raise DepnmtError(f"--ct2 computes in the export's own type (depnmt export "
+                              f"--quantization), not --precision {precision}: drop --precision, "
+                              f"or drop --ct2")
 
     def check_gold_arcs(self) -> None:
         """``--dbsa-gold-arcs`` reads the gold trees of CoNLL-U input; a DepnmtError
@@ -169,6 +174,25 @@ class TranslateSettings:
         if self.dbsa_gold_arcs and self.input_format != "conllu":
             raise DepnmtError("--dbsa-gold-arcs takes the gold trees from the input: give "
                               "--input-format conllu")
+
+
+# the search options a greedy search (beam 1) does not use for its output: it ranks no hypotheses
+GREEDY_UNUSED = ("alpha", "length_penalty", "at_limit")
+
+
+def warn_unused_by_greedy(search: dict[str, Any], beam: int, nbest: int | None) -> None:
+    """A warning naming each search option given in ``search`` (name -> value, None: not
+    given) that does not change the output of a search of ``beam`` 1 (greedy) without
+    ``nbest``: ``--alpha``, ``--length-penalty`` and ``--at-limit`` rank hypotheses or score
+    them, and greedy search has one, ended at EOS or the length limit alike; with ``--nbest``
+    they change its score column."""
+    from depnmt.core.log import warn
+    from depnmt.core.optionspec import flag_name
+    unused = [f"{flag_name(name)} {search[name]}" for name in GREEDY_UNUSED
+              if search.get(name) is not None]
+    if beam == 1 and not nbest and unused:
+        warn(f"{', '.join(unused)}: no effect with beam 1 (greedy search ranks no hypotheses; "
+             f"it would change only --nbest scores)")
 
 
 # translate's own options that :meth:`depnmt.Translator.load` takes as keywords too

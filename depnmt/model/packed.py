@@ -28,16 +28,27 @@ from torch import Tensor, nn
 from depnmt.core.device import autocast_dtype
 from depnmt.model.derived import Derived
 
-SWITCH = "DEPNMT_PACKED_WEIGHTS"     # 0: F.linear everywhere (read at import)
+SWITCH = "DEPNMT_PACKED_WEIGHTS"     # 0: F.linear everywhere, 1 (or unset): packed (at import)
+SWITCH_VALUE = os.environ.get(SWITCH, "")
 
 
 def _kernels() -> bool:
     """Whether this torch has oneDNN's packed linear kernels and ``DEPNMT_PACKED_WEIGHTS`` is
     not ``0``."""
     ops = getattr(torch.ops, "mkldnn", None)
-    return (os.environ.get(SWITCH, "1") != "0" and torch.backends.mkldnn.is_available()
+    return (SWITCH_VALUE != "0" and torch.backends.mkldnn.is_available()
             and ops is not None and hasattr(ops, "_reorder_linear_weight")
             and hasattr(ops, "_linear_pointwise"))
+
+
+def check_switch() -> None:
+    """A DepnmtError when ``DEPNMT_PACKED_WEIGHTS`` is set to another value than 0 or 1 (a
+    misspelt ``off`` or ``false`` would pack as if it were unset); checked when a weight is
+    packed, so that importing this module never fails."""
+    if SWITCH_VALUE not in ("", "0", "1"):
+        from depnmt.core.errors import DepnmtError
+        raise DepnmtError(f"{SWITCH}={SWITCH_VALUE}: expected 0 (plain F.linear) or 1 (packed "
+                          f"weights, the default)")
 
 
 KERNELS = _kernels()
@@ -57,7 +68,9 @@ def packs(dtype: torch.dtype, out_features: int, in_features: int) -> bool:
 
 def pack(weight: Tensor) -> Tensor | None:
     """``weight [out, in]`` in oneDNN's packed layout, or None where it is not packed (not a
-    CPU tensor, no kernels, not :func:`packs`, or oneDNN refuses the dtype on this CPU)."""
+    CPU tensor, no kernels, not :func:`packs`, or oneDNN refuses the dtype on this CPU); a
+    DepnmtError for a ``DEPNMT_PACKED_WEIGHTS`` that is neither 0 nor 1."""
+    check_switch()
     if not KERNELS or weight.device.type != "cpu" or not packs(weight.dtype, *weight.shape):
         return None
     try:

@@ -102,7 +102,8 @@ class TrainOptions:
         "GPUs of compute capability 8.0 on (Ampere, Hopper), fp16 with loss scaling on older "
         "ones (bf16 there is emulated: slow, with a warning); loss, softmaxes and optimizer "
         "state stay fp32"), Choice(PRECISIONS), envvar="DEPNMT_PRECISION")
-    amp: bool = option(True, "--no-amp is --precision fp32 (older flag)", flag="--amp/--no-amp")
+    amp: bool = option(True, "--no-amp is --precision fp32 (older flag; with another "
+                       "--precision it is refused)", flag="--amp/--no-amp")
     compile: str = option("off", (
         "dynamic: run the training step's forward pass and loss through torch.compile with "
         "dynamic shapes (the batches' sizes and lengths are symbols of one graph; a batch of "
@@ -268,8 +269,9 @@ def parse_values(values: Mapping[str, Any], source: str) -> tuple[dict[str, Any]
     none) and the names of those given, from ``values`` (keys as the flags without dashes,
     ``max-tokens`` or ``max_tokens``; 0.1.0 keys warn), as ``depnmt train --config`` reads a
     file named ``source``: an unknown or repeated key, a bad value or a missing required option
-    is a DepnmtError naming it. An environment variable of an option wins over the file, as
-    on the command line."""
+    is a DepnmtError naming it. An environment variable of an option (``$DEPNMT_PRECISION``)
+    sets it where ``values`` does not, as on the command line, where the file wins over the
+    variable too (:class:`~depnmt.commands.fields.EnvironmentDefault`)."""
     params = train_params()
     by_key = {key: p for p in params for key in p.keys}
     old_keys = {old[2:]: new.split("/")[-1][2:] for old, new in DEPRECATED["train"].items()}
@@ -285,7 +287,7 @@ def parse_values(values: Mapping[str, Any], source: str) -> tuple[dict[str, Any]
             out[param.name] = _checked(param, value, f"{key} in {source}")
     given = {name for name in keys if values[keys[name]] is not None}
     for param in params:
-        if param.envvar and os.environ.get(param.envvar):
+        if param.envvar and os.environ.get(param.envvar) and param.name not in given:
             out[param.name] = _checked(param, os.environ[param.envvar], param.envvar)
             given.add(param.name)
         if param.required and param.name not in given:
@@ -328,6 +330,7 @@ def from_params(params: dict[str, Any], given: set[str]) -> TrainingRun:
                if saved is not None else [])
     params = (inherit_saved(params, given, params["model_dir"], saved) if saved is not None
               else dict(params))
+    params = precision_of(params, given)
     check_data_dir(params, given)
     if not params["resume"] and "train_max_tokens" not in given:      # the device's default
         params["train_max_tokens"] = train_max_tokens(params["train_device"])
@@ -343,7 +346,7 @@ def from_params(params: dict[str, Any], given: set[str]) -> TrainingRun:
         raise UsageError(f"--d-model {arch['d_model']} is not a multiple of --heads "
                          f"{arch['n_heads']} (each head gets d_model / heads dimensions)")
     schemes = scheme_entries_of(params["scheme"], params, given, name.components)
-    check_together(params, given)
+    check_together(params, given, saved)
     run = TrainingRun(
         params["data_dir"], params["model_dir"], ModelConfig(0, 0, **arch, schemes=schemes),
         TrainOptions(**sections["train_"]), search_config(**sections["search_"]),
@@ -353,6 +356,23 @@ def from_params(params: dict[str, Any], given: set[str]) -> TrainingRun:
         bool(params.get("resume_on_changed_data")), saved)
     run.settings_changed = changed
     return run
+
+
+def precision_of(params: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """The run's parameters with ``--no-amp`` (the older spelling of ``--precision fp32``) as
+    what it means: ``train_precision`` fp32, ``train_amp`` on, so that ``config.json`` records
+    the precision the run trains in. Given with another ``--precision``, a UsageError; a
+    ``--precision`` given on ``--resume`` of a run trained with ``--no-amp`` (its saved
+    ``amp`` false) takes effect."""
+    if params["train_amp"]:
+        return params
+    precision = params["train_precision"]
+    if "train_amp" in given and "train_precision" in given and precision not in ("fp32", "auto"):
+        raise UsageError(f"--no-amp is --precision fp32 (its older spelling), and --precision "
+                         f"{precision} is given too: give one of them")
+    if "train_precision" in given and "train_amp" not in given:
+        return {**params, "train_amp": True}
+    return {**params, "train_precision": "fp32", "train_amp": True}
 
 
 def check_data_dir(params: dict[str, Any], given: set[str]) -> None:
@@ -365,20 +385,39 @@ def check_data_dir(params: dict[str, Any], given: set[str]) -> None:
                           f"{params['data_dir']}, which is gone; pass -i BPE_DIR")
 
 
-def check_together(params: dict[str, Any], given: set[str]) -> None:
+def check_together(params: dict[str, Any], given: set[str],
+                   saved: dict[str, Any] | None = None) -> None:
     """The folders and one-off flags of a run go together: the model folder is none of the
-    inputs, ``--init-from`` and ``--resume-on-changed-data`` each with the right kind of
-    run."""
+    inputs, ``--init-from`` (and ``--init-partial``) and ``--resume-on-changed-data`` each with
+    the right kind of run. ``saved``: the resumed run's ``config.json``, whose own
+    ``--init-from`` (its ``train.yaml`` names it) a resume may be given."""
     inputs = {"bpe folder (-i)": params["data_dir"], "parse folder (-t)": params["trees_dir"]}
     if params["model_dir"] is not None:
         check_distinct(Path(params["model_dir"]),
                        {what: Path(path) for what, path in inputs.items() if path is not None})
-    if params["resume"] and params.get("init_from") and "init_from" in given:
+    if params["resume"] and params.get("init_from") and "init_from" in given \
+            and not started_from(saved, params["init_from"]):
         raise UsageError("--init-from starts a new run from a trained model and --resume "
                          "continues this one: give one of them")
+    if params["train_init_partial"] and "train_init_partial" in given \
+            and not params.get("init_from"):
+        raise UsageError("--init-partial goes with --init-from (it says which weights a new run "
+                         "copies from the trained model)")
     if params.get("resume_on_changed_data") and not params["resume"]:
         raise UsageError("--resume-on-changed-data goes with --resume (a new run records the "
                          "data it is given)")
+
+
+def started_from(saved: dict[str, Any] | None, init_from: str | Path) -> bool:
+    """Whether the run of ``saved`` (its ``config.json``) was started from ``init_from`` (a
+    model folder or checkpoint, as ``--init-from`` names it), as its provenance records."""
+    provenance = (saved or {}).get("provenance")
+    record = provenance.get("init_from") if isinstance(provenance, dict) else None
+    if not isinstance(record, dict):
+        return False
+    named = Path(init_from).resolve()
+    return any(isinstance(record.get(key), str) and Path(record[key]).resolve() == named
+               for key in ("folder", "checkpoint"))
 
 
 def load(config: Mapping[str, Any] | str | Path) -> TrainingRun:

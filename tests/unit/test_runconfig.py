@@ -67,7 +67,9 @@ def test_train_model_reads_a_file_as_train_config_does(tmp_path, monkeypatch):
     assert "rel-k" not in config.settings and "gps-layer" in config.settings
 
 
-def test_an_environment_variable_wins_over_the_mapping_as_over_the_file(monkeypatch):
+def test_the_mapping_wins_over_an_environment_variable_as_the_file_does(monkeypatch):
     monkeypatch.setenv("DEPNMT_PRECISION", "bf16")
     params, given = parse_values({"input": "d", "output": "m", "precision": "fp16"}, "F")
+    assert params["train_precision"] == "fp16" and "train_precision" in given
+    params, given = parse_values({"input": "d", "output": "m"}, "F")
     assert params["train_precision"] == "bf16" and "train_precision" in given

@@ -32,7 +32,8 @@ from depnmt.core.conllu import Sentence, read_conllu_numbered, write_conllu
 from depnmt.core.errors import DepnmtError, InputError, UsageError
 from depnmt.core.log import info, progress_bar
 from depnmt.core.manifest import load_manifest, write_manifest
-from depnmt.core.optionspec import POSITIVE, Choice, Folder, check_options, jobs_option, option
+from depnmt.core.optionspec import (POSITIVE, Choice, Folder, OnlyWith, check_options,
+                                    jobs_option, option)
 from depnmt.core.stagedir import check_distinct, hold_lock, sibling, stage_output
 from depnmt.core.textio import atomic_open, count_lines, iter_lines, make_dir, naming, read_json
 from depnmt.core.workers import report, worker_pool
@@ -104,15 +105,18 @@ class ParseSettings:
                           Choice(["stanza", "spacy", "conllu"]), show_default=True)
     models: tuple[str, ...] | None = option(
         None, "spaCy pipeline name/path, or stanza package; `src=NAME`/`tgt=NAME` for one side "
-        "(repeatable).", str, flag="--model", multiple=True, metavar="NAME")
+        "(repeatable).", str, flag="--model", multiple=True, metavar="NAME",
+        only=OnlyWith("backend", "stanza", "spacy"))
     langs: tuple[str, ...] | None = option(
         None, "Parser language code if it differs from the prepare manifest's (`src=L`/`tgt=L` "
         "for one side).", str, flag="--lang", multiple=True, metavar="L")
     stanza_dir: str | None = option(None, "stanza resources folder  [default: "
                                     "$STANZA_RESOURCES_DIR, else ~/.cache/stanza/<resources "
-                                    "version>/resources]", Folder(text=True))
+                                    "version>/resources]", Folder(text=True),
+                                    only=OnlyWith("backend", "stanza"))
     conllu_dir: Path | None = option(None, "For --backend conllu: folder holding "
-                                     "{split}.{lang}.conllu.", Folder())
+                                     "{split}.{lang}.conllu.", Folder(),
+                                     only=OnlyWith("backend", "conllu"))
     batch_size: int = option(256, "Lines given to the parser at once.", POSITIVE,
                              show_default=True)
     jobs: int = jobs_option("Parse (stanza, spacy)")
