@@ -13,7 +13,7 @@ import click
 from depnmt.commands.fields import GivenPath, click_type
 from depnmt.core import optionspec
 from depnmt.core.compat import DEPRECATED, deprecation_message
-from depnmt.core.optionspec import plain_value, read_yaml_config, suggestion
+from depnmt.core.optionspec import config_where, plain_value, read_yaml_config, suggestion
 
 POSITIVE = click_type(optionspec.POSITIVE)
 COUNT = click_type(optionspec.COUNT)                # 0 usually means "off" or "no limit"
@@ -54,15 +54,16 @@ def apply_config(ctx: click.Context, config: dict, source: str) -> None:
     defaults: dict[str, object] = {}
     keys: dict[str, str] = {}                       # parameter name -> the key that set it
     for key, value in config.items():
-        param = config_param(ctx.command, str(key), source)
+        where = config_where(config, key, source)   # FILE:LINE
+        param = config_param(ctx.command, str(key), where)
         if param is None:
-            raise DepnmtError(f"{source}: unknown option '{key}'{suggestion(str(key), options)}")
+            raise DepnmtError(f"{where}: unknown option '{key}'{suggestion(str(key), options)}")
         if param.name in keys:
             also = f" (also as '{keys[param.name]}')" if keys[param.name] != key else ""
-            raise DepnmtError(f"{source}: option '{key}' is given twice{also}")
+            raise DepnmtError(f"{where}: option '{key}' is given twice{also}")
         keys[param.name] = key
         if value is not None:                       # `key:` with no value: the default
-            defaults[param.name] = checked_value(ctx, param, value, f"{key} in {source}")
+            defaults[param.name] = checked_value(ctx, param, value, f"{key} in {where}")
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
 
 

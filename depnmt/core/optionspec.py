@@ -408,15 +408,51 @@ def suggestion(key: str, options) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+class ConfigFile(dict):
+    """The mapping of a YAML options file, with the line (from 1) of each of its keys,
+    ``lines`` (:func:`config_where` names it in errors)."""
+
+    def __init__(self, data: dict, lines: dict[str, int]):
+        super().__init__(data)
+        self.lines = lines
+
+
+def config_where(values: object, key: object, source: str) -> str:
+    """``FILE:LINE`` of ``key`` when ``values`` is a :class:`ConfigFile` that knows its line,
+    else ``source``."""
+    line = (getattr(values, "lines", None) or {}).get(str(key))
+    return f"{source}:{line}" if line else source
+
+
+def key_lines(text: str, path: str) -> dict[str, int]:
+    """The line of each top-level key of the YAML mapping ``text`` (of the file ``path``); a
+    key given twice is a DepnmtError naming both lines (YAML loaders keep the last value and
+    drop the first without a word)."""
+    import yaml
+
+    from depnmt.core.errors import DepnmtError
+    node = yaml.compose(text, Loader=yaml.SafeLoader)     # nodes only: nothing is constructed
+    lines: dict[str, int] = {}
+    for key, _ in (node.value if isinstance(node, yaml.MappingNode) else []):
+        line = key.start_mark.line + 1
+        if str(key.value) in lines:
+            raise DepnmtError(f"{path}:{line}: option '{key.value}' is given twice (also at "
+                              f"line {lines[str(key.value)]})")
+        lines[str(key.value)] = line
+    return lines
+
+
 def read_yaml_config(path: str) -> dict:
-    """The mapping in the YAML file ``path`` (an empty file: ``{}``); a DepnmtError naming the
-    file when it is not valid YAML or not a mapping."""
+    """The mapping in the YAML file ``path`` (an empty file: ``{}``), as a :class:`ConfigFile`
+    that knows the line of each key; a DepnmtError naming the file (and line) when it is not
+    valid YAML, not a mapping, or gives a key twice."""
     import yaml
 
     from depnmt.core.errors import DepnmtError
     from depnmt.core.textio import read_lines
+    text = "\n".join(read_lines(path))
     try:
-        data = yaml.safe_load("\n".join(read_lines(path)))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else path
@@ -427,4 +463,4 @@ def read_yaml_config(path: str) -> dict:
     if not isinstance(data, dict):
         raise DepnmtError(f"{path}: expected a mapping of option names to values "
                           f"(`max-tokens: 4000`), found a {type(data).__name__}")
-    return data
+    return ConfigFile(data, key_lines(text, path))

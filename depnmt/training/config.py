@@ -35,7 +35,8 @@ from depnmt.core.errors import DepnmtError, UsageError
 from depnmt.core.log import info, warn
 from depnmt.core.optionspec import (AMOUNT, COUNT, DROPOUT, POSITIVE, RATE, SEED, Choice, Folder,
                                     IntRange, Param, convert, field_param, field_params, flag_name,
-                                    option, plain_value, read_yaml_config, suggestion)
+                                    config_where, option, plain_value, read_yaml_config,
+                                    suggestion)
 from depnmt.core.schemename import scheme_name
 from depnmt.core.searchlimits import SearchConfig, search_config, search_params
 from depnmt.core.stagedir import check_distinct
@@ -278,13 +279,14 @@ def parse_values(values: Mapping[str, Any], source: str) -> tuple[dict[str, Any]
     out = {p.name: p.default for p in params}
     keys: dict[str, str] = {}                           # parameter name -> the key that set it
     for key, value in values.items():
-        param = _param_of(str(key), by_key, old_keys, source)
+        where = config_where(values, key, source)       # FILE:LINE
+        param = _param_of(str(key), by_key, old_keys, where)
         if param.name in keys:
             also = f" (also as '{keys[param.name]}')" if keys[param.name] != key else ""
-            raise DepnmtError(f"{source}: option '{key}' is given twice{also}")
+            raise DepnmtError(f"{where}: option '{key}' is given twice{also}")
         keys[param.name] = key
         if value is not None:                           # `key:` with no value: the default
-            out[param.name] = _checked(param, value, f"{key} in {source}")
+            out[param.name] = _checked(param, value, f"{key} in {where}")
     given = {name for name in keys if values[keys[name]] is not None}
     for param in params:
         if param.envvar and os.environ.get(param.envvar) and param.name not in given:

@@ -111,7 +111,7 @@ def test_train_model_errors_are_depnmt_errors(tiny_bpe, tmp_path):
         depnmt.train_model({"model-dir": str(tmp_path / "m")})
     cfg = tmp_path / "run.yaml"
     cfg.write_text("data: x\nlayer: 2\n", encoding="utf-8")
-    with pytest.raises(DepnmtError, match=f"{cfg}: unknown option 'layer'"):
+    with pytest.raises(DepnmtError, match=f"{cfg}:2: unknown option 'layer'"):
         depnmt.train_model(cfg)
     assert not (tmp_path / "m").exists()
 

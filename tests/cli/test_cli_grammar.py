@@ -192,8 +192,8 @@ def test_an_old_train_yaml_key_still_configures_train_with_a_warning(tmp_path, c
     assert capsys.readouterr().err == ""
     ctx_old = parse(command, ["--config", str(old)])
     assert capsys.readouterr().err.splitlines() == [
-        f"warning: {old}: 'data' is deprecated; use 'input' (the old spelling goes in 0.3.0)",
-        f"warning: {old}: 'model-dir' is deprecated; use 'output' (the old spelling goes in "
+        f"warning: {old}:1: 'data' is deprecated; use 'input' (the old spelling goes in 0.3.0)",
+        f"warning: {old}:2: 'model-dir' is deprecated; use 'output' (the old spelling goes in "
         f"0.3.0)"]
     for name in ("data_dir", "model_dir"):
         assert ctx_old.params[name] == ctx_new.params[name]

@@ -30,7 +30,7 @@ def test_a_list_or_mapping_for_one_value_is_one_error(text, flag, kind, tmp_path
     assert run_cli(["train", "-i", tmp_path / "bpe", "-o", tmp_path / "m", "--config",
                     config]) == 2
     err = capsys.readouterr().err
-    assert f"Invalid value for '{flag}' ({flag[2:]} in {config}): {kind} where one value " \
+    assert f"Invalid value for '{flag}' ({flag[2:]} in {config}:1): {kind} where one value " \
            f"belongs" in err, err
 
 
@@ -49,6 +49,6 @@ def test_a_yaml_alias_bomb_stops_at_once(tmp_path):
                            "-o", tmp_path / "m", "--config", config], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert f"Invalid value for '--scheme' (scheme in {config}): a list where one value " \
+    assert f"Invalid value for '--scheme' (scheme in {config}:1): a list where one value " \
            f"belongs" in done.stderr
     assert time.monotonic() - start < 60

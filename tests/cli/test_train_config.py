@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
+
+import depnmt
+from depnmt.core.errors import DepnmtError
 
 from .conftest import TINY_MODEL, overriding, run_cli
 
@@ -66,7 +70,7 @@ def test_unknown_key_names_the_file_and_a_close_match(tiny_bpe, tmp_path, capsys
     cfg = write_yaml(tmp_path / "run.yaml", {"input": str(tiny_bpe), "max-token": 100})
     assert run_cli(["train", "--config", cfg, "-o", tmp_path / "m"]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: {cfg}: unknown option 'max-token' (did you mean 'max-tokens'?)\n"
+    assert err == f"error: {cfg}:2: unknown option 'max-token' (did you mean 'max-tokens'?)\n"
     assert not (tmp_path / "m").exists()
 
 
@@ -75,7 +79,24 @@ def test_bad_value_names_the_option_and_the_file(tiny_bpe, tmp_path, capsys):
         cfg = write_yaml(tmp_path / "run.yaml", {"data": str(tiny_bpe), "max-tokens": value})
         assert run_cli(["train", "--config", cfg, "-o", tmp_path / "m"]) == 2
         err = capsys.readouterr().err
-        assert "Invalid value for '--max-tokens'" in err and f"max-tokens in {cfg}" in err, err
+        assert "Invalid value for '--max-tokens'" in err and f"max-tokens in {cfg}:2" in err, err
+
+
+def test_a_key_given_twice_names_both_lines(tiny_bpe, tmp_path, capsys):
+    """YAML keeps the last of two values of one key and drops the first without a word: a
+    --config file (train's, and any command's) giving a key twice is one error naming the
+    file and both lines, and train_model() refuses it alike."""
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"input: {tiny_bpe}\nwarmup: 10\nmax-steps: 2\nwarmup: 20\n",
+                   encoding="utf-8")
+    for command in (["train", "--config", cfg, "-o", tmp_path / "m"],
+                    ["bpe", "--config", cfg, "-o", tmp_path / "b"]):
+        assert run_cli(command) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: {cfg}:4: option 'warmup' is given twice (also at line 2)\n", err
+    with pytest.raises(DepnmtError, match=f"{cfg}:4: option 'warmup' is given twice"):
+        depnmt.train_model(cfg)
+    assert not (tmp_path / "m").exists() and not (tmp_path / "b").exists()
 
 
 def test_malformed_yaml_is_one_line_naming_the_file(tmp_path, capsys):
