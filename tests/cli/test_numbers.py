@@ -33,7 +33,7 @@ def test_non_finite_numbers_are_refused_in_a_config_file(tmp_path, capsys):
     assert run_cli(["train", "-i", tmp_path / "bpe", "-o", tmp_path / "model",
                     "--config", config]) == 2
     err = capsys.readouterr().err
-    assert f"Invalid value for '--lr' (lr in {config}): inf is not a finite number." in err
+    assert f"Invalid value for '--lr' (lr in {config}:1): inf is not a finite number." in err
 
 
 def test_non_finite_numbers_are_refused_by_the_api(tmp_path):
