@@ -271,31 +271,25 @@ def trained_record(model_dirs: Sequence[Path]) -> list[dict]:
 
 def check_replicates(path: Path, data: dict) -> None:
     """The runs (models) of a result file are replicates of one system, as ``report`` requires
-    of its runs: trained on the same trees (not the parser's and a control's, not two control
-    kinds) and with different seeds (the training seed, or the control trees' seed), else an
-    error naming the file. Files that record no ``trained`` are not checked."""
+    of its runs (:func:`~depnmt.evaluation.runs.replicate_problem`, on what the file records
+    as ``trained``), else an error naming the file. Files that record no ``trained`` are not
+    checked."""
+    from depnmt.evaluation.runs import replicate_problem
     recorded = data.get("trained")
     if not isinstance(recorded, dict) or set(recorded) != set(data["models"]) or not all(
             isinstance(m, list) and all(isinstance(x, dict) for x in m)
             for m in recorded.values()):
         return
-    trees = {json.dumps([x.get("trees") for x in m]) for m in recorded.values()
-             if all(x.get("trees") is not None for x in m)}
-    if len(trees) > 1:
-        raise InputError(path, None, f"its runs were trained on different trees: "
-                                     f"{'; '.join(sorted(trees))} (a control is a system of "
-                                     f"its own)")
-    seen: dict[str, str] = {}
-    for name, models in recorded.items():
-        seeds = json.dumps([x.get("seeds") for x in models])
-        if any(x.get("seeds") is None for x in models):
-            continue
-        if seeds in seen:
-            raise InputError(path, None, f"models {seen[seeds]} and {name} were trained with "
-                                         f"the same seeds on the same trees: runs of a system "
-                                         f"differ by seed, else their spread is not training "
-                                         f"noise")
-        seen[seeds] = name
+    runs = []
+    for name, models in recorded.items():        # an ensemble's members joined
+        trees = [x.get("trees") for x in models]
+        seeds = [x.get("seeds") for x in models]
+        known = all(isinstance(s, list) and len(s) == 2 for s in seeds)
+        runs.append((name, None if None in trees else " + ".join(map(str, trees)),
+                     tuple(tuple(s) for s in seeds) if known else None))
+    problem = replicate_problem(runs)
+    if problem:
+        raise InputError(path, None, f"the system {problem}")
 
 
 def run_checkpoints(path: Path, data: dict) -> list[tuple[str, ...]] | None:

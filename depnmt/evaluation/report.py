@@ -46,8 +46,8 @@ from depnmt.data.record import sha256
 from depnmt.decoding import likelihood as lk
 from depnmt.evaluation import score as sc
 from depnmt.evaluation import significance as sig
-from depnmt.evaluation.runs import (System, mean_of, replicate_seeds, trainer_pid,
-                                    training_summary)
+from depnmt.evaluation.runs import (System, mean_of, replicate_problem, replicate_seeds,
+                                    trainer_pid, training_summary, trees_trained_on)
 from depnmt.storage.modeldir import read_config
 
 METRICS = ("bleu", "chrf")
@@ -175,31 +175,21 @@ def group_runs(runs: Sequence[System]) -> dict[str, list[System]]:
         check_not_training(name, members)
         check_distinct_models(name, members)
         check_distinct_hypotheses(name, members)
-        check_distinct_seeds(name, members)
+        check_replicates(name, members)
         for run in members:
             check_same_training(run)
     return groups
 
 
-def check_distinct_seeds(name: str, members: Sequence[System]) -> None:
-    """Refuse two runs of system ``name`` trained with the same seed (``config.json``'s
-    ``training.seed``) on the same trees (control trees of another control seed make a
-    replicate: :func:`~depnmt.evaluation.runs.replicate_seeds`; runs that record no seed are
-    not checked): they start from the same weights and see the batches in the same order, so
-    their spread is not the seed-to-seed noise that the intervals, the p-values over runs and
-    the power table take it for (on one machine, nearly none: every difference would look
-    significant). The error names both."""
-    seen: dict[tuple, Path] = {}
-    for run in members:
-        seeds = replicate_seeds(read_config(run.model_dir))
-        if seeds is None:
-            continue
-        if seeds in seen:
-            raise DepnmtError(f"system {name!r}: {seen[seeds]} and {run.model_dir} were both "
-                              f"trained with seed {seeds[0]} on the same trees: runs of a "
-                              f"system differ by seed (train --seed), else their spread is not "
-                              f"training noise")
-        seen[seeds] = Path(run.model_dir)
+def check_replicates(name: str, members: Sequence[System]) -> None:
+    """Refuse runs of system ``name`` that are no replicates of one system (their
+    ``config.json``: :func:`~depnmt.evaluation.runs.replicate_problem`): trained on different
+    trees, or two of them with the same seeds on the same trees; the error names them."""
+    configs = [read_config(run.model_dir) for run in members]
+    problem = replicate_problem([(str(run.model_dir), trees_trained_on(c), replicate_seeds(c))
+                                 for run, c in zip(members, configs)])
+    if problem:
+        raise DepnmtError(f"system {name!r} {problem}")
 
 
 def check_same_training(run: System) -> None:
@@ -293,10 +283,6 @@ def system_record(name: str, runs: Sequence[dict]) -> dict:
     if len(schemes) > 1:
         raise DepnmtError(f"system {name!r} mixes runs of different schemes: "
                           f"{', '.join(sorted(schemes))}")
-    trees = {r["trees"] for r in runs if r.get("trees") is not None}
-    if len(trees) > 1:              # e.g. a control run among the runs on the parser's trees
-        raise DepnmtError(f"system {name!r} mixes runs on different trees: "
-                          f"{'; '.join(sorted(trees))} (a control is a system of its own)")
     record: dict = {"system": name, "scheme": runs[0]["scheme"], "n_runs": len(runs),
                     "parameters": runs[0]["parameters"]}
     for key in METRICS:

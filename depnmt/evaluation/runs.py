@@ -142,6 +142,39 @@ def replicate_seeds(config: dict) -> tuple[Any, Any] | None:
     return seed, settings.get("seed") if isinstance(settings, dict) else None
 
 
+def seeds_text(seeds: Sequence[Any]) -> str:
+    """``seed 7`` or ``seed 7 and control seed 1`` for a run's :func:`replicate_seeds`; an
+    ensemble's (a tuple of its members') joined with ``+``."""
+    if seeds and isinstance(seeds[0], (tuple, list)):
+        return " + ".join(seeds_text(s) for s in seeds)
+    seed, control = seeds
+    return f"seed {seed}" + (f" and control seed {control}" if control is not None else "")
+
+
+def replicate_problem(runs: Sequence[tuple[str, str | None, Any]]) -> str | None:
+    """What keeps ``runs`` — per run its name, the trees it trained on
+    (:func:`trees_trained_on`) and its seeds (:func:`replicate_seeds`; None where not
+    recorded: not compared) — from being replicates of one system, as ``report`` and
+    ``contrastive --compare`` require: runs on different trees (the parser's and a control's,
+    two control kinds), or two with the same seeds on the same trees (the same initial weights
+    and batch order: their spread is not the seed-to-seed noise the intervals, the p-values
+    over runs and the power table take it for). None when they are replicates."""
+    trees = sorted({t for _, t, _ in runs if t is not None})
+    if len(trees) > 1:
+        return (f"mixes runs on different trees: {'; '.join(trees)} (a control is a system of "
+                f"its own)")
+    seen: dict[Any, str] = {}
+    for name, _, seeds in runs:
+        if seeds is None:
+            continue
+        if seeds in seen:
+            return (f"has two runs trained with {seeds_text(seeds)} on the same trees, "
+                    f"{seen[seeds]} and {name}: runs of a system differ by seed (train --seed), "
+                    f"else their spread is not training noise")
+        seen[seeds] = name
+    return None
+
+
 def resume_changes(records: Sequence[dict], event: str) -> list[dict]:
     """The resumes the log records as ``event``: on other data (``data_changed``, ``train
     --resume-on-changed-data``) or with other settings (``settings_changed``): ``step`` (the

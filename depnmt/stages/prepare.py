@@ -397,8 +397,12 @@ def split_overlap(out_dir: Path, src_lang: str, tgt_lang: str) -> dict[str, dict
     wanted = {pair for kept in held.values() for pair in kept}
     overlap: dict[str, dict] = {split: {} for split in OVERLAP_AGAINST}
     for earlier in dict.fromkeys(e for against in OVERLAP_AGAINST.values() for e in against):
-        found = [pair for pair in pairs(earlier) if pair[0] in sources]
-        found_sources, found_pairs = {src for src, _ in found}, set(found) & wanted
+        found_sources, found_pairs = set(), set()      # at most dev's and test's sizes
+        for pair in pairs(earlier):
+            if pair[0] in sources:
+                found_sources.add(pair[0])
+                if pair in wanted:
+                    found_pairs.add(pair)
         for split, against in OVERLAP_AGAINST.items():
             if earlier in against:
                 overlap[split][earlier] = {

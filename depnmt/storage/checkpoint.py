@@ -138,16 +138,25 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return state
 
 
-def recorded_digest(path: Path) -> str | None:
-    """The SHA-256 that checkpoint ``path`` records of its contents (not verified), read
-    without reading its tensors (memory-mapped); None when it records none or is unreadable."""
+def peek_checkpoint(path: Path) -> dict[str, Any] | None:
+    """The state of checkpoint ``path`` as saved, memory-mapped (its tensors are not read) and
+    not verified (tensors and plain data only, as :func:`load_checkpoint` reads); None when
+    the file is unreadable or holds no mapping: a caller that needs it loads it and is told
+    why."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - any unreadable file: the caller loads it and is told why
+    except Exception:  # noqa: BLE001 - any unreadable file
         return None
-    return state.get(DIGEST) if isinstance(state, dict) else None
+    return state if isinstance(state, dict) else None
+
+
+def recorded_digest(path: Path) -> str | None:
+    """The SHA-256 that checkpoint ``path`` records of its contents (not verified), read
+    without reading its tensors (:func:`peek_checkpoint`); None when it records none or is
+    unreadable."""
+    return (peek_checkpoint(path) or {}).get(DIGEST)
 
 
 def _refused(message: str) -> str:

@@ -29,7 +29,7 @@ from depnmt.core.optionspec import POSITIVE, Folder, check_options, option
 from depnmt.core.stagedir import hold_lock
 from depnmt.core.textio import make_dir
 from depnmt.storage.averaged import average_record, source_record
-from depnmt.storage.checkpoint import save_checkpoint
+from depnmt.storage.checkpoint import peek_checkpoint, save_checkpoint
 from depnmt.storage.modeldir import (CHECKPOINT_FILES, RESERVED_CHECKPOINTS, checkpoint_dir,
                                      default_model_dir, load_model_checkpoint, read_config,
                                      read_metrics)
@@ -141,16 +141,8 @@ def check_replaceable(out: Path) -> None:
     """An existing ``out`` is replaced only when it is an earlier average (it records the
     snapshots it averaged, ``averaged_from``): a checkpoint of another kind put there by hand
     (a copy of a best.pt, another run's model) is a :class:`DepnmtError` naming it, never
-    overwritten. Read memory-mapped: its tensors are not loaded."""
-    import warnings
-    if not out.exists():
-        return
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            state = torch.load(out, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - whatever it is, it is no average of depnmt's
-        state = None
-    if not isinstance(state, dict) or "averaged_from" not in state:
+    overwritten. Read memory-mapped (:func:`~depnmt.storage.checkpoint.peek_checkpoint`): its
+    tensors are not loaded."""
+    if out.exists() and "averaged_from" not in (peek_checkpoint(out) or {}):
         raise DepnmtError(f"{out}: exists and is not an average (depnmt average replaces only "
                           f"its own): give -o another name, or move the file away")

@@ -227,9 +227,9 @@ def test_report_refuses_two_runs_of_one_seed(tiny_model, tiny_bpe, tmp_path, cap
     base = ["report", "--ref", ref, "--bootstrap", "0", "--shuffles", "0"]
     assert run_cli([*base, "-s", "x", first, good, "-s", "x", again, bad]) == 2
     err = capsys.readouterr().err
-    assert err == (f"error: system 'x': {first} and {again} were both trained with seed 7 on "
-                   f"the same trees: runs of a system differ by seed (train --seed), else their "
-                   f"spread is not training noise\n"), err
+    assert err == (f"error: system 'x' has two runs trained with seed 7 on the same trees, "
+                   f"{first} and {again}: runs of a system differ by seed (train --seed), else "
+                   f"their spread is not training noise\n"), err
     assert run_cli([*base, "-s", "x", first, good, "-s", "x", other, bad]) == 0
     assert run_cli([*base, "-s", "x", first, good, "-s", "y", first, bad]) == 0
     for run, control_seed in ((first, 1), (again, 2)):     # control trees of two control seeds
@@ -251,9 +251,11 @@ def test_compare_refuses_a_system_of_other_trees_or_one_seed(tiny_model, tmp_pat
     control = "random-projective (labels keep) control trees, src"
     for name, trained, message in (
             ("mixed", [("the parser's trees", [1, None]), (control, [2, 1])],
-             "its runs were trained on different trees: "),
+             "the system mixes runs on different trees: random-projective (labels keep) "
+             "control trees, src; the parser's trees (a control is a system of its own)"),
             ("seeds", [(control, [1, 5]), (control, [1, 5])],
-             "models t0 and t1 were trained with the same seeds on the same trees")):
+             "the system has two runs trained with seed 1 and control seed 5 on the same "
+             "trees, t0 and t1: runs of a system differ by seed")):
         path = result_file(tmp_path / f"{name}.json", set_path, {
             f"t{k}": ([1, 1, k], f"/m/{name}{k}/best.pt") for k in range(2)})
         data = json.loads(path.read_text(encoding="utf-8"))
