@@ -151,7 +151,8 @@ def pair_cells(scheme: str, heads: Sequence[int], tokens: Sequence[str], clip: i
     if clips(scheme):                       # a clipped distance (pascal's scales are not)
         values[f"{cls.prefix}_{cls.clip}"] = clip if clip is not None else max(len(tokens), 1)
     built = build_schemes(scheme_entries([scheme], values))[0]
-    tree = SimpleNamespace(heads=list(heads), sent_ids=None if sent_ids is None else list(sent_ids))
+    tree = SimpleNamespace(heads=list(heads),
+                           sent_ids=None if sent_ids is None else list(sent_ids))
     example = SimpleNamespace(index=0, src=[0] * (len(tokens) + 1), src_subwords=list(tokens),
                               src_tree=tree)
     return [[built.label_text(label) for label in row]
